@@ -1,0 +1,122 @@
+"""The `faultproxy` command."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from proxy.ca import ca_bundle
+from proxy.injector import parse_params
+from proxy.logs import configure_logging
+from scenarios import ScenarioError, load_scenario
+
+EXIT_BAD_INPUT = 2
+
+
+class UsageError(Exception):
+    """Bad input from the user: reported in one line, exit status 2."""
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    configure_logging(json_lines=getattr(args, "log_json", False))
+    try:
+        return args.handler(args)
+    except (ScenarioError, UsageError) as error:
+        print(f"faultproxy: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        return 130
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="faultproxy", description="Chaos proxy and reliability harness for AI agents.")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    check = _command(commands, "check", cmd_check, "Validate scenario files.")
+    check.add_argument("files", nargs="+", metavar="FILE")
+
+    ca = _command(commands, "ca", cmd_ca, "Print the path of a CA bundle (system roots + faultproxy's CA) to trust.")
+    ca.add_argument("--confdir", type=Path, help="Where the CA lives (default: $FAULTPROXY_HOME or ~/.faultproxy).")
+
+    proxy = _command(commands, "proxy", cmd_proxy, "Run the chaos proxy in the foreground.")
+    proxy.add_argument("--scenario", required=True, help="Scenario file, or the name of a bundled one.")
+    proxy.add_argument("--host", default="127.0.0.1", help="Address to listen on (default: loopback only).")
+    proxy.add_argument("--port", type=int, default=8080, help="Forward-proxy port (0: any free port).")
+    proxy.add_argument("--reverse-port", type=int, default=0, help="Reverse-mode port, used with --upstream.")
+    add_proxy_options(proxy)
+    proxy.add_argument("--trace-dir", type=Path, default=Path("runs/proxy/flows"), help="Where episode traces go.")
+    return parser
+
+
+def add_proxy_options(parser: argparse.ArgumentParser) -> None:
+    """Options shared by every command that starts a proxy."""
+    parser.add_argument("--param", action="append", default=[], metavar="NAME=VALUE", help="Override a scenario param.")
+    parser.add_argument("--upstream", action="append", default=[], metavar="NAME=URL",
+                        help="Reverse-mode upstream; clients use http://HOST:PORT/EPISODE/NAME as base URL.")
+    parser.add_argument("--secret-env", action="append", default=[], metavar="VAR",
+                        help="Redact the value of this environment variable from everything written.")
+    parser.add_argument("--insecure-upstream", action="store_true", help="Do not verify upstream TLS (tests only).")
+    parser.add_argument("--log-json", action="store_true", help="Log one JSON object per line.")
+
+
+def _command(commands, name: str, handler: Callable[[argparse.Namespace], int], help_text: str) -> argparse.ArgumentParser:
+    parser = commands.add_parser(name, help=help_text, description=help_text)
+    parser.set_defaults(handler=handler)
+    return parser
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    for file in args.files:
+        scenario = load_scenario(file)
+        print(f"{file}: ok ({scenario.name}: {len(scenario.rules)} rules, params {dict(scenario.params) or 'none'})")
+    return 0
+
+
+def cmd_ca(args: argparse.Namespace) -> int:
+    print(ca_bundle(args.confdir))
+    return 0
+
+
+def parse_pairs(specs: Sequence[str], what: str) -> dict[str, str]:
+    pairs = {}
+    for spec in specs:
+        name, sep, value = spec.partition("=")
+        if not sep or not name:
+            raise UsageError(f"{what} {spec!r} is not NAME=VALUE")
+        pairs[name] = value
+    return pairs
+
+
+def proxy_params(args: argparse.Namespace) -> dict[str, float]:
+    try:
+        return parse_params(args.param)
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+
+
+def cmd_proxy(args: argparse.Namespace) -> int:
+    from proxy.server import ProxyServer
+
+    upstreams = parse_pairs(args.upstream, "--upstream")
+    scenario = load_scenario(args.scenario, proxy_params(args))
+    server = ProxyServer(
+        scenario, trace_dir=args.trace_dir, host=args.host, port=args.port, reverse_port=args.reverse_port,
+        upstreams=upstreams, secret_env=args.secret_env, ssl_insecure=args.insecure_upstream,
+    )
+    with server:
+        print(f"faultproxy: scenario {scenario.name} ({len(scenario.rules)} rules), traces in {args.trace_dir}/")
+        print(f"  forward proxy: HTTPS_PROXY=http://EPISODE:x@{args.host}:{server.port}  (trust {server.ca_bundle})")
+        for name in upstreams:
+            print(f"  {name}: base URL {server.reverse_url('default', name)}")
+        print("  Ctrl-C stops.", flush=True)
+        threading.Event().wait()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,118 @@
+"""One request/response exchange as the injector sees it, and its trace line."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from proxy.episodes import EpisodeState
+from proxy.redact import Redactor
+from proxy.trace import encode_body
+from scenarios import Rule
+
+
+@dataclass
+class Exchange:
+    episode: EpisodeState
+    seq: int
+    method: str
+    url: str
+    request_headers: list[tuple[str, str]]
+    request_body: bytes | None
+    body_json: Any
+    rule: Rule | None = None
+    decision: float | None = None
+    forced: bool = False
+    delivered: bool = False
+    detail: str = ""
+    outcome: str = "response"
+    started: float = field(default_factory=time.time)
+    response_started: float | None = None
+    upstream: dict[str, Any] | None = None
+    upstream_body: bytes | None = None
+    upstream_events: list[tuple[float, bytes]] = field(default_factory=list)
+    client_events: list[tuple[float, bytes]] | None = None
+    client_status: int | None = None
+    client_headers: list[tuple[str, str]] | None = None
+    client_body: bytes | None = None
+    tokens: int = 0
+    error: str | None = None
+    written: bool = False
+
+    @property
+    def fault_type(self) -> str | None:
+        return self.rule.fault.type if self.rule else None
+
+    def deliver(self, detail: str = "") -> None:
+        self.delivered = True
+        self.detail = detail or self.detail
+
+    def to_record(self, redactor: Redactor) -> dict[str, Any]:
+        return {
+            "seq": self.seq,
+            "episode": self.episode.key,
+            "started": round(self.started, 6),
+            "duration_s": round(time.time() - self.started, 6),
+            "request": {
+                "method": self.method,
+                "url": redactor.url(self.url),
+                "headers": redactor.headers(self.request_headers),
+                **encode_body(self.request_body, redactor),
+            },
+            "upstream": self._upstream_record(redactor),
+            "client": self._client_record(redactor),
+            "fault": self._fault_record(),
+            "tokens": self.tokens,
+            "error": self.error,
+        }
+
+    def _upstream_record(self, redactor: Redactor) -> dict[str, Any] | None:
+        if self.upstream is None:
+            return None
+        record = {
+            "status": self.upstream["status"],
+            "headers": redactor.headers(self.upstream["headers"]),
+            **encode_body(self.upstream_body, redactor),
+        }
+        if self.upstream_events:
+            record["sse"] = _events(self.upstream_events, redactor)
+        return record
+
+    def _client_record(self, redactor: Redactor) -> dict[str, Any]:
+        record: dict[str, Any] = {"outcome": self.outcome, "status": self.client_status}
+        if self.client_headers is not None:
+            record["headers"] = redactor.headers(self.client_headers)
+        if self.client_body is not None:
+            record |= encode_body(self.client_body, redactor)
+        if self.client_events is not None:
+            record["sse"] = _events(self.client_events, redactor)
+        return record
+
+    def _fault_record(self) -> dict[str, Any] | None:
+        if self.rule is None:
+            return None
+        return {
+            "rule": self.rule.name,
+            "type": self.rule.fault.type,
+            "params": _plain(self.rule.fault.params),
+            "decision": self.decision,
+            "forced": self.forced,
+            "delivered": self.delivered,
+            "detail": self.detail,
+        }
+
+
+def _events(events: list[tuple[float, bytes]], redactor: Redactor) -> list[list[Any]]:
+    return [[round(t, 6), redactor.text(e.decode("utf-8", "replace"))] for t, e in events]
+
+
+def _plain(value: Any) -> Any:
+    """Fault params as JSON (drift ops are dataclasses)."""
+    if isinstance(value, dict) or hasattr(value, "items"):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if hasattr(value, "__dataclass_fields__"):
+        return {k: _plain(getattr(value, k)) for k in value.__dataclass_fields__ if getattr(value, k) is not None}
+    return value

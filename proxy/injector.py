@@ -1,0 +1,256 @@
+"""The fault injector: match, decide, inject, record — one mitmproxy addon.
+
+Per request: every rule whose match block selects it advances its call counter for the
+episode; the first rule whose `when` admits this call and whose keyed-hash draw falls under its
+probability is applied. Every exchange, faulted or not, is appended to the episode's trace.
+"""
+
+from __future__ import annotations
+
+import os
+import typing
+import time
+from pathlib import Path
+
+import structlog
+from mitmproxy import ctx, exceptions, http
+
+from proxy import decide
+from proxy.attribution import episode_of
+from proxy.episodes import Episodes, EpisodeState, StoredResponse
+from proxy.exchange import Exchange
+from proxy.faults import FAULT_CLASSES, WRITE_METHODS, Fault, answer, read_key
+from proxy.match import parse_json_body, request_matches
+from proxy.redact import Redactor
+from proxy.relay import Relay
+from proxy.sse import EventSplitter, data_payloads, is_event_stream
+from proxy.usage import tokens_in_body, tokens_in_events
+from scenarios import Rule, Scenario, ScenarioError, load_scenario
+
+FORCE_HEADER = "x-faultproxy-force"
+EXCHANGE_KEY = "faultproxy_exchange"
+
+log = structlog.get_logger("faultproxy")
+
+
+class FaultInjector:
+    def __init__(self, scenario: Scenario | None = None) -> None:
+        self.scenario = scenario
+        self.episodes = Episodes(None)
+        self.redactor = Redactor()
+        self.relay = Relay()
+        self._faults: dict[str, Fault] = {}
+        if scenario:
+            self._build_faults()
+
+    # -- configuration ---------------------------------------------------------------------
+
+    def load(self, loader) -> None:
+        loader.add_option("faultproxy_scenario", str, "", "Scenario file, or the name of a bundled one.")
+        loader.add_option("faultproxy_params", typing.Sequence[str], [], "Scenario param overrides, NAME=VALUE.")
+        loader.add_option("faultproxy_trace_dir", str, "", "Folder for flows/<episode>.jsonl traces; empty: none.")
+        loader.add_option(
+            "faultproxy_secret_env", typing.Sequence[str], [],
+            "Names of environment variables whose values are redacted from traces.",
+        )
+
+    def configure(self, updated: set[str]) -> None:
+        if updated & {"faultproxy_scenario", "faultproxy_params"} and ctx.options.faultproxy_scenario:
+            try:
+                self.scenario = load_scenario(ctx.options.faultproxy_scenario, parse_params(ctx.options.faultproxy_params))
+            except (ScenarioError, ValueError) as error:
+                raise exceptions.OptionsError(str(error)) from None
+            self._build_faults()
+        if "faultproxy_trace_dir" in updated:
+            self.episodes.end_all()
+            trace_dir = ctx.options.faultproxy_trace_dir
+            self.episodes = Episodes(Path(trace_dir) if trace_dir else None)
+        if "faultproxy_secret_env" in updated:
+            self.redactor = Redactor(os.environ.get(name, "") for name in ctx.options.faultproxy_secret_env)
+
+    def _build_faults(self) -> None:
+        self._faults = {
+            rule.name: FAULT_CLASSES[rule.fault.type](dict(rule.fault.params), self.scenario.seed, self.relay)
+            for rule in self.scenario.rules
+        }
+
+    def end_episode(self, key: str) -> EpisodeState | None:
+        return self.episodes.end(key)
+
+    async def done(self) -> None:
+        self.episodes.end_all()
+        await self.relay.close()
+
+    # -- hooks -----------------------------------------------------------------------------
+
+    async def request(self, flow: http.HTTPFlow) -> None:
+        if flow.response or self.scenario is None:  # already answered (e.g. an unknown upstream)
+            return
+        ex = self._open_exchange(flow)
+        forced = flow.request.headers.pop(FORCE_HEADER, None)
+        stale_candidate = False
+        for rule in self.scenario.rules:
+            if rule.name != forced and not self._matches(rule, ex, flow):
+                continue
+            index = ex.episode.calls[rule.name] = ex.episode.calls[rule.name] + 1
+            stale_candidate |= rule.fault.type == "stale_state"
+            if ex.rule is None:
+                self._decide(rule, index, ex, forced)
+        if forced and ex.rule is None:
+            answer(flow, ex, 400, {"content-type": "text/plain"}, f"faultproxy: no rule named {forced!r}\n".encode())
+            return
+        flow.metadata["faultproxy_remember_read"] = stale_candidate and ex.method in ("GET", "HEAD")
+        if ex.method in WRITE_METHODS:
+            ex.episode.writes.append((ex.seq, flow.request.path.split("?")[0]))
+        if ex.rule:
+            ex.episode.fired[ex.rule.name] += 1
+            await self._faults[ex.rule.name].request(flow, ex)
+
+    async def responseheaders(self, flow: http.HTTPFlow) -> None:
+        ex = flow.metadata.get(EXCHANGE_KEY)
+        if ex is None:
+            return
+        ex.response_started = time.monotonic()
+        ex.upstream = {"status": flow.response.status_code, "headers": list(flow.response.headers.items())}
+        fault = self._faults.get(ex.rule.name) if ex.rule else None
+        if is_event_stream(flow.response.headers.get("content-type")) and not (fault and fault.buffers_events()):
+            flow.response.stream = StreamTap(ex, fault.event_shaper(ex) if fault else None)
+        if fault:
+            await fault.responseheaders(flow, ex)
+
+    async def response(self, flow: http.HTTPFlow) -> None:
+        ex = flow.metadata.get(EXCHANGE_KEY)
+        if ex is None:
+            return
+        if ex.upstream is not None:
+            self._take_upstream_body(flow, ex)
+        if ex.rule:
+            await self._faults[ex.rule.name].response(flow, ex)
+        self._finish(flow, ex)
+
+    def error(self, flow: http.HTTPFlow) -> None:
+        ex = flow.metadata.get(EXCHANGE_KEY)
+        if ex is None:
+            return
+        ex.error = flow.error.msg if flow.error else None
+        if ex.outcome == "response":
+            ex.outcome = "error"
+        self._finish(flow, ex)
+
+    # -- steps -----------------------------------------------------------------------------
+
+    def _open_exchange(self, flow: http.HTTPFlow) -> Exchange:
+        episode = self.episodes.get(episode_of(flow))
+        raw = flow.request.get_content(strict=False)
+        ex = Exchange(
+            episode=episode,
+            seq=episode.next_seq(),
+            method=flow.request.method,
+            url=flow.request.pretty_url,
+            request_headers=list(flow.request.headers.items()),
+            request_body=raw or None,
+            body_json=parse_json_body(raw),
+        )
+        flow.metadata[EXCHANGE_KEY] = ex
+        return ex
+
+    def _matches(self, rule: Rule, ex: Exchange, flow: http.HTTPFlow) -> bool:
+        request = flow.request
+        return request_matches(rule.match, ex.method, request.host, request.port, request.path, request.headers, ex.body_json)
+
+    def _decide(self, rule: Rule, index: int, ex: Exchange, forced: str | None) -> None:
+        if forced:
+            if rule.name == forced:
+                ex.rule, ex.forced = rule, True
+            return
+        if not rule.when.admits(index, ex.episode.fired[rule.name]):
+            return
+        value = decide.decision_value(self.scenario.seed, ex.episode.key, rule.name, index)
+        if decide.fires(self.scenario.probability(rule), value):
+            ex.rule, ex.decision = rule, value
+
+    def _take_upstream_body(self, flow: http.HTTPFlow, ex: Exchange) -> None:
+        if flow.response.stream:
+            ex.tokens = tokens_in_events(data_payloads(e for _, e in ex.upstream_events))
+            return
+        ex.upstream_body = flow.response.get_content(strict=False)
+        if is_event_stream(flow.response.headers.get("content-type")):
+            ex.upstream_events = [(0.0, e) for e in _split_all(ex.upstream_body)]
+            ex.tokens = tokens_in_events(data_payloads(e for _, e in ex.upstream_events))
+        else:
+            ex.tokens = tokens_in_body(ex.upstream_body)
+        if flow.metadata.get("faultproxy_remember_read") and read_key(ex) not in ex.episode.reads:
+            ex.episode.reads[read_key(ex)] = StoredResponse(
+                ex.seq, flow.response.status_code, tuple(flow.response.headers.fields), flow.response.raw_content or b""
+            )
+
+    def _finish(self, flow: http.HTTPFlow, ex: Exchange) -> None:
+        if ex.written:
+            return
+        ex.written = True
+        ex.episode.tokens += ex.tokens
+        if ex.rule and ex.delivered:
+            ex.episode.faults += 1
+        if flow.response is not None and ex.outcome not in ("reset",):
+            ex.client_status = flow.response.status_code
+            if ex.upstream is None or ex.rule is not None:
+                ex.client_headers = list(flow.response.headers.items())
+            if ex.rule is not None and not flow.response.stream:
+                body = flow.response.raw_content
+                ex.client_body = flow.response.get_content(strict=False) if body is not None else None
+        if ex.rule:
+            log.info(
+                "fault", episode=ex.episode.key, seq=ex.seq, rule=ex.rule.name, type=ex.rule.fault.type,
+                delivered=ex.delivered, detail=ex.detail, method=ex.method, url=self.redactor.url(ex.url),
+            )
+        if ex.episode.trace:
+            ex.episode.trace.write(ex.to_record(self.redactor))
+
+
+class StreamTap:
+    """mitmproxy's stream function for event streams: records each event with its time offset
+    and lets a fault shape, drop or cut events on their boundaries."""
+
+    def __init__(self, ex: Exchange, shaper) -> None:
+        self.ex = ex
+        self.shaper = shaper
+        self.splitter = EventSplitter()
+        self.started = time.monotonic()
+        ex.client_events = [] if shaper else None
+
+    def __call__(self, chunk: bytes) -> list[bytes]:
+        # A list, never b"": mitmproxy frames an empty bytes chunk as the chunked-encoding
+        # terminator, which would end the client's response early.
+        events = self.splitter.feed(chunk) if chunk else _tail(self.splitter.rest())
+        out = []
+        for event in events:
+            offset = time.monotonic() - self.started
+            self.ex.upstream_events.append((offset, event))
+            shaped = self.shaper(event) if self.shaper else event
+            if shaped is None:
+                continue
+            out.append(shaped)
+            if self.ex.client_events is not None:
+                self.ex.client_events.append((offset, shaped))
+        return out
+
+
+def _tail(rest: bytes) -> list[bytes]:
+    return [rest] if rest else []
+
+
+def _split_all(body: bytes) -> list[bytes]:
+    splitter = EventSplitter()
+    return splitter.feed(body) + _tail(splitter.rest())
+
+
+def parse_params(specs: list[str]) -> dict[str, float]:
+    """`["lambda=0.2"]` -> `{"lambda": 0.2}`, for --param flags and the mitmproxy option."""
+    params: dict[str, float] = {}
+    for spec in specs:
+        name, _, value = spec.partition("=")
+        try:
+            params[name.strip()] = float(value)
+        except ValueError:
+            raise ValueError(f"param {spec!r} is not NAME=NUMBER") from None
+    return params

@@ -1,0 +1,20 @@
+"""structlog set-up: one structured event per line on stderr (JSON, or readable for a terminal)."""
+
+from __future__ import annotations
+
+import sys
+
+import structlog
+
+
+def configure_logging(json_lines: bool = False) -> None:
+    renderer = structlog.processors.JSONRenderer() if json_lines else structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())
+    structlog.configure(
+        processors=[
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso"),
+            renderer,
+        ],
+        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        cache_logger_on_first_use=True,
+    )

@@ -1,0 +1,10 @@
+"""faultproxy as a mitmdump script:
+
+    mitmdump -s proxy/mitmdump_addon.py --set faultproxy_scenario=rate_limit.yaml \
+        --set faultproxy_trace_dir=runs/mitmdump/flows --set connection_strategy=lazy
+"""
+
+from proxy.attribution import Attribution
+from proxy.injector import FaultInjector
+
+addons = [Attribution(), FaultInjector()]

@@ -1,0 +1,96 @@
+"""A loopback relay that paces a response event by event.
+
+mitmproxy calls a response's stream function synchronously, so it cannot wait between events
+without stalling every other flow. For slow_stream the injector points the flow at this relay
+instead; the relay fetches the real upstream itself and writes each event after its delay,
+and mitmproxy streams that through to the client unchanged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import ssl
+
+import aiohttp
+from aiohttp import web
+from mitmproxy import ctx, http
+
+from proxy.sse import EventSplitter
+
+TARGET_HEADER = "x-faultproxy-relay"
+_HOP_BY_HOP = frozenset(
+    {"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer",
+     "transfer-encoding", "upgrade", "content-length", "host", TARGET_HEADER}
+)
+
+
+class Relay:
+    def __init__(self) -> None:
+        self.port: int | None = None
+        self._runner: web.AppRunner | None = None
+        self._session: aiohttp.ClientSession | None = None
+        self._starting = asyncio.Lock()  # binds to the proxy's loop on first use
+
+    async def ensure_started(self) -> int:
+        async with self._starting:
+            if self.port is None:
+                app = web.Application()
+                app.router.add_route("*", "/{tail:.*}", self._handle)
+                self._runner = web.AppRunner(app, access_log=None)
+                await self._runner.setup()
+                site = web.TCPSite(self._runner, "127.0.0.1", 0)
+                await site.start()
+                self.port = site._server.sockets[0].getsockname()[1]
+                self._session = aiohttp.ClientSession(auto_decompress=False)
+        return self.port
+
+    async def route(self, flow: http.HTTPFlow, first_ms: float, between_ms: float) -> None:
+        """Send this flow through the relay, paced as given."""
+        port = await self.ensure_started()
+        spec = {"url": flow.request.url, "first_ms": first_ms, "between_ms": between_ms}
+        flow.request.headers[TARGET_HEADER] = json.dumps(spec)
+        flow.request.scheme = "http"
+        flow.request.host = "127.0.0.1"
+        flow.request.port = port
+
+    async def close(self) -> None:
+        if self._session:
+            await self._session.close()
+        if self._runner:
+            await self._runner.cleanup()
+        self.port = self._runner = self._session = None
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        spec = json.loads(request.headers[TARGET_HEADER])
+        headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP_BY_HOP}
+        async with self._session.request(
+            request.method, spec["url"], headers=headers, data=await request.read(),
+            ssl=_upstream_ssl(), allow_redirects=False,
+        ) as upstream:
+            response = web.StreamResponse(status=upstream.status, reason=upstream.reason)
+            for name, value in upstream.headers.items():
+                if name.lower() not in _HOP_BY_HOP:
+                    response.headers.add(name, value)
+            await response.prepare(request)
+            await asyncio.sleep(spec["first_ms"] / 1000)
+            splitter = EventSplitter()
+            first = True
+            async for chunk in upstream.content.iter_any():
+                for event in splitter.feed(chunk):
+                    if not first:
+                        await asyncio.sleep(spec["between_ms"] / 1000)
+                    first = False
+                    await response.write(event)
+            if rest := splitter.rest():
+                await response.write(rest)
+            await response.write_eof()
+            return response
+
+
+def _upstream_ssl() -> ssl.SSLContext | bool:
+    # Verify upstreams exactly as mitmproxy itself is configured to.
+    if ctx.options.ssl_insecure:
+        return False
+    trusted = ctx.options.ssl_verify_upstream_trusted_ca
+    return ssl.create_default_context(cafile=trusted) if trusted else True

@@ -1,0 +1,104 @@
+"""Error responses shaped like the providers' own, so SDKs raise what they raise in production."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+_REASONS = {
+    401: "Unauthorized",
+    403: "Forbidden",
+    429: "Too Many Requests",
+    500: "Internal Server Error",
+    502: "Bad Gateway",
+    503: "Service Unavailable",
+    504: "Gateway Timeout",
+    529: "Overloaded",
+}
+_ANTHROPIC_TYPES = {
+    401: "authentication_error",
+    403: "permission_error",
+    429: "rate_limit_error",
+    529: "overloaded_error",
+}
+_OPENAI_CODES = {401: "invalid_api_key", 403: "permission_denied", 429: "rate_limit_exceeded"}
+_OPENAI_TYPES = {401: "invalid_request_error", 403: "invalid_request_error", 429: "requests"}
+_DEFAULT_MESSAGES = {
+    401: "Incorrect API key provided.",
+    403: "You are not allowed to perform this request.",
+    429: "Rate limit reached. Please try again later.",
+    529: "Overloaded.",
+}
+
+
+@dataclass(frozen=True)
+class ErrorResponse:
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+
+def guess_provider(host: str, path: str, headers: dict[str, str]) -> str:
+    if "anthropic" in host or path.endswith("/v1/messages") or "anthropic-version" in headers:
+        return "anthropic"
+    if "openai" in host or any(p in path for p in ("/chat/completions", "/responses", "/embeddings", "/completions")):
+        return "openai"
+    return "generic"
+
+
+def error_response(
+    provider: str,
+    status: int,
+    request_id: str,
+    message: str | None = None,
+    retry_after_s: float | None = None,
+    retry_after_ms: int | None = None,
+    limit: str = "requests",
+) -> ErrorResponse:
+    message = message or _DEFAULT_MESSAGES.get(status, "The server had an error while processing your request.")
+    headers = {"content-type": "application/json"}
+    if retry_after_s is not None:
+        headers["retry-after"] = _seconds(retry_after_s)
+        headers["retry-after-ms"] = str(retry_after_ms if retry_after_ms is not None else round(retry_after_s * 1000))
+    if provider == "anthropic":
+        body = {"type": "error", "error": {"type": _ANTHROPIC_TYPES.get(status, "api_error"), "message": message}, "request_id": request_id}
+        headers["request-id"] = request_id
+        if status == 429:
+            headers |= {
+                f"anthropic-ratelimit-{limit}-limit": "50",
+                f"anthropic-ratelimit-{limit}-remaining": "0",
+                f"anthropic-ratelimit-{limit}-reset": "1970-01-01T00:00:00Z",
+            }
+    elif provider == "openai":
+        error_type = _OPENAI_TYPES.get(status, "server_error")
+        if status == 429:
+            error_type = limit
+        body = {"error": {"message": message, "type": error_type, "param": None, "code": _OPENAI_CODES.get(status)}}
+        headers["x-request-id"] = request_id
+        if status == 429:
+            headers |= {
+                f"x-ratelimit-limit-{limit}": "60",
+                f"x-ratelimit-remaining-{limit}": "0",
+                f"x-ratelimit-reset-{limit}": _seconds(retry_after_s or 1) + "s",
+            }
+    else:
+        body = {"error": _REASONS.get(status, "error").lower().replace(" ", "_"), "message": message, "status": status}
+        headers["x-request-id"] = request_id
+    return ErrorResponse(status, headers, json.dumps(body).encode())
+
+
+def jsonrpc_error(request_id: object, code: int, message: str) -> bytes:
+    return json.dumps({"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}}).encode()
+
+
+def jsonrpc_tool_error(request_id: object, message: str) -> bytes:
+    result = {"content": [{"type": "text", "text": message}], "isError": True}
+    return json.dumps({"jsonrpc": "2.0", "id": request_id, "result": result}).encode()
+
+
+def reason(status: int) -> str:
+    return _REASONS.get(status, "Error")
+
+
+def _seconds(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"

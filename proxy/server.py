@@ -1,0 +1,172 @@
+"""The proxy, embedded: mitmproxy with faultproxy's addons, in a thread of this process.
+
+    with ProxyServer("rate_limit.yaml", trace_dir=Path("runs/x/flows")) as proxy:
+        env["HTTPS_PROXY"] = proxy.proxy_url("episode-1")
+
+Forward mode listens on one port (episodes named by proxy credentials); with upstreams, a
+reverse-mode port beside it serves `/EPISODE/NAME/...` (for clients that only take a base URL).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import quote
+
+from mitmproxy.options import Options
+from mitmproxy.tools.dump import DumpMaster
+
+from proxy.attribution import Attribution
+from proxy.ca import ca_bundle, default_confdir
+from proxy.injector import FaultInjector
+from scenarios import Scenario, load_scenario
+
+PLACEHOLDER_UPSTREAM = "http://127.0.0.1:9"  # reverse mode needs a target; attribution replaces it
+
+
+class ProxyStartError(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True)
+class EpisodeStats:
+    exchanges: int
+    tokens: int
+    faults: int
+
+
+class ProxyServer:
+    def __init__(
+        self,
+        scenario: Scenario | str | Path | None,
+        *,
+        trace_dir: Path | None = None,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        reverse_port: int = 0,
+        upstreams: Mapping[str, str] | None = None,
+        params: Mapping[str, float] | None = None,
+        secret_env: Sequence[str] = (),
+        confdir: Path | None = None,
+        ssl_insecure: bool = False,
+        upstream_ca: Path | None = None,
+    ) -> None:
+        if scenario is not None and not isinstance(scenario, Scenario):
+            scenario = load_scenario(scenario, params)
+        self.scenario = scenario
+        self.host = host
+        self.confdir = confdir or default_confdir()
+        self.injector = FaultInjector(scenario)
+        self._modes = [f"regular@{port}"] + ([f"reverse:{PLACEHOLDER_UPSTREAM}@{reverse_port}"] if upstreams else [])
+        self._options = dict(
+            listen_host=host, mode=self._modes, confdir=str(self.confdir),
+            ssl_insecure=ssl_insecure, connection_strategy="lazy",
+            **({"ssl_verify_upstream_trusted_ca": str(upstream_ca)} if upstream_ca else {}),
+        )
+        self._addon_options = dict(
+            faultproxy_trace_dir=str(trace_dir or ""),
+            faultproxy_upstreams=[f"{k}={v}" for k, v in (upstreams or {}).items()],
+            faultproxy_secret_env=list(secret_env),
+        )
+        self.port = self.reverse_port = 0
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._master: DumpMaster | None = None
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+
+    # -- addresses -------------------------------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def proxy_url(self, episode: str, token: str = "faultproxy") -> str:
+        return f"http://{quote(episode, safe='')}:{token}@{self.host}:{self.port}"
+
+    def reverse_url(self, episode: str, upstream: str) -> str:
+        return f"http://{self.host}:{self.reverse_port}/{quote(episode, safe='')}/{upstream}"
+
+    @property
+    def ca_bundle(self) -> Path:
+        return ca_bundle(self.confdir)
+
+    # -- life cycle ------------------------------------------------------------------------
+
+    def start(self) -> ProxyServer:
+        ready = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(ready,), name="faultproxy-proxy", daemon=True)
+        self._thread.start()
+        if not ready.wait(timeout=30) or self._error:
+            self.stop()
+            raise ProxyStartError(f"the proxy did not start: {self._error or 'timed out'}")
+        return self
+
+    def stop(self) -> None:
+        if self._loop and self._master and self._loop.is_running():
+            asyncio.run_coroutine_threadsafe(self.injector.done(), self._loop).result(timeout=10)
+            self._loop.call_soon_threadsafe(self._master.shutdown)
+        if self._thread:
+            self._thread.join(timeout=10)
+        self._thread = None
+
+    def __enter__(self) -> ProxyServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def end_episode(self, episode: str) -> EpisodeStats | None:
+        """Close the episode's trace and forget its state; returns what the proxy counted."""
+        state = self._call(self.injector.end_episode, episode)
+        return EpisodeStats(state.exchanges, state.tokens, state.faults) if state else None
+
+    def episode_stats(self, episode: str) -> EpisodeStats | None:
+        state = self._call(self.injector.episodes.peek, episode)
+        return EpisodeStats(state.exchanges, state.tokens, state.faults) if state else None
+
+    def _call(self, function, *args):
+        """Run `function` on the proxy's loop, where all episode state lives."""
+        async def call():
+            return function(*args)
+        return asyncio.run_coroutine_threadsafe(call(), self._loop).result(timeout=10)
+
+    def _run(self, ready: threading.Event) -> None:
+        try:
+            asyncio.run(self._serve(ready))
+        except BaseException as error:  # reported to start(), which raises it in the caller
+            self._error = error
+            ready.set()
+
+    async def _serve(self, ready: threading.Event) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._loop.set_exception_handler(_quiet_on_cancel)
+        self._master = DumpMaster(Options(), with_termlog=False, with_dumper=False)
+        self._master.addons.add(Attribution(), self.injector)
+        self._master.options.update(**self._options, **self._addon_options)
+        running = asyncio.create_task(self._master.run())
+        await self._wait_listening(running)
+        ready.set()
+        await running
+
+    async def _wait_listening(self, running: asyncio.Task) -> None:
+        servers = self._master.addons.get("proxyserver").servers
+        for _ in range(1000):
+            if running.done():
+                running.result()
+                raise ProxyStartError("mitmproxy stopped during start-up")
+            addresses = {s.mode.type_name: s.listen_addrs for s in servers if s.listen_addrs}
+            if len(addresses) == len(self._modes):
+                self.port = addresses["regular"][0][1]
+                self.reverse_port = addresses.get("reverse", [(None, 0)])[0][1]
+                return
+            await asyncio.sleep(0.01)
+        raise ProxyStartError(f"could not listen on {self.host} ({', '.join(self._modes)})")
+
+
+def _quiet_on_cancel(loop: asyncio.AbstractEventLoop, context: dict) -> None:
+    # Connections still open at shutdown are cancelled; that is the intended way down.
+    if not isinstance(context.get("exception"), asyncio.CancelledError):
+        loop.default_exception_handler(context)

@@ -1,0 +1,78 @@
+"""The episode trace: `flows/<episode>.jsonl`, one exchange per line.
+
+This module owns the format; writers and readers go through it. Lines are appended and flushed
+as each exchange ends, so a crash loses at most the exchange in flight, and a reader drops a
+torn last line. Nothing here imports mitmproxy: the evaluator reads traces too.
+
+A line:
+  seq, episode, started (unix s), duration_s
+  request:  method, url, headers [[k, v]], body (text or base64 with body_encoding)
+  upstream: status, headers, body, sse [[offset_s, event]] — what the upstream sent, or null
+  client:   outcome (response | reset | cut | stale | injected), status, headers, and body/sse
+            only where they differ from the upstream's
+  fault:    rule, type, params, delivered, detail — or null
+  usage:    model token usage read from the response, or null
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any
+
+from proxy.redact import Redactor
+
+FORMAT_VERSION = 1
+_SAFE_NAME = re.compile(r"[^A-Za-z0-9_.-]")
+
+
+def trace_path(trace_dir: Path, episode: str) -> Path:
+    return trace_dir / f"{_SAFE_NAME.sub('_', episode)}.jsonl"
+
+
+def encode_body(raw: bytes | None, redactor: Redactor) -> dict[str, Any]:
+    if raw is None:
+        return {"body": None}
+    try:
+        return {"body": redactor.body(raw.decode("utf-8"))}
+    except UnicodeDecodeError:
+        return {"body": base64.b64encode(raw).decode(), "body_encoding": "base64"}
+
+
+def decode_body(message: dict[str, Any]) -> bytes | None:
+    body = message.get("body")
+    if body is None:
+        return None
+    if message.get("body_encoding") == "base64":
+        return base64.b64decode(body)
+    return body.encode("utf-8")
+
+
+class TraceWriter:
+    """Appends one episode's exchanges; the file stays open for the episode's lifetime."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self._file: IO[str] = path.open("a", encoding="utf-8")
+
+    def write(self, record: dict[str, Any]) -> None:
+        self._file.write(json.dumps({"v": FORMAT_VERSION, **record}, ensure_ascii=False) + "\n")
+        self._file.flush()
+
+    def close(self) -> None:
+        self._file.close()
+
+
+def read_trace(path: Path) -> Iterator[dict[str, Any]]:
+    """Yield the exchanges of a trace in order; a torn last line (a crash mid-write) is dropped."""
+    if not path.exists():
+        return
+    with path.open(encoding="utf-8") as file:
+        for line in file:
+            if not line.endswith("\n"):
+                return
+            yield json.loads(line)

@@ -1,0 +1,558 @@
+"""Read scenario YAML into a validated Scenario, or fail with one ScenarioError naming file, line
+and field.
+
+The YAML is composed into nodes (not loaded straight into dicts) so that every value keeps its
+line; values are constructed node by node with PyYAML's safe constructor while validating.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+import math
+import re
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+from yaml.constructor import SafeConstructor
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+
+from .model import (
+    DRIFT_OPS,
+    FAULT_TYPES,
+    JSON_TYPES,
+    REORDER,
+    BodyPredicate,
+    DriftOp,
+    FaultSpec,
+    MatchSpec,
+    ParamSpec,
+    Rule,
+    Scenario,
+    TextPattern,
+    When,
+)
+
+BUNDLED_DIR = Path(__file__).parent
+
+_PARAM_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_METHOD = re.compile(r"[A-Za-z]+")
+_NULL_TAG = "tag:yaml.org,2002:null"
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+
+TOP_FIELDS = ("name", "description", "seed", "params", "rules", "expect")
+RULE_FIELDS = ("name", "match", "when", "fault")
+MATCH_FIELDS = ("host", "path", "method", "headers", "body")
+WHEN_FIELDS = ("probability", "calls", "every", "after", "max")
+# Extra fields each schema_drift op accepts, and which of them it needs.
+_OP_FIELDS = {"rename": ("to",), "remove": (), "add": ("value",), "retype": ("to",),
+              "wrap": ("key",), "reorder": ("order",)}
+_OP_REQUIRED = {"rename": ("to",), "add": ("value",), "retype": ("to",)}
+_OPS_ON_A_KEY = ("rename", "remove", "add")  # these edit a named field, so the path must end in one
+
+
+class ScenarioError(Exception):
+    """A bad scenario: str(e) is "FILE:LINE: FIELD: message", leaving out parts that are None."""
+
+    def __init__(self, path: str, line: int | None, field: str | None, message: str) -> None:
+        self.path, self.line, self.field, self.message = path, line, field, message
+        where = path if line is None else f"{path}:{line}"
+        super().__init__(": ".join(part for part in (where, field, message) if part is not None))
+
+    def __reduce__(self) -> tuple[Any, ...]:  # keep it picklable for process and Dask executors
+        return type(self), (self.path, self.line, self.field, self.message)
+
+
+def bundled_names() -> list[str]:
+    """Names of the scenarios shipped in this folder, without .yaml."""
+    return sorted(p.stem for p in BUNDLED_DIR.glob("*.yaml"))
+
+
+def resolve_scenario_path(name_or_path: str | Path) -> Path:
+    """A file relative to the cwd if it exists, else a bare name looked up among the bundled ones."""
+    given = Path(name_or_path)
+    if given.is_file():
+        return given
+    if given.parent == Path("."):
+        bundled = BUNDLED_DIR / (given.name if given.suffix == ".yaml" else f"{given.name}.yaml")
+        if bundled.is_file():
+            return bundled
+    raise ScenarioError(str(name_or_path), None, None,
+                        f"no such scenario file; bundled scenarios: {', '.join(bundled_names())}")
+
+
+def load_scenario(name_or_path: str | Path, params: Mapping[str, float] | None = None) -> Scenario:
+    """Load and validate a scenario; `params` override or add scenario params (for sweeps)."""
+    path = resolve_scenario_path(name_or_path)
+    shown = str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ScenarioError(shown, None, None, f"cannot read the file: {exc}") from exc
+    reader = _Reader(shown)
+    root = reader.compose(text)
+    return _read_scenario(reader, root, _read_overrides(shown, params or {}), str(path.resolve()))
+
+
+# --- reading typed values out of nodes -----------------------------------------------------------
+
+
+def _join(field: str | None, key: str) -> str:
+    return f"{field}.{key}" if field else key
+
+
+def _line(node: Node) -> int:
+    return node.start_mark.line + 1
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)  # YAML true is no number
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _describe_value(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return f"boolean {str(value).lower()}"
+    if isinstance(value, int):
+        return f"integer {value}"
+    if isinstance(value, float):
+        return f"number {value}"
+    if isinstance(value, str):
+        return f"string {value!r}"
+    if isinstance(value, Mapping):
+        return "a mapping"
+    if isinstance(value, (list, tuple)):
+        return "a list"
+    return f"{type(value).__name__} {value!r}"
+
+
+def _suggest(word: str, options: Iterable[str]) -> str:
+    close = difflib.get_close_matches(word, list(options), n=1)
+    return f" (did you mean '{close[0]}'?)" if close else ""
+
+
+class _Reader:
+    """Typed access to composed YAML nodes; every failure becomes a ScenarioError at the node."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._constructor = SafeConstructor()
+
+    def error(self, node: Node, field: str | None, message: str) -> ScenarioError:
+        return ScenarioError(self.path, _line(node), field, message)
+
+    def compose(self, text: str) -> Node:
+        try:
+            root = yaml.compose(text, Loader=yaml.SafeLoader)
+        except yaml.MarkedYAMLError as exc:
+            mark = exc.problem_mark or exc.context_mark
+            line = mark.line + 1 if mark else None
+            problem = exc.problem or "cannot parse"
+            if exc.context:  # e.g. "while parsing a flow mapping": say where it began
+                began = exc.context_mark
+                on_line = f" on line {began.line + 1}" if began and began.line + 1 != line else ""
+                problem = f"{exc.context}{on_line}, {problem}"
+            raise ScenarioError(self.path, line, None, f"invalid YAML: {problem}") from exc
+        except yaml.YAMLError as exc:
+            raise ScenarioError(self.path, None, None, f"invalid YAML: {exc}") from exc
+        if root is None:
+            raise ScenarioError(self.path, 1, None,
+                                "the file is empty; expected a mapping with name, description and rules")
+        self._reject_duplicates(root, None, set(), set())
+        return root
+
+    def _reject_duplicates(self, node: Node, field: str | None, open_ids: set[int], done: set[int]) -> None:
+        """PyYAML silently keeps the last of two equal keys; a scenario author wants to know.
+
+        Runs before merge keys are expanded, so `<<: *base` followed by an override is fine.
+        """
+        if id(node) in open_ids:
+            raise self.error(node, field, "an alias refers to a node that contains it")
+        if id(node) in done or isinstance(node, ScalarNode):
+            return
+        open_ids.add(id(node))
+        if isinstance(node, SequenceNode):
+            for i, item in enumerate(node.value):
+                self._reject_duplicates(item, f"{field or ''}[{i}]", open_ids, done)
+        else:
+            first_lines: dict[str, int] = {}
+            for key_node, value_node in node.value:
+                key = key_node.value if isinstance(key_node, ScalarNode) else "?"
+                if isinstance(key_node, ScalarNode) and key_node.tag != _MERGE_TAG:
+                    if key in first_lines:
+                        raise self.error(key_node, _join(field, key),
+                                         f"duplicate key '{key}' (first on line {first_lines[key]})")
+                    first_lines[key] = _line(key_node)
+                self._reject_duplicates(value_node, _join(field, key), open_ids, done)
+        open_ids.discard(id(node))
+        done.add(id(node))
+
+    def value(self, node: Node, field: str | None) -> Any:
+        try:
+            return self._constructor.construct_object(node, deep=True)
+        except yaml.MarkedYAMLError as exc:
+            raise self.error(node, field, exc.problem or "cannot read this value") from exc
+
+    def describe(self, node: Node) -> str:
+        if isinstance(node, MappingNode):
+            return "a mapping"
+        if isinstance(node, SequenceNode):
+            return "a list"
+        try:
+            return _describe_value(self._constructor.construct_object(node))
+        except yaml.YAMLError:
+            return repr(node.value)
+
+    def fields(self, node: Node, field: str | None) -> dict[str, Node]:
+        """The mapping's values by key, merge keys (`<<`) applied; keys must be strings."""
+        if not isinstance(node, MappingNode):
+            raise self.error(node, field, f"expected a mapping, got {self.describe(node)}")
+        try:
+            self._constructor.flatten_mapping(node)
+        except yaml.MarkedYAMLError as exc:
+            raise self.error(node, field, exc.problem or "bad merge key") from exc
+        result: dict[str, Node] = {}
+        for key_node, value_node in node.value:  # merged keys come first, so explicit ones win
+            key = self.value(key_node, field) if isinstance(key_node, ScalarNode) else None
+            if not isinstance(key, str):
+                raise self.error(key_node, field, f"field names must be strings, got {self.describe(key_node)}")
+            result[key] = value_node
+        return result
+
+    def check_keys(self, node: Node, field: str | None, present: Mapping[str, Node],
+                   allowed: tuple[str, ...], required: Iterable[str] = ()) -> None:
+        for key_node, _ in node.value:
+            if key_node.value not in allowed:
+                raise self.error(key_node, _join(field, key_node.value),
+                                 f"unknown field '{key_node.value}'; expected one of {', '.join(allowed)}"
+                                 + _suggest(key_node.value, allowed))
+        for key in required:
+            if key not in present:
+                raise self.error(node, _join(field, key), f"missing required field '{key}'")
+
+    def mapping(self, node: Node, field: str | None, allowed: tuple[str, ...],
+                required: Iterable[str] = ()) -> dict[str, Node]:
+        present = self.fields(node, field)
+        self.check_keys(node, field, present, allowed, required)
+        return present
+
+    def sequence(self, node: Node, field: str, what: str) -> list[Node]:
+        """A non-empty list; `what` names its items in the plural, for messages."""
+        if not isinstance(node, SequenceNode):
+            raise self.error(node, field, f"expected a list of {what}, got {self.describe(node)}")
+        if not node.value:
+            raise self.error(node, field, f"the list of {what} is empty")
+        return node.value
+
+    def typed(self, node: Node, field: str, expected: str, accept: Callable[[Any], bool]) -> Any:
+        if isinstance(node, ScalarNode):
+            value = self.value(node, field)
+            if accept(value):
+                return value
+        raise self.error(node, field, f"expected {expected}, got {self.describe(node)}")
+
+    def in_range(self, node: Node, field: str, value: float,
+                 minimum: float | None, maximum: float | None) -> None:
+        if maximum is not None and minimum is not None and not minimum <= value <= maximum:
+            raise self.error(node, field, f"must be between {minimum} and {maximum}, got {value}")
+        if minimum is not None and value < minimum:
+            raise self.error(node, field, f"must be at least {minimum}, got {value}")
+
+    def number(self, node: Node, field: str, minimum: float | None = None,
+               maximum: float | None = None) -> int | float:
+        value = self.typed(node, field, "a number", _is_number)
+        if not math.isfinite(value):
+            raise self.error(node, field, f"expected a finite number, got {value}")
+        self.in_range(node, field, value, minimum, maximum)
+        return value
+
+    def integer(self, node: Node, field: str, minimum: float | None = None) -> int:
+        value = self.typed(node, field, "an integer", _is_int)
+        self.in_range(node, field, value, minimum, None)
+        return value
+
+    def string(self, node: Node, field: str, nonempty: bool = False) -> str:
+        value = self.typed(node, field, "a string", lambda v: isinstance(v, str))
+        if nonempty and not value.strip():
+            raise self.error(node, field, "must not be empty")
+        return value
+
+    def boolean(self, node: Node, field: str) -> bool:
+        return self.typed(node, field, "a boolean (true or false)", lambda v: isinstance(v, bool))
+
+    def choice(self, node: Node, field: str, value: Any, choices: tuple[Any, ...]) -> Any:
+        if value not in choices:
+            raise self.error(node, field, f"must be one of {', '.join(map(str, choices))}, "
+                                          f"got {_describe_value(value)}")
+        return value
+
+    def plain(self, node: Node, field: str) -> Any:
+        """JSON-like data (dicts, lists, scalars); other YAML scalars (dates...) keep their text."""
+        if isinstance(node, SequenceNode):
+            return [self.plain(item, f"{field}[{i}]") for i, item in enumerate(node.value)]
+        if isinstance(node, MappingNode):
+            return {key: self.plain(value, _join(field, key)) for key, value in self.fields(node, field).items()}
+        value = self.value(node, field)
+        return value if value is None or isinstance(value, (str, int, float)) else node.value
+
+
+# --- the scenario schema ------------------------------------------------------------------------
+
+
+def _read_overrides(path: str, overrides: Mapping[str, float]) -> dict[str, float]:
+    result = {}
+    for name, value in overrides.items():
+        field = f"params.{name}"
+        if not isinstance(name, str) or not _PARAM_NAME.fullmatch(name):
+            raise ScenarioError(path, None, field, f"invalid param name in override: {name!r}")
+        if not _is_number(value) or not math.isfinite(value):
+            raise ScenarioError(path, None, field, f"override must be a finite number, got {_describe_value(value)}")
+        result[name] = float(value)
+    return result
+
+
+def _read_scenario(r: _Reader, root: Node, overrides: dict[str, float], path: str) -> Scenario:
+    if not isinstance(root, MappingNode):
+        raise r.error(root, None, f"a scenario must be a mapping with name, description and rules; "
+                                  f"got {r.describe(root)}")
+    top = r.mapping(root, None, TOP_FIELDS, required=("name", "description", "rules"))
+    name = r.string(top["name"], "name", nonempty=True)
+    description = r.string(top["description"], "description", nonempty=True)
+    seed = "0"
+    if "seed" in top:
+        seed = str(r.typed(top["seed"], "seed", "an integer or a string",
+                           lambda v: _is_int(v) or isinstance(v, str)))
+    params = _read_params(r, top["params"]) if "params" in top else {}
+    params.update(overrides)
+    rules = _read_rules(r, top["rules"], params)
+    expect = _read_expect(r, top["expect"]) if "expect" in top else {}
+    # The digest covers content, not formatting or file location: same content, same digest.
+    content = {"name": name, "description": description, "seed": seed, "params": params,
+               "rules": r.plain(top["rules"], "rules"), "expect": expect}
+    canonical = json.dumps(content, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    digest = hashlib.sha256(canonical.encode()).hexdigest()
+    return Scenario(name, description, seed, params, rules, expect, path, digest)
+
+
+def _read_params(r: _Reader, node: Node) -> dict[str, float]:
+    params = {}
+    for name, value_node in r.fields(node, "params").items():
+        field = f"params.{name}"
+        if not _PARAM_NAME.fullmatch(name):
+            raise r.error(value_node, field, f"invalid param name '{name}'; use letters, digits and _, "
+                                             "not starting with a digit")
+        params[name] = float(r.number(value_node, field))
+    return params
+
+
+def _read_expect(r: _Reader, node: Node) -> dict[str, Any]:
+    present = r.fields(node, "expect")
+    if "max_drop" in present:
+        drop = r.mapping(present["max_drop"], "expect.max_drop", ("at", "drop"), required=("at", "drop"))
+        r.number(drop["at"], "expect.max_drop.at")
+        r.number(drop["drop"], "expect.max_drop.drop")
+    return r.plain(node, "expect")
+
+
+def _read_rules(r: _Reader, node: Node, params: Mapping[str, float]) -> tuple[Rule, ...]:
+    first_lines: dict[str, int] = {}
+    return tuple(_read_rule(r, item, f"rules[{i}]", params, first_lines)
+                 for i, item in enumerate(r.sequence(node, "rules", "rules")))
+
+
+def _read_rule(r: _Reader, node: Node, field: str, params: Mapping[str, float],
+               first_lines: dict[str, int]) -> Rule:
+    present = r.mapping(node, field, RULE_FIELDS, required=("name", "fault"))
+    name_node = present["name"]
+    name = r.string(name_node, f"{field}.name", nonempty=True)
+    if name in first_lines:
+        raise r.error(name_node, f"{field}.name",
+                      f"duplicate rule name '{name}' (first on line {first_lines[name]})")
+    first_lines[name] = _line(name_node)
+    match = _read_match(r, present["match"], f"{field}.match") if "match" in present else MatchSpec()
+    when = _read_when(r, present["when"], f"{field}.when", params) if "when" in present else When()
+    return Rule(name, match, _read_fault(r, present["fault"], f"{field}.fault"), when)
+
+
+def _read_pattern(r: _Reader, node: Node, field: str) -> TextPattern:
+    source = r.string(node, field)
+    try:
+        return TextPattern.compile(source)
+    except re.error as exc:
+        raise r.error(node, field, f"invalid regex '{source[3:]}': {exc}") from exc
+
+
+def _read_match(r: _Reader, node: Node, field: str) -> MatchSpec:
+    present = r.mapping(node, field, MATCH_FIELDS)
+    host = _read_pattern(r, present["host"], f"{field}.host") if "host" in present else None
+    path = _read_pattern(r, present["path"], f"{field}.path") if "path" in present else None
+    methods: frozenset[str] = frozenset()
+    if "method" in present:
+        methods = _read_methods(r, present["method"], f"{field}.method")
+    headers = {}
+    if "headers" in present:
+        for name, value_node in r.fields(present["headers"], f"{field}.headers").items():
+            headers[name.lower()] = _read_pattern(r, value_node, f"{field}.headers.{name}")
+    body: tuple[BodyPredicate, ...] = ()
+    if "body" in present:
+        body = tuple(_read_body_predicate(r, key, value_node, f"{field}.body.{key}")
+                     for key, value_node in r.fields(present["body"], f"{field}.body").items())
+    return MatchSpec(host, path, methods, headers, body)
+
+
+def _read_methods(r: _Reader, node: Node, field: str) -> frozenset[str]:
+    if isinstance(node, ScalarNode):  # `method: POST`, or a list of methods
+        items = [(node, field)]
+    elif isinstance(node, SequenceNode):
+        items = [(item, f"{field}[{i}]") for i, item in enumerate(node.value)]
+    else:
+        raise r.error(node, field, f"expected a list of HTTP methods, got {r.describe(node)}")
+    methods = set()
+    for item, item_field in items:
+        method = r.string(item, item_field)
+        if not _METHOD.fullmatch(method):
+            raise r.error(item, item_field, f"not an HTTP method: {method!r}")
+        methods.add(method.upper())
+    return frozenset(methods)
+
+
+def _read_body_predicate(r: _Reader, key: str, node: Node, field: str) -> BodyPredicate:
+    path = tuple(key.split("."))
+    if not all(path):
+        raise r.error(node, field, f"invalid body path '{key}': empty segment")
+    if isinstance(node, MappingNode):
+        present = r.mapping(node, field, ("exists",), required=("exists",))
+        return BodyPredicate(path, {"exists": r.boolean(present["exists"], f"{field}.exists")})
+    if isinstance(node, SequenceNode):
+        return BodyPredicate(path, tuple(_read_expected_scalar(r, item, f"{field}[{i}]")
+                                         for i, item in enumerate(r.sequence(node, field, "alternatives"))))
+    return BodyPredicate(path, _read_expected_scalar(r, node, field))
+
+
+def _read_expected_scalar(r: _Reader, node: Node, field: str) -> Any:
+    value = r.typed(node, field, "a string, number, boolean or null",
+                    lambda v: v is None or isinstance(v, (str, int, float)))
+    return _read_pattern(r, node, field) if isinstance(value, str) else value
+
+
+def _read_when(r: _Reader, node: Node, field: str, params: Mapping[str, float]) -> When:
+    present = r.mapping(node, field, WHEN_FIELDS)
+    probability: float | str = 1.0
+    if "probability" in present:
+        probability = _read_probability(r, present["probability"], f"{field}.probability", params)
+    calls = None
+    if "calls" in present:
+        items = r.sequence(present["calls"], f"{field}.calls", "call numbers")
+        calls = frozenset(r.integer(item, f"{field}.calls[{i}]", minimum=1) for i, item in enumerate(items))
+    every = r.integer(present["every"], f"{field}.every", minimum=1) if "every" in present else None
+    after = r.integer(present["after"], f"{field}.after", minimum=0) if "after" in present else 0
+    max_fires = r.integer(present["max"], f"{field}.max", minimum=1) if "max" in present else None
+    return When(probability, calls, every, after, max_fires)
+
+
+def _read_probability(r: _Reader, node: Node, field: str, params: Mapping[str, float]) -> float | str:
+    value = r.typed(node, field, "a number between 0 and 1 or the name of a param",
+                    lambda v: _is_number(v) or isinstance(v, str))
+    if not isinstance(value, str):
+        return float(r.number(node, field, 0, 1))
+    if value not in params:
+        defined = f"; defined: {', '.join(sorted(params))}" if params else "; the scenario has no params"
+        raise r.error(node, field, f"param '{value}' is not defined{defined}" + _suggest(value, params))
+    if not 0 <= params[value] <= 1:  # checked after overrides: a sweep may push it out of range
+        raise r.error(node, field, f"param '{value}' is {params[value]}, a probability must be between 0 and 1")
+    return value
+
+
+def _read_fault(r: _Reader, node: Node, field: str) -> FaultSpec:
+    present = r.fields(node, field)
+    if "type" not in present:
+        raise r.error(node, f"{field}.type", "missing required field 'type'")
+    fault_type = r.string(present["type"], f"{field}.type")
+    if fault_type not in FAULT_TYPES:
+        raise r.error(present["type"], f"{field}.type",
+                      f"unknown fault type '{fault_type}'; expected one of {', '.join(FAULT_TYPES)}"
+                      + _suggest(fault_type, FAULT_TYPES))
+    schema = FAULT_TYPES[fault_type]
+    r.check_keys(node, field, present, ("type", *schema),
+                 required=[key for key, spec in schema.items() if spec.required])
+    params = {key: _read_fault_param(r, present[key], f"{field}.{key}", spec) if key in present else spec.default
+              for key, spec in schema.items()}
+    _check_fault_combination(r, fault_type, params, present, field)
+    return FaultSpec(fault_type, params)
+
+
+def _read_fault_param(r: _Reader, node: Node, field: str, spec: ParamSpec) -> Any:
+    if spec.nullable and isinstance(node, ScalarNode) and node.tag == _NULL_TAG:
+        return None
+    if spec.kind == "number":
+        return r.number(node, field, spec.minimum, spec.maximum)
+    if spec.kind == "integer":
+        value = r.integer(node, field, spec.minimum)
+        return r.choice(node, field, value, spec.choices) if spec.choices else value
+    if spec.kind == "boolean":
+        return r.boolean(node, field)
+    if spec.kind == "ops":
+        ops = r.sequence(node, field, "ops")
+        return tuple(_read_drift_op(r, op, f"{field}[{i}]") for i, op in enumerate(ops))
+    if spec.choices and isinstance(node, ScalarNode) and node.value in spec.choices:
+        return node.value  # `then: 504` is a YAML int; the choice is the text
+    text = r.string(node, field)
+    return r.choice(node, field, text, spec.choices) if spec.choices else text
+
+
+def _check_fault_combination(r: _Reader, fault_type: str, params: dict[str, Any],
+                             present: Mapping[str, Node], field: str) -> None:
+    """Rules across parameters that FAULT_TYPES cannot state on its own."""
+    if fault_type == "partial_response":
+        given = [key for key in ("bytes", "fraction", "events") if params[key] is not None]
+        if len(given) > 1:
+            raise r.error(present[given[1]], f"{field}.{given[1]}",
+                          f"give only one of bytes, fraction, events (got {' and '.join(given)})")
+        if not given:
+            params["events"] = 1
+    if fault_type == "delay" and params["distribution"] == "uniform" and params["min_ms"] > params["max_ms"]:
+        key = "max_ms" if "max_ms" in present else "min_ms"
+        raise r.error(present[key], f"{field}.{key}",
+                      f"min_ms ({params['min_ms']}) is greater than max_ms ({params['max_ms']})")
+
+
+def _read_drift_op(r: _Reader, node: Node, field: str) -> DriftOp:
+    present = r.fields(node, field)
+    if "op" not in present:
+        raise r.error(node, f"{field}.op", "missing required field 'op'")
+    op = r.choice(present["op"], f"{field}.op", r.string(present["op"], f"{field}.op"), DRIFT_OPS)
+    r.check_keys(node, field, present, ("op", "path", *_OP_FIELDS[op]),
+                 required=("path", *_OP_REQUIRED.get(op, ())))
+    path = _read_drift_path(r, present["path"], f"{field}.path", op)
+    to = None
+    if op == "rename":
+        to = r.string(present["to"], f"{field}.to", nonempty=True)
+    elif op == "retype":
+        to = r.choice(present["to"], f"{field}.to", r.string(present["to"], f"{field}.to"), JSON_TYPES)
+    value = r.plain(present["value"], f"{field}.value") if op == "add" else None
+    key = r.string(present["key"], f"{field}.key", nonempty=True) if "key" in present else None
+    order = None
+    if op == "reorder":
+        order = "reverse"
+        if "order" in present:
+            order = r.choice(present["order"], f"{field}.order",
+                             r.string(present["order"], f"{field}.order"), REORDER)
+    return DriftOp(op, path, to, value, key, order)
+
+
+def _read_drift_path(r: _Reader, node: Node, field: str, op: str) -> tuple[str, ...]:
+    text = r.string(node, field)
+    segments = () if text in ("", "$") else tuple(text.split("."))
+    if not all(segments):
+        raise r.error(node, field, f"invalid path '{text}': empty segment")
+    if op in _OPS_ON_A_KEY and (not segments or segments[-1] == "*"):
+        raise r.error(node, field, f"op '{op}' needs a path ending in a field name, got '{text}'")
+    return segments

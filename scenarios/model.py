@@ -1,0 +1,275 @@
+"""The validated, immutable form of a scenario, and the schema of every fault type.
+
+Everything here is plain data plus small pure predicates: the loader builds these objects, the
+proxy reads them. Mappings are ordinary dicts (so scenarios pickle for remote executors);
+treat them as read-only. Objects compare by value; key lookups by rule name, not by Rule.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class TextPattern:
+    """A glob (fnmatch, case-sensitive, `*` crosses `/`) or, after a `re:` prefix, a regex."""
+
+    source: str
+    regex: re.Pattern[str]
+
+    @classmethod
+    def compile(cls, source: str) -> TextPattern:
+        """Raises re.error for a `re:` pattern that does not compile."""
+        if source.startswith("re:"):
+            return cls(source, re.compile(source[3:]))
+        return cls(source, re.compile(fnmatch.translate(source)))
+
+    def matches(self, text: str) -> bool:
+        return self.regex.fullmatch(text) is not None
+
+
+_MISSING = object()
+
+
+def _walk(value: Any, path: tuple[str, ...]) -> Any:
+    """Follow a dotted path through dicts (and lists, for integer segments); _MISSING if absent."""
+    for segment in path:
+        if isinstance(value, Mapping):
+            value = value.get(segment, _MISSING)
+        elif isinstance(value, list) and segment.isdecimal() and int(segment) < len(value):
+            value = value[int(segment)]
+        else:
+            return _MISSING
+        if value is _MISSING:
+            return _MISSING
+    return value
+
+
+def _scalar_equal(found: Any, expected: Any) -> bool:
+    # `stream: true` must not match `1`, although True == 1 in Python.
+    if isinstance(found, bool) or isinstance(expected, bool):
+        return found is expected
+    return found == expected
+
+
+def _expected_matches(found: Any, expected: Any) -> bool:
+    if isinstance(expected, TextPattern):
+        if isinstance(found, str):
+            return expected.matches(found)
+        if isinstance(found, (int, float)):  # bools included: json.dumps(True) == "true"
+            return expected.matches(json.dumps(found))
+        return False
+    if isinstance(expected, tuple):
+        return any(_expected_matches(found, option) for option in expected)
+    return _scalar_equal(found, expected)
+
+
+@dataclass(frozen=True)
+class BodyPredicate:
+    """One `body:` entry of a match: a dotted path into the JSON request body and what it must be.
+
+    `expected` is a TextPattern (for YAML strings), a tuple of alternatives (YAML lists),
+    {"exists": bool}, or a number, boolean or None compared with ==.
+    """
+
+    path: tuple[str, ...]
+    expected: Any
+
+    def matches(self, body: Any) -> bool:
+        found = _walk(body, self.path)
+        if isinstance(self.expected, Mapping):
+            return (found is not _MISSING) == self.expected["exists"]
+        return found is not _MISSING and _expected_matches(found, self.expected)
+
+
+@dataclass(frozen=True)
+class MatchSpec:
+    """Which requests a rule applies to; every given part must match. Empty parts match anything."""
+
+    host: TextPattern | None = None
+    path: TextPattern | None = None
+    methods: frozenset[str] = frozenset()
+    headers: Mapping[str, TextPattern] = field(default_factory=dict)
+    body: tuple[BodyPredicate, ...] = ()
+
+
+@dataclass(frozen=True)
+class When:
+    """Which matching calls a rule may fire on. `probability` is a number or a param name."""
+
+    probability: float | str = 1.0
+    calls: frozenset[int] | None = None
+    every: int | None = None
+    after: int = 0
+    max: int | None = None
+
+    def admits(self, index: int, fired_so_far: int) -> bool:
+        """Whether the index-th (1-based) matching call is eligible, before the probability draw.
+
+        The probability is not applied here: the proxy draws it from a keyed hash so decisions
+        are reproducible per episode.
+        """
+        if self.calls is not None and index not in self.calls:
+            return False
+        if self.every is not None and index % self.every != 0:
+            return False
+        if index <= self.after:
+            return False
+        return self.max is None or fired_so_far < self.max
+
+
+@dataclass(frozen=True)
+class DriftOp:
+    """One schema_drift edit. `path` is split on dots; `*` means every list item or dict value."""
+
+    op: str
+    path: tuple[str, ...]
+    to: str | None = None
+    value: Any = None
+    key: str | None = None
+    order: str | None = None
+
+
+@dataclass(frozen=True)
+class FaultSpec:
+    """A fault type and its parameters, every parameter of FAULT_TYPES[type] present."""
+
+    type: str
+    params: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Rule:
+    """Inject `fault` into requests that `match`, on the calls `when` admits. Names are unique."""
+
+    name: str
+    match: MatchSpec
+    fault: FaultSpec
+    when: When
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A validated scenario file.
+
+    `params` include any overrides given to the loader; `path` is absolute; `digest` is the
+    sha256 of the canonical JSON of the content (name, description, seed, params, rules as
+    written, expect), so it ignores formatting and location but changes with every override.
+    """
+
+    name: str
+    description: str
+    seed: str
+    params: Mapping[str, float]
+    rules: tuple[Rule, ...]
+    expect: Mapping[str, Any]
+    path: str
+    digest: str
+
+    def probability(self, rule: Rule) -> float:
+        """The rule's firing probability, with a param name resolved against `params`."""
+        p = rule.when.probability
+        return self.params[p] if isinstance(p, str) else p
+
+
+# --- fault schema -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ParamSpec:
+    """One fault parameter. kind: number | integer | string | boolean | ops (schema_drift)."""
+
+    kind: str
+    default: Any = None
+    doc: str = ""
+    choices: tuple[Any, ...] | None = None
+    minimum: float | None = None
+    maximum: float | None = None
+    nullable: bool = False
+    required: bool = False
+
+
+PROVIDERS = ("auto", "openai", "anthropic", "generic")
+DRIFT_OPS = ("rename", "remove", "add", "retype", "wrap", "reorder")
+JSON_TYPES = ("string", "number", "integer", "boolean", "null", "array", "object")
+REORDER = ("reverse", "sorted")
+
+_provider = ParamSpec("string", "auto", "error body and header dialect", choices=PROVIDERS)
+_message = ParamSpec("string", None, "error message (a provider-style default if null)", nullable=True)
+
+# Cross-field rules the table cannot express are enforced by the loader and described in `doc`.
+FAULT_TYPES: Mapping[str, Mapping[str, ParamSpec]] = {
+    "rate_limit": {
+        "provider": _provider,
+        "retry_after": ParamSpec("number", 1, "Retry-After, seconds", minimum=0),
+        "retry_after_ms": ParamSpec(
+            "integer", None, "retry-after-ms header; null means retry_after * 1000",
+            minimum=0, nullable=True,
+        ),
+        "limit": ParamSpec("string", "requests", "which limit is exhausted", choices=("requests", "tokens")),
+        "message": _message,
+    },
+    "server_error": {
+        "status": ParamSpec("integer", 500, "HTTP status", choices=(500, 502, 503, 504, 529)),
+        "provider": _provider,
+        "retry_after": ParamSpec("number", None, "Retry-After, seconds", minimum=0, nullable=True),
+        "message": _message,
+    },
+    "auth_failure": {
+        "status": ParamSpec("integer", 401, "HTTP status", choices=(401, 403)),
+        "provider": _provider,
+        "message": _message,
+    },
+    "delay": {
+        "at": ParamSpec("string", "request", "delay before forwarding or before answering",
+                        choices=("request", "response")),
+        "distribution": ParamSpec("string", "fixed", "how the delay is drawn",
+                                  choices=("fixed", "uniform", "lognormal")),
+        "ms": ParamSpec("number", 1000, "fixed delay", minimum=0),
+        "min_ms": ParamSpec("number", 0, "uniform lower bound (<= max_ms)", minimum=0),
+        "max_ms": ParamSpec("number", 1000, "uniform upper bound", minimum=0),
+        "median_ms": ParamSpec("number", 500, "lognormal median", minimum=0),
+        "sigma": ParamSpec("number", 0.5, "lognormal shape", minimum=0),
+    },
+    "timeout": {
+        "hold_s": ParamSpec("number", 30, "seconds to hold the request unanswered", minimum=0),
+        "then": ParamSpec("string", "close", "what ends the hold", choices=("close", "504")),
+    },
+    "reset": {},
+    "response_lost": {
+        "mode": ParamSpec("string", "reset", "the upstream commits; the client sees this instead",
+                          choices=("reset", "hang", "504")),
+        "hang_s": ParamSpec("number", 10, "seconds to hang in mode hang", minimum=0),
+    },
+    "partial_response": {
+        "bytes": ParamSpec("integer", None, "cut after this many body bytes (one of bytes, fraction, events)",
+                           minimum=0, nullable=True),
+        "fraction": ParamSpec("number", None, "cut after this fraction of the body",
+                              minimum=0, maximum=1, nullable=True),
+        "events": ParamSpec("integer", None, "cut after this many SSE events (1 if no cut point is given)",
+                            minimum=0, nullable=True),
+        "end": ParamSpec("string", "clean", "how the cut stream ends", choices=("clean", "reset")),
+    },
+    "slow_stream": {
+        "first_event_ms": ParamSpec("number", 0, "delay before the first SSE event", minimum=0),
+        "between_events_ms": ParamSpec("number", 200, "delay between SSE events", minimum=0),
+    },
+    "schema_drift": {
+        "ops": ParamSpec("ops", None, "edits to the JSON response body: " + ", ".join(DRIFT_OPS),
+                         required=True),
+    },
+    "stale_state": {
+        "after_write": ParamSpec("boolean", False, "stale reads only once the episode has written (read-your-writes)"),
+    },
+    "jsonrpc_error": {
+        "mode": ParamSpec("string", "error", "JSON-RPC error object or MCP tool result with isError",
+                          choices=("error", "tool_error")),
+        "code": ParamSpec("integer", -32603, "JSON-RPC error code"),
+        "message": ParamSpec("string", "Internal error", "error message"),
+    },
+}

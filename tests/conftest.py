@@ -1,0 +1,74 @@
+"""Shared fixtures: local upstreams (HTTP and HTTPS) and a faultproxy proxy per scenario."""
+
+from __future__ import annotations
+
+import os
+import ssl
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from proxy.server import ProxyServer
+from tests.upstream import ServerThread, Upstream, make_certificate
+
+
+@pytest.fixture(scope="session", autouse=True)
+def faultproxy_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Keep mitmproxy's CA out of the user's home, and make it once per session."""
+    home = tmp_path_factory.mktemp("faultproxy-home")
+    previous = os.environ.get("FAULTPROXY_HOME")
+    os.environ["FAULTPROXY_HOME"] = str(home)
+    yield home
+    if previous is None:
+        del os.environ["FAULTPROXY_HOME"]
+    else:
+        os.environ["FAULTPROXY_HOME"] = previous
+
+
+@pytest.fixture(scope="session")
+def upstream_certificate(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    return make_certificate(tmp_path_factory.mktemp("upstream-cert"))
+
+
+@pytest.fixture
+def upstream() -> Iterator[tuple[Upstream, ServerThread]]:
+    state = Upstream()
+    with ServerThread(state.app()) as server:
+        yield state, server
+
+
+@pytest.fixture
+def https_upstream(upstream_certificate: tuple[Path, Path]) -> Iterator[tuple[Upstream, ServerThread]]:
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(*upstream_certificate)
+    state = Upstream()
+    with ServerThread(state.app(), context) as server:
+        yield state, server
+
+
+@pytest.fixture
+def make_proxy(tmp_path: Path, upstream_certificate: tuple[Path, Path]):
+    """Start a proxy for a scenario given as YAML text (dedented); stopped after the test."""
+    started: list[ProxyServer] = []
+
+    def start(scenario_yaml: str, **options) -> ProxyServer:
+        path = tmp_path / f"scenario{len(started)}.yaml"
+        path.write_text(textwrap.dedent(scenario_yaml))
+        options.setdefault("trace_dir", tmp_path / "flows")
+        options.setdefault("upstream_ca", upstream_certificate[0])
+        proxy = ProxyServer(path, **options).start()
+        started.append(proxy)
+        return proxy
+
+    yield start
+    for proxy in started:
+        proxy.stop()
+
+
+def scenario(rules: str, params: str = "{}", seed: int = 7) -> str:
+    """A scenario document around a block of rules (YAML, indented as written)."""
+    return f"name: test\ndescription: a test scenario\nseed: {seed}\nparams: {params}\nrules:\n" + textwrap.indent(
+        textwrap.dedent(rules), "  "
+    )
