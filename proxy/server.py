@@ -10,6 +10,7 @@ reverse-mode port beside it serves `/EPISODE/NAME/...` (for clients that only ta
 from __future__ import annotations
 
 import asyncio
+import socket
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -60,6 +61,8 @@ class ProxyServer:
         self.host = host
         self.confdir = confdir or default_confdir()
         self.injector = FaultInjector(scenario)
+        if upstreams and port == reverse_port == 0:
+            reverse_port = free_port(host)  # mitmproxy refuses two modes both on port 0
         self._modes = [f"regular@{port}"] + ([f"reverse:{PLACEHOLDER_UPSTREAM}@{reverse_port}"] if upstreams else [])
         self._options = dict(
             listen_host=host, mode=self._modes, confdir=str(self.confdir),
@@ -164,6 +167,12 @@ class ProxyServer:
                 return
             await asyncio.sleep(0.01)
         raise ProxyStartError(f"could not listen on {self.host} ({', '.join(self._modes)})")
+
+
+def free_port(host: str) -> int:
+    with socket.socket() as probe:
+        probe.bind((host, 0))
+        return probe.getsockname()[1]
 
 
 def _quiet_on_cancel(loop: asyncio.AbstractEventLoop, context: dict) -> None:

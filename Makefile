@@ -1,0 +1,29 @@
+# Two commands do all set-up: `make demo` and `make test` create the virtualenv when missing.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+INSTALLED := $(VENV)/.installed
+
+.PHONY: demo test bench install clean
+
+demo: $(INSTALLED)
+	$(PY) -m examples.demo
+
+test: $(INSTALLED)
+	$(PY) -m pytest -q -p no:cacheprovider
+
+bench: $(INSTALLED)
+	$(PY) bench/proxy_overhead.py
+
+install: $(INSTALLED)
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+
+$(INSTALLED): pyproject.toml | $(PY)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e ".[test]"
+	touch $(INSTALLED)
+
+clean:
+	rm -rf $(VENV) runs
