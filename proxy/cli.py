@@ -9,15 +9,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from proxy.ca import ca_bundle
+from proxy.errors import UsageError
 from proxy.injector import parse_params
 from proxy.logs import configure_logging
-from scenarios import ScenarioError, load_scenario
+from scenarios import load_scenario
+from scenarios.reader import InputError
 
 EXIT_BAD_INPUT = 2
-
-
-class UsageError(Exception):
-    """Bad input from the user: reported in one line, exit status 2."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -26,7 +24,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     configure_logging(json_lines=getattr(args, "log_json", False))
     try:
         return args.handler(args)
-    except (ScenarioError, UsageError) as error:
+    except (InputError, UsageError) as error:
         print(f"faultproxy: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
@@ -50,6 +48,19 @@ def build_parser() -> argparse.ArgumentParser:
     proxy.add_argument("--reverse-port", type=int, default=0, help="Reverse-mode port, used with --upstream.")
     add_proxy_options(proxy)
     proxy.add_argument("--trace-dir", type=Path, default=Path("runs/proxy/flows"), help="Where episode traces go.")
+
+    run = _command(commands, "run", cmd_run, "Run an agent behind the proxy: tasks x k variants, one resumable log.")
+    run.add_argument("--scenario", required=True, help="Scenario file, or the name of a bundled one.")
+    run.add_argument("--tasks", type=Path, help="Tasks file (YAML or JSON Lines); without it CMD is one task.")
+    run.add_argument("--k", type=int, default=1, help="Trials (honest variants) per task (default 1).")
+    run.add_argument("--parallel", type=int, default=1, help="Episodes at once, through one proxy (default 1).")
+    run.add_argument("--out", type=Path, help="Run directory (default runs/<scenario name>); rerun to resume.")
+    run.add_argument("--budget-s", type=float, help="Wall-time budget per episode, seconds.")
+    run.add_argument("--model", help="Model name handed to the agent as FAULTPROXY_MODEL.")
+    run.add_argument("--no-proxy", default="", metavar="HOSTS", help="Comma-separated hosts the agent reaches directly.")
+    run.add_argument("--variants", metavar="MODULE:FUNCTION", help="Your own variant function.")
+    add_proxy_options(run)
+    run.add_argument("agent", nargs=argparse.REMAINDER, metavar="-- CMD...", help="The agent command.")
     return parser
 
 
@@ -116,6 +127,12 @@ def cmd_proxy(args: argparse.Namespace) -> int:
         print("  Ctrl-C stops.", flush=True)
         threading.Event().wait()
     return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from proxy.runner.cli import run_command
+
+    return run_command(args)
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from proxy.trace import TraceWriter, trace_path
+from scenarios import Scenario
 
 
 @dataclass(frozen=True)
@@ -26,6 +27,7 @@ class StoredResponse:
 class EpisodeState:
     key: str
     trace: TraceWriter | None
+    scenario: Scenario | None = None  # this episode's own params (a sweep level), if not the proxy's
     exchanges: int = 0
     tokens: int = 0
     faults: int = 0
@@ -59,6 +61,13 @@ class Episodes:
             writer = TraceWriter(trace_path(self.trace_dir, key)) if self.trace_dir else None
             state = self._live[key] = EpisodeState(key, writer)
         return state
+
+    def begin(self, key: str, scenario: Scenario | None) -> None:
+        """Start an episode afresh: a trace left by an interrupted earlier attempt is replaced."""
+        self.end(key)
+        if self.trace_dir:
+            trace_path(self.trace_dir, key).unlink(missing_ok=True)
+        self.get(key).scenario = scenario
 
     def peek(self, key: str) -> EpisodeState | None:
         return self._live.get(key)

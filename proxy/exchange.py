@@ -9,7 +9,7 @@ from typing import Any
 from proxy.episodes import EpisodeState
 from proxy.redact import Redactor
 from proxy.trace import encode_body
-from scenarios import Rule
+from scenarios import Rule, Scenario
 
 
 @dataclass
@@ -21,6 +21,7 @@ class Exchange:
     request_headers: list[tuple[str, str]]
     request_body: bytes | None
     body_json: Any
+    scenario: Scenario
     rule: Rule | None = None
     decision: float | None = None
     forced: bool = False

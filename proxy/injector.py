@@ -39,9 +39,7 @@ class FaultInjector:
         self.episodes = Episodes(None)
         self.redactor = Redactor()
         self.relay = Relay()
-        self._faults: dict[str, Fault] = {}
-        if scenario:
-            self._build_faults()
+        self._faults: dict[tuple[str, str], Fault] = {}
 
     # -- configuration ---------------------------------------------------------------------
 
@@ -60,7 +58,6 @@ class FaultInjector:
                 self.scenario = load_scenario(ctx.options.faultproxy_scenario, parse_params(ctx.options.faultproxy_params))
             except (ScenarioError, ValueError) as error:
                 raise exceptions.OptionsError(str(error)) from None
-            self._build_faults()
         if "faultproxy_trace_dir" in updated:
             self.episodes.end_all()
             trace_dir = ctx.options.faultproxy_trace_dir
@@ -68,11 +65,15 @@ class FaultInjector:
         if "faultproxy_secret_env" in updated:
             self.redactor = Redactor(os.environ.get(name, "") for name in ctx.options.faultproxy_secret_env)
 
-    def _build_faults(self) -> None:
-        self._faults = {
-            rule.name: FAULT_CLASSES[rule.fault.type](dict(rule.fault.params), self.scenario.seed, self.relay)
-            for rule in self.scenario.rules
-        }
+    def fault(self, scenario: Scenario, rule: Rule) -> Fault:
+        """The fault object for a rule, made once per scenario version."""
+        key = (scenario.digest, rule.name)
+        if key not in self._faults:
+            self._faults[key] = FAULT_CLASSES[rule.fault.type](dict(rule.fault.params), scenario.seed, self.relay)
+        return self._faults[key]
+
+    def begin_episode(self, key: str, scenario: Scenario | None = None) -> None:
+        self.episodes.begin(key, scenario)
 
     def end_episode(self, key: str) -> EpisodeState | None:
         return self.episodes.end(key)
@@ -89,7 +90,7 @@ class FaultInjector:
         ex = self._open_exchange(flow)
         forced = flow.request.headers.pop(FORCE_HEADER, None)
         stale_candidate = False
-        for rule in self.scenario.rules:
+        for rule in ex.scenario.rules:
             if rule.name != forced and not self._matches(rule, ex, flow):
                 continue
             index = ex.episode.calls[rule.name] = ex.episode.calls[rule.name] + 1
@@ -104,7 +105,7 @@ class FaultInjector:
             ex.episode.writes.append((ex.seq, flow.request.path.split("?")[0]))
         if ex.rule:
             ex.episode.fired[ex.rule.name] += 1
-            await self._faults[ex.rule.name].request(flow, ex)
+            await self.fault(ex.scenario, ex.rule).request(flow, ex)
 
     async def responseheaders(self, flow: http.HTTPFlow) -> None:
         ex = flow.metadata.get(EXCHANGE_KEY)
@@ -112,7 +113,7 @@ class FaultInjector:
             return
         ex.response_started = time.monotonic()
         ex.upstream = {"status": flow.response.status_code, "headers": list(flow.response.headers.items())}
-        fault = self._faults.get(ex.rule.name) if ex.rule else None
+        fault = self.fault(ex.scenario, ex.rule) if ex.rule else None
         if is_event_stream(flow.response.headers.get("content-type")) and not (fault and fault.buffers_events()):
             flow.response.stream = StreamTap(ex, fault.event_shaper(ex) if fault else None)
         if fault:
@@ -125,7 +126,7 @@ class FaultInjector:
         if ex.upstream is not None:
             self._take_upstream_body(flow, ex)
         if ex.rule:
-            await self._faults[ex.rule.name].response(flow, ex)
+            await self.fault(ex.scenario, ex.rule).response(flow, ex)
         self._finish(flow, ex)
 
     def error(self, flow: http.HTTPFlow) -> None:
@@ -150,6 +151,7 @@ class FaultInjector:
             request_headers=list(flow.request.headers.items()),
             request_body=raw or None,
             body_json=parse_json_body(raw),
+            scenario=episode.scenario or self.scenario,
         )
         flow.metadata[EXCHANGE_KEY] = ex
         return ex
@@ -165,8 +167,8 @@ class FaultInjector:
             return
         if not rule.when.admits(index, ex.episode.fired[rule.name]):
             return
-        value = decide.decision_value(self.scenario.seed, ex.episode.key, rule.name, index)
-        if decide.fires(self.scenario.probability(rule), value):
+        value = decide.decision_value(ex.scenario.seed, ex.episode.key, rule.name, index)
+        if decide.fires(ex.scenario.probability(rule), value):
             ex.rule, ex.decision = rule, value
 
     def _take_upstream_body(self, flow: http.HTTPFlow, ex: Exchange) -> None:

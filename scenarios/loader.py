@@ -1,25 +1,23 @@
 """Read scenario YAML into a validated Scenario, or fail with one ScenarioError naming file, line
 and field.
 
-The YAML is composed into nodes (not loaded straight into dicts) so that every value keeps its
-line; values are constructed node by node with PyYAML's safe constructor while validating.
+The YAML is composed into nodes by scenarios.reader.YamlReader, so that every value keeps its
+line; this module holds the scenario schema and reads it node by node.
 """
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import json
 import math
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
-from yaml.constructor import SafeConstructor
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
+from .reader import InputError
 from .model import (
     DRIFT_OPS,
     FAULT_TYPES,
@@ -35,13 +33,12 @@ from .model import (
     TextPattern,
     When,
 )
+from .reader import NULL_TAG, YamlReader, describe_value, is_int, is_number, line_of, suggest
 
 BUNDLED_DIR = Path(__file__).parent
 
 _PARAM_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _METHOD = re.compile(r"[A-Za-z]+")
-_NULL_TAG = "tag:yaml.org,2002:null"
-_MERGE_TAG = "tag:yaml.org,2002:merge"
 
 TOP_FIELDS = ("name", "description", "seed", "params", "rules", "expect")
 RULE_FIELDS = ("name", "match", "when", "fault")
@@ -54,16 +51,8 @@ _OP_REQUIRED = {"rename": ("to",), "add": ("value",), "retype": ("to",)}
 _OPS_ON_A_KEY = ("rename", "remove", "add")  # these edit a named field, so the path must end in one
 
 
-class ScenarioError(Exception):
-    """A bad scenario: str(e) is "FILE:LINE: FIELD: message", leaving out parts that are None."""
-
-    def __init__(self, path: str, line: int | None, field: str | None, message: str) -> None:
-        self.path, self.line, self.field, self.message = path, line, field, message
-        where = path if line is None else f"{path}:{line}"
-        super().__init__(": ".join(part for part in (where, field, message) if part is not None))
-
-    def __reduce__(self) -> tuple[Any, ...]:  # keep it picklable for process and Dask executors
-        return type(self), (self.path, self.line, self.field, self.message)
+class ScenarioError(InputError):
+    """A bad scenario."""
 
 
 def bundled_names() -> list[str]:
@@ -92,216 +81,9 @@ def load_scenario(name_or_path: str | Path, params: Mapping[str, float] | None =
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise ScenarioError(shown, None, None, f"cannot read the file: {exc}") from exc
-    reader = _Reader(shown)
-    root = reader.compose(text)
+    reader = YamlReader(shown, ScenarioError)
+    root = reader.compose(text, empty="the file is empty; expected a mapping with name, description and rules")
     return _read_scenario(reader, root, _read_overrides(shown, params or {}), str(path.resolve()))
-
-
-# --- reading typed values out of nodes -----------------------------------------------------------
-
-
-def _join(field: str | None, key: str) -> str:
-    return f"{field}.{key}" if field else key
-
-
-def _line(node: Node) -> int:
-    return node.start_mark.line + 1
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)  # YAML true is no number
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _describe_value(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return f"boolean {str(value).lower()}"
-    if isinstance(value, int):
-        return f"integer {value}"
-    if isinstance(value, float):
-        return f"number {value}"
-    if isinstance(value, str):
-        return f"string {value!r}"
-    if isinstance(value, Mapping):
-        return "a mapping"
-    if isinstance(value, (list, tuple)):
-        return "a list"
-    return f"{type(value).__name__} {value!r}"
-
-
-def _suggest(word: str, options: Iterable[str]) -> str:
-    close = difflib.get_close_matches(word, list(options), n=1)
-    return f" (did you mean '{close[0]}'?)" if close else ""
-
-
-class _Reader:
-    """Typed access to composed YAML nodes; every failure becomes a ScenarioError at the node."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self._constructor = SafeConstructor()
-
-    def error(self, node: Node, field: str | None, message: str) -> ScenarioError:
-        return ScenarioError(self.path, _line(node), field, message)
-
-    def compose(self, text: str) -> Node:
-        try:
-            root = yaml.compose(text, Loader=yaml.SafeLoader)
-        except yaml.MarkedYAMLError as exc:
-            mark = exc.problem_mark or exc.context_mark
-            line = mark.line + 1 if mark else None
-            problem = exc.problem or "cannot parse"
-            if exc.context:  # e.g. "while parsing a flow mapping": say where it began
-                began = exc.context_mark
-                on_line = f" on line {began.line + 1}" if began and began.line + 1 != line else ""
-                problem = f"{exc.context}{on_line}, {problem}"
-            raise ScenarioError(self.path, line, None, f"invalid YAML: {problem}") from exc
-        except yaml.YAMLError as exc:
-            raise ScenarioError(self.path, None, None, f"invalid YAML: {exc}") from exc
-        if root is None:
-            raise ScenarioError(self.path, 1, None,
-                                "the file is empty; expected a mapping with name, description and rules")
-        self._reject_duplicates(root, None, set(), set())
-        return root
-
-    def _reject_duplicates(self, node: Node, field: str | None, open_ids: set[int], done: set[int]) -> None:
-        """PyYAML silently keeps the last of two equal keys; a scenario author wants to know.
-
-        Runs before merge keys are expanded, so `<<: *base` followed by an override is fine.
-        """
-        if id(node) in open_ids:
-            raise self.error(node, field, "an alias refers to a node that contains it")
-        if id(node) in done or isinstance(node, ScalarNode):
-            return
-        open_ids.add(id(node))
-        if isinstance(node, SequenceNode):
-            for i, item in enumerate(node.value):
-                self._reject_duplicates(item, f"{field or ''}[{i}]", open_ids, done)
-        else:
-            first_lines: dict[str, int] = {}
-            for key_node, value_node in node.value:
-                key = key_node.value if isinstance(key_node, ScalarNode) else "?"
-                if isinstance(key_node, ScalarNode) and key_node.tag != _MERGE_TAG:
-                    if key in first_lines:
-                        raise self.error(key_node, _join(field, key),
-                                         f"duplicate key '{key}' (first on line {first_lines[key]})")
-                    first_lines[key] = _line(key_node)
-                self._reject_duplicates(value_node, _join(field, key), open_ids, done)
-        open_ids.discard(id(node))
-        done.add(id(node))
-
-    def value(self, node: Node, field: str | None) -> Any:
-        try:
-            return self._constructor.construct_object(node, deep=True)
-        except yaml.MarkedYAMLError as exc:
-            raise self.error(node, field, exc.problem or "cannot read this value") from exc
-
-    def describe(self, node: Node) -> str:
-        if isinstance(node, MappingNode):
-            return "a mapping"
-        if isinstance(node, SequenceNode):
-            return "a list"
-        try:
-            return _describe_value(self._constructor.construct_object(node))
-        except yaml.YAMLError:
-            return repr(node.value)
-
-    def fields(self, node: Node, field: str | None) -> dict[str, Node]:
-        """The mapping's values by key, merge keys (`<<`) applied; keys must be strings."""
-        if not isinstance(node, MappingNode):
-            raise self.error(node, field, f"expected a mapping, got {self.describe(node)}")
-        try:
-            self._constructor.flatten_mapping(node)
-        except yaml.MarkedYAMLError as exc:
-            raise self.error(node, field, exc.problem or "bad merge key") from exc
-        result: dict[str, Node] = {}
-        for key_node, value_node in node.value:  # merged keys come first, so explicit ones win
-            key = self.value(key_node, field) if isinstance(key_node, ScalarNode) else None
-            if not isinstance(key, str):
-                raise self.error(key_node, field, f"field names must be strings, got {self.describe(key_node)}")
-            result[key] = value_node
-        return result
-
-    def check_keys(self, node: Node, field: str | None, present: Mapping[str, Node],
-                   allowed: tuple[str, ...], required: Iterable[str] = ()) -> None:
-        for key_node, _ in node.value:
-            if key_node.value not in allowed:
-                raise self.error(key_node, _join(field, key_node.value),
-                                 f"unknown field '{key_node.value}'; expected one of {', '.join(allowed)}"
-                                 + _suggest(key_node.value, allowed))
-        for key in required:
-            if key not in present:
-                raise self.error(node, _join(field, key), f"missing required field '{key}'")
-
-    def mapping(self, node: Node, field: str | None, allowed: tuple[str, ...],
-                required: Iterable[str] = ()) -> dict[str, Node]:
-        present = self.fields(node, field)
-        self.check_keys(node, field, present, allowed, required)
-        return present
-
-    def sequence(self, node: Node, field: str, what: str) -> list[Node]:
-        """A non-empty list; `what` names its items in the plural, for messages."""
-        if not isinstance(node, SequenceNode):
-            raise self.error(node, field, f"expected a list of {what}, got {self.describe(node)}")
-        if not node.value:
-            raise self.error(node, field, f"the list of {what} is empty")
-        return node.value
-
-    def typed(self, node: Node, field: str, expected: str, accept: Callable[[Any], bool]) -> Any:
-        if isinstance(node, ScalarNode):
-            value = self.value(node, field)
-            if accept(value):
-                return value
-        raise self.error(node, field, f"expected {expected}, got {self.describe(node)}")
-
-    def in_range(self, node: Node, field: str, value: float,
-                 minimum: float | None, maximum: float | None) -> None:
-        if maximum is not None and minimum is not None and not minimum <= value <= maximum:
-            raise self.error(node, field, f"must be between {minimum} and {maximum}, got {value}")
-        if minimum is not None and value < minimum:
-            raise self.error(node, field, f"must be at least {minimum}, got {value}")
-
-    def number(self, node: Node, field: str, minimum: float | None = None,
-               maximum: float | None = None) -> int | float:
-        value = self.typed(node, field, "a number", _is_number)
-        if not math.isfinite(value):
-            raise self.error(node, field, f"expected a finite number, got {value}")
-        self.in_range(node, field, value, minimum, maximum)
-        return value
-
-    def integer(self, node: Node, field: str, minimum: float | None = None) -> int:
-        value = self.typed(node, field, "an integer", _is_int)
-        self.in_range(node, field, value, minimum, None)
-        return value
-
-    def string(self, node: Node, field: str, nonempty: bool = False) -> str:
-        value = self.typed(node, field, "a string", lambda v: isinstance(v, str))
-        if nonempty and not value.strip():
-            raise self.error(node, field, "must not be empty")
-        return value
-
-    def boolean(self, node: Node, field: str) -> bool:
-        return self.typed(node, field, "a boolean (true or false)", lambda v: isinstance(v, bool))
-
-    def choice(self, node: Node, field: str, value: Any, choices: tuple[Any, ...]) -> Any:
-        if value not in choices:
-            raise self.error(node, field, f"must be one of {', '.join(map(str, choices))}, "
-                                          f"got {_describe_value(value)}")
-        return value
-
-    def plain(self, node: Node, field: str) -> Any:
-        """JSON-like data (dicts, lists, scalars); other YAML scalars (dates...) keep their text."""
-        if isinstance(node, SequenceNode):
-            return [self.plain(item, f"{field}[{i}]") for i, item in enumerate(node.value)]
-        if isinstance(node, MappingNode):
-            return {key: self.plain(value, _join(field, key)) for key, value in self.fields(node, field).items()}
-        value = self.value(node, field)
-        return value if value is None or isinstance(value, (str, int, float)) else node.value
 
 
 # --- the scenario schema ------------------------------------------------------------------------
@@ -313,13 +95,13 @@ def _read_overrides(path: str, overrides: Mapping[str, float]) -> dict[str, floa
         field = f"params.{name}"
         if not isinstance(name, str) or not _PARAM_NAME.fullmatch(name):
             raise ScenarioError(path, None, field, f"invalid param name in override: {name!r}")
-        if not _is_number(value) or not math.isfinite(value):
-            raise ScenarioError(path, None, field, f"override must be a finite number, got {_describe_value(value)}")
+        if not is_number(value) or not math.isfinite(value):
+            raise ScenarioError(path, None, field, f"override must be a finite number, got {describe_value(value)}")
         result[name] = float(value)
     return result
 
 
-def _read_scenario(r: _Reader, root: Node, overrides: dict[str, float], path: str) -> Scenario:
+def _read_scenario(r: YamlReader, root: Node, overrides: dict[str, float], path: str) -> Scenario:
     if not isinstance(root, MappingNode):
         raise r.error(root, None, f"a scenario must be a mapping with name, description and rules; "
                                   f"got {r.describe(root)}")
@@ -329,7 +111,7 @@ def _read_scenario(r: _Reader, root: Node, overrides: dict[str, float], path: st
     seed = "0"
     if "seed" in top:
         seed = str(r.typed(top["seed"], "seed", "an integer or a string",
-                           lambda v: _is_int(v) or isinstance(v, str)))
+                           lambda v: is_int(v) or isinstance(v, str)))
     params = _read_params(r, top["params"]) if "params" in top else {}
     params.update(overrides)
     rules = _read_rules(r, top["rules"], params)
@@ -342,7 +124,7 @@ def _read_scenario(r: _Reader, root: Node, overrides: dict[str, float], path: st
     return Scenario(name, description, seed, params, rules, expect, path, digest)
 
 
-def _read_params(r: _Reader, node: Node) -> dict[str, float]:
+def _read_params(r: YamlReader, node: Node) -> dict[str, float]:
     params = {}
     for name, value_node in r.fields(node, "params").items():
         field = f"params.{name}"
@@ -353,7 +135,7 @@ def _read_params(r: _Reader, node: Node) -> dict[str, float]:
     return params
 
 
-def _read_expect(r: _Reader, node: Node) -> dict[str, Any]:
+def _read_expect(r: YamlReader, node: Node) -> dict[str, Any]:
     present = r.fields(node, "expect")
     if "max_drop" in present:
         drop = r.mapping(present["max_drop"], "expect.max_drop", ("at", "drop"), required=("at", "drop"))
@@ -362,13 +144,13 @@ def _read_expect(r: _Reader, node: Node) -> dict[str, Any]:
     return r.plain(node, "expect")
 
 
-def _read_rules(r: _Reader, node: Node, params: Mapping[str, float]) -> tuple[Rule, ...]:
+def _read_rules(r: YamlReader, node: Node, params: Mapping[str, float]) -> tuple[Rule, ...]:
     first_lines: dict[str, int] = {}
     return tuple(_read_rule(r, item, f"rules[{i}]", params, first_lines)
                  for i, item in enumerate(r.sequence(node, "rules", "rules")))
 
 
-def _read_rule(r: _Reader, node: Node, field: str, params: Mapping[str, float],
+def _read_rule(r: YamlReader, node: Node, field: str, params: Mapping[str, float],
                first_lines: dict[str, int]) -> Rule:
     present = r.mapping(node, field, RULE_FIELDS, required=("name", "fault"))
     name_node = present["name"]
@@ -376,13 +158,13 @@ def _read_rule(r: _Reader, node: Node, field: str, params: Mapping[str, float],
     if name in first_lines:
         raise r.error(name_node, f"{field}.name",
                       f"duplicate rule name '{name}' (first on line {first_lines[name]})")
-    first_lines[name] = _line(name_node)
+    first_lines[name] = line_of(name_node)
     match = _read_match(r, present["match"], f"{field}.match") if "match" in present else MatchSpec()
     when = _read_when(r, present["when"], f"{field}.when", params) if "when" in present else When()
     return Rule(name, match, _read_fault(r, present["fault"], f"{field}.fault"), when)
 
 
-def _read_pattern(r: _Reader, node: Node, field: str) -> TextPattern:
+def _read_pattern(r: YamlReader, node: Node, field: str) -> TextPattern:
     source = r.string(node, field)
     try:
         return TextPattern.compile(source)
@@ -390,7 +172,7 @@ def _read_pattern(r: _Reader, node: Node, field: str) -> TextPattern:
         raise r.error(node, field, f"invalid regex '{source[3:]}': {exc}") from exc
 
 
-def _read_match(r: _Reader, node: Node, field: str) -> MatchSpec:
+def _read_match(r: YamlReader, node: Node, field: str) -> MatchSpec:
     present = r.mapping(node, field, MATCH_FIELDS)
     host = _read_pattern(r, present["host"], f"{field}.host") if "host" in present else None
     path = _read_pattern(r, present["path"], f"{field}.path") if "path" in present else None
@@ -408,7 +190,7 @@ def _read_match(r: _Reader, node: Node, field: str) -> MatchSpec:
     return MatchSpec(host, path, methods, headers, body)
 
 
-def _read_methods(r: _Reader, node: Node, field: str) -> frozenset[str]:
+def _read_methods(r: YamlReader, node: Node, field: str) -> frozenset[str]:
     if isinstance(node, ScalarNode):  # `method: POST`, or a list of methods
         items = [(node, field)]
     elif isinstance(node, SequenceNode):
@@ -424,7 +206,7 @@ def _read_methods(r: _Reader, node: Node, field: str) -> frozenset[str]:
     return frozenset(methods)
 
 
-def _read_body_predicate(r: _Reader, key: str, node: Node, field: str) -> BodyPredicate:
+def _read_body_predicate(r: YamlReader, key: str, node: Node, field: str) -> BodyPredicate:
     path = tuple(key.split("."))
     if not all(path):
         raise r.error(node, field, f"invalid body path '{key}': empty segment")
@@ -437,13 +219,13 @@ def _read_body_predicate(r: _Reader, key: str, node: Node, field: str) -> BodyPr
     return BodyPredicate(path, _read_expected_scalar(r, node, field))
 
 
-def _read_expected_scalar(r: _Reader, node: Node, field: str) -> Any:
+def _read_expected_scalar(r: YamlReader, node: Node, field: str) -> Any:
     value = r.typed(node, field, "a string, number, boolean or null",
                     lambda v: v is None or isinstance(v, (str, int, float)))
     return _read_pattern(r, node, field) if isinstance(value, str) else value
 
 
-def _read_when(r: _Reader, node: Node, field: str, params: Mapping[str, float]) -> When:
+def _read_when(r: YamlReader, node: Node, field: str, params: Mapping[str, float]) -> When:
     present = r.mapping(node, field, WHEN_FIELDS)
     probability: float | str = 1.0
     if "probability" in present:
@@ -458,20 +240,20 @@ def _read_when(r: _Reader, node: Node, field: str, params: Mapping[str, float]) 
     return When(probability, calls, every, after, max_fires)
 
 
-def _read_probability(r: _Reader, node: Node, field: str, params: Mapping[str, float]) -> float | str:
+def _read_probability(r: YamlReader, node: Node, field: str, params: Mapping[str, float]) -> float | str:
     value = r.typed(node, field, "a number between 0 and 1 or the name of a param",
-                    lambda v: _is_number(v) or isinstance(v, str))
+                    lambda v: is_number(v) or isinstance(v, str))
     if not isinstance(value, str):
         return float(r.number(node, field, 0, 1))
     if value not in params:
         defined = f"; defined: {', '.join(sorted(params))}" if params else "; the scenario has no params"
-        raise r.error(node, field, f"param '{value}' is not defined{defined}" + _suggest(value, params))
+        raise r.error(node, field, f"param '{value}' is not defined{defined}" + suggest(value, params))
     if not 0 <= params[value] <= 1:  # checked after overrides: a sweep may push it out of range
         raise r.error(node, field, f"param '{value}' is {params[value]}, a probability must be between 0 and 1")
     return value
 
 
-def _read_fault(r: _Reader, node: Node, field: str) -> FaultSpec:
+def _read_fault(r: YamlReader, node: Node, field: str) -> FaultSpec:
     present = r.fields(node, field)
     if "type" not in present:
         raise r.error(node, f"{field}.type", "missing required field 'type'")
@@ -479,7 +261,7 @@ def _read_fault(r: _Reader, node: Node, field: str) -> FaultSpec:
     if fault_type not in FAULT_TYPES:
         raise r.error(present["type"], f"{field}.type",
                       f"unknown fault type '{fault_type}'; expected one of {', '.join(FAULT_TYPES)}"
-                      + _suggest(fault_type, FAULT_TYPES))
+                      + suggest(fault_type, FAULT_TYPES))
     schema = FAULT_TYPES[fault_type]
     r.check_keys(node, field, present, ("type", *schema),
                  required=[key for key, spec in schema.items() if spec.required])
@@ -489,8 +271,8 @@ def _read_fault(r: _Reader, node: Node, field: str) -> FaultSpec:
     return FaultSpec(fault_type, params)
 
 
-def _read_fault_param(r: _Reader, node: Node, field: str, spec: ParamSpec) -> Any:
-    if spec.nullable and isinstance(node, ScalarNode) and node.tag == _NULL_TAG:
+def _read_fault_param(r: YamlReader, node: Node, field: str, spec: ParamSpec) -> Any:
+    if spec.nullable and isinstance(node, ScalarNode) and node.tag == NULL_TAG:
         return None
     if spec.kind == "number":
         return r.number(node, field, spec.minimum, spec.maximum)
@@ -508,7 +290,7 @@ def _read_fault_param(r: _Reader, node: Node, field: str, spec: ParamSpec) -> An
     return r.choice(node, field, text, spec.choices) if spec.choices else text
 
 
-def _check_fault_combination(r: _Reader, fault_type: str, params: dict[str, Any],
+def _check_fault_combination(r: YamlReader, fault_type: str, params: dict[str, Any],
                              present: Mapping[str, Node], field: str) -> None:
     """Rules across parameters that FAULT_TYPES cannot state on its own."""
     if fault_type == "partial_response":
@@ -524,7 +306,7 @@ def _check_fault_combination(r: _Reader, fault_type: str, params: dict[str, Any]
                       f"min_ms ({params['min_ms']}) is greater than max_ms ({params['max_ms']})")
 
 
-def _read_drift_op(r: _Reader, node: Node, field: str) -> DriftOp:
+def _read_drift_op(r: YamlReader, node: Node, field: str) -> DriftOp:
     present = r.fields(node, field)
     if "op" not in present:
         raise r.error(node, f"{field}.op", "missing required field 'op'")
@@ -548,7 +330,7 @@ def _read_drift_op(r: _Reader, node: Node, field: str) -> DriftOp:
     return DriftOp(op, path, to, value, key, order)
 
 
-def _read_drift_path(r: _Reader, node: Node, field: str, op: str) -> tuple[str, ...]:
+def _read_drift_path(r: YamlReader, node: Node, field: str, op: str) -> tuple[str, ...]:
     text = r.string(node, field)
     segments = () if text in ("", "$") else tuple(text.split("."))
     if not all(segments):

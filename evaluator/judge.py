@@ -1,0 +1,124 @@
+"""Judge one episode: its checks, its faults, and what it cost.
+
+    verdict = judge_episode(task, record, read_trace(run_dir / record["trace"]), tasks.severity)
+
+Called by the runner as each episode ends (the verdict is stored in the episode line), by
+`faultproxy report --rejudge`, and by replay. Pure: the same task, record and trace give the
+same verdict. The verdict is plain JSON:
+
+  {"v": 1, "status": "pass" | "fail" | "incomplete", "cause": null | the record's cause,
+   "episode": {"key", "task_id", "trial", "grid_label", "shape", "model", "duration_s", "trace"},
+   "confidence": the confidence the agent reported (a number in [0, 1]) or null,
+   "escalated": bool,
+   "checks": [{"name", "passed": true | false | null, "severity", "detail"}],
+   "violations": [severity of each failed check, e.g. "high"],
+   "faults": [{"seq", "rule", "type", "delivered"}],
+   "endpoints": ["GET /orders/{id}", ...],       # endpoint classes in call order
+   "tokens", "requests", "model_calls", "tool_calls",
+   "latency_s": {"total", "p50", "p95", "max"} of exchange durations, or null,
+   "usage": {model: {"input", "output"}}}
+
+A completed episode passes iff every applicable check passed. An incomplete one (crash,
+budget, harness error, divergence) is "incomplete" whatever happened; it still gets the
+trace-only safety checks (idempotency, policy, retry), so harm done before a crash is
+counted as a violation — but it never passes or fails.
+
+`episode` repeats the few record fields a report needs, so that a report over a million
+episodes can read each line's verdict alone (it is the record's last key) instead of parsing
+the whole line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from evaluator import checks as C
+from evaluator.stats import percentile
+
+VERDICT_VERSION = 1
+EPISODE_FIELDS = ("key", "task_id", "trial", "grid_label", "shape", "model", "duration_s", "trace")
+
+
+def _as_task(task: Any) -> Any:
+    if isinstance(task, Mapping):
+        from proxy.runner.tasks import Task
+
+        return Task.from_json(task)
+    return task
+
+
+def resolve_severity(name: str, proposed: str, task: Any, defaults: Mapping[str, str] | None) -> str:
+    """The task's own severity for this check, else the tasks file's default, else the check's
+    proposal. (Task.severity already carries the file's defaults; `defaults` covers tasks built
+    without them.)"""
+    for table in (getattr(task, "severity", None) or {}, defaults or {}):
+        level = table.get(name)
+        if isinstance(level, str) and level.lower() in C.SEVERITY_RANK:
+            return level.lower()
+    return proposed
+
+
+def judge_episode(task: Any, record: Mapping[str, Any], trace: Iterable[Mapping[str, Any]],
+                  severity_defaults: Mapping[str, str] | None = None) -> dict[str, Any]:
+    task = _as_task(task)
+    exchanges = C.parse_trace(trace)
+    completed = bool(record.get("completed"))
+    suite = C.ALL_CHECKS if completed else C.SAFETY_CHECKS
+    results = []
+    for check in suite:
+        result = check(task, record, exchanges)
+        severity = resolve_severity(result.name, result.severity, task, severity_defaults)
+        results.append({"name": result.name, "passed": result.passed, "severity": severity,
+                        "detail": result.detail})
+    violations = [r["severity"] for r in results if r["passed"] is False]
+    if not completed:
+        status = "incomplete"
+    else:
+        status = "pass" if all(r["passed"] is not False for r in results) else "fail"
+    durations = [ex.duration_s for ex in exchanges]
+    return {
+        "v": VERDICT_VERSION,
+        "status": status,
+        "cause": None if completed else (record.get("cause") or "unknown"),
+        "episode": {field: record.get(field) for field in EPISODE_FIELDS},
+        "confidence": reported_confidence(record),
+        "escalated": C.agent_escalated(record),
+        "checks": results,
+        "violations": violations,
+        "faults": [{"seq": ex.seq, "rule": ex.fault.get("rule"), "type": ex.fault.get("type"),
+                    "delivered": bool(ex.fault.get("delivered"))} for ex in exchanges if ex.fault],
+        "endpoints": [ex.endpoint for ex in exchanges],
+        "tokens": sum(ex.tokens for ex in exchanges) or int((record.get("stats") or {}).get("tokens") or 0),
+        "requests": len(exchanges),
+        "model_calls": sum(1 for ex in exchanges if ex.is_model),
+        "tool_calls": sum(1 for ex in exchanges if ex.is_tool_call),
+        "latency_s": None if not durations else {
+            "total": round(sum(durations), 6), "p50": round(percentile(durations, 50), 6),
+            "p95": round(percentile(durations, 95), 6), "max": round(max(durations), 6)},
+        "usage": C.model_usage(exchanges, record.get("model")),
+    }
+
+
+def reported_confidence(record: Mapping[str, Any]) -> float | None:
+    output = record.get("output")
+    value = output.get("confidence") if isinstance(output, Mapping) else None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+        return None
+    return float(value)
+
+
+def failed_checks(verdict: Mapping[str, Any]) -> list[dict[str, Any]]:
+    return [c for c in verdict.get("checks") or () if c.get("passed") is False]
+
+
+def worst_violation(verdict: Mapping[str, Any]) -> str | None:
+    worst = None
+    for severity in verdict.get("violations") or ():
+        if severity in C.SEVERITY_RANK and (worst is None or C.SEVERITY_RANK[severity] > C.SEVERITY_RANK[worst]):
+            worst = severity
+    return worst
+
+
+def faults_delivered(verdict: Mapping[str, Any]) -> bool:
+    return any(f.get("delivered") for f in verdict.get("faults") or ())

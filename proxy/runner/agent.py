@@ -1,0 +1,174 @@
+"""Running the agent for one episode: its environment, its process group, its budgets.
+
+The agent is an ordinary program. It learns where it is only from the environment: the proxy
+(with the episode's credentials), a CA bundle to trust, the task, and where to write its answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import json
+import os
+import signal
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from proxy.runner.tasks import Budgets
+
+POLL_S = 0.05
+LOG_TAIL_BYTES = 4000
+CA_VARIABLES = ("SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "NODE_EXTRA_CA_CERTS")
+
+
+@dataclass(frozen=True)
+class AgentEnvironment:
+    proxy_url: str
+    ca_bundle: Path
+    episode: str
+    task_file: Path
+    output_file: Path
+    prompt: str
+    seed: int
+    model: str | None = None
+    base_urls: Mapping[str, str] = None
+    params: Mapping[str, float] = None
+    no_proxy: Sequence[str] = ()
+    extra: Mapping[str, str] = None
+
+    def build(self, inherited: Mapping[str, str]) -> dict[str, str]:
+        env = dict(inherited)
+        for name in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"):
+            env[name] = self.proxy_url
+        for name in ("ALL_PROXY", "all_proxy"):
+            env.pop(name, None)
+        # Cleared, so tools on loopback go through the proxy too, unless exempted by name.
+        env["NO_PROXY"] = env["no_proxy"] = ",".join(self.no_proxy)
+        for name in CA_VARIABLES:
+            env[name] = str(self.ca_bundle)
+        env["NODE_USE_ENV_PROXY"] = "1"
+        env |= {
+            "FAULTPROXY_EPISODE": self.episode,
+            "FAULTPROXY_TASK": str(self.task_file),
+            "FAULTPROXY_PROMPT": self.prompt,
+            "FAULTPROXY_SEED": str(self.seed),
+            "FAULTPROXY_OUTPUT": str(self.output_file),
+        }
+        if self.model:
+            env["FAULTPROXY_MODEL"] = self.model
+        for name, url in (self.base_urls or {}).items():
+            env[f"FAULTPROXY_{_env_name(name)}_BASE_URL"] = url
+        for name, value in (self.params or {}).items():
+            env[f"FAULTPROXY_PARAM_{_env_name(name)}"] = f"{value:g}"
+        env |= dict(self.extra or {})
+        return env
+
+
+def _env_name(name: str) -> str:
+    return "".join(c if c.isalnum() else "_" for c in name).upper()
+
+
+def fill_placeholders(command: Sequence[str], values: Mapping[str, object]) -> list[str]:
+    """Replace {prompt}, {task_id}, {variant}, {seed} (and param names) in each argument."""
+    filled = []
+    for arg in command:
+        for name, value in values.items():
+            arg = arg.replace("{" + name + "}", str(value))
+        filled.append(arg)
+    return filled
+
+
+@dataclass(frozen=True)
+class Usage:
+    requests: int
+    tokens: int
+
+
+@dataclass(frozen=True)
+class AgentResult:
+    exit_code: int | None
+    cause: str | None  # None: the agent finished on its own (whatever its exit code)
+    duration_s: float
+    log_tail: str
+    output: dict | None
+    output_error: str | None
+
+
+async def run_agent(
+    command: Sequence[str],
+    env: Mapping[str, str],
+    budgets: Budgets,
+    usage: Callable[[], Usage | None],
+    output_file: Path,
+    cwd: Path | None = None,
+) -> AgentResult:
+    started = time.monotonic()
+    try:
+        process = await asyncio.create_subprocess_exec(
+            *command, env=dict(env), cwd=cwd, stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, start_new_session=True,
+        )
+    except OSError as error:
+        return AgentResult(None, "crash", 0.0, f"could not start {command[0]!r}: {error}", None, None)
+    tail: collections.deque[bytes] = collections.deque()
+    reader = asyncio.create_task(_keep_tail(process.stdout, tail))
+    try:
+        cause = await _watch(process, budgets, usage, started)
+    finally:
+        _kill_group(process.pid)  # the agent's children too, whatever happened
+        await process.wait()
+        await reader
+    if cause is None and process.returncode < 0:
+        cause = "crash"  # killed by a signal nobody here sent
+    output, output_error = read_output(output_file)
+    return AgentResult(
+        process.returncode, cause, time.monotonic() - started,
+        b"".join(tail)[-LOG_TAIL_BYTES:].decode("utf-8", "replace"), output, output_error,
+    )
+
+
+async def _watch(process: asyncio.subprocess.Process, budgets: Budgets, usage, started: float) -> str | None:
+    """Wait for the agent; return the budget it overran, if it did."""
+    while True:
+        try:
+            await asyncio.wait_for(process.wait(), POLL_S)
+            return None
+        except TimeoutError:
+            pass
+        if budgets.wall_s is not None and time.monotonic() - started > budgets.wall_s:
+            return "budget_wall"
+        spent = usage()
+        if spent and budgets.requests is not None and spent.requests > budgets.requests:
+            return "budget_requests"
+        if spent and budgets.tokens is not None and spent.tokens > budgets.tokens:
+            return "budget_tokens"
+
+
+async def _keep_tail(stream: asyncio.StreamReader, tail: collections.deque[bytes]) -> None:
+    size = 0
+    while chunk := await stream.read(4096):
+        tail.append(chunk)
+        size += len(chunk)
+        while size - len(tail[0]) > LOG_TAIL_BYTES:
+            size -= len(tail.popleft())
+
+
+def _kill_group(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def read_output(path: Path) -> tuple[dict | None, str | None]:
+    if not path.exists():
+        return None, None
+    try:
+        output = json.loads(path.read_text() or "null")
+    except ValueError as error:
+        return None, f"FAULTPROXY_OUTPUT is not JSON: {error}"
+    if output is not None and not isinstance(output, dict):
+        output = {"answer": output}
+    return output, None

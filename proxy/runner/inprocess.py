@@ -1,0 +1,111 @@
+"""Agents that are Python functions: `run(episode) -> bool | dict`, repeated k times per task.
+
+    result = run_function(my_agent, tasks, k=8, scenario="rate_limit")
+    result.pass_all_rate, result.mean_rate
+
+The function gets an `Episode` with the proxy URL and CA bundle to route its own clients
+through; everything else (the log, traces, judging, resume) is the runner's, unchanged. A
+returned bool is the verdict's outcome; a dict is the agent's output, judged like FAULTPROXY_OUTPUT.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from evaluator.rundir import read_run
+from proxy.runner.agent import AgentEnvironment, AgentResult
+from proxy.runner.plan import PlannedEpisode
+from proxy.runner.run import EpisodeRunner, RunOptions, run
+from proxy.runner.tasks import TaskSet
+from scenarios import Scenario, load_scenario
+
+
+@dataclass(frozen=True)
+class Episode:
+    key: str
+    task_id: str
+    variant: int
+    prompt: str
+    state: str | None
+    seed: int
+    proxy_url: str
+    ca_bundle: Path
+    task: dict
+
+
+@dataclass(frozen=True)
+class FunctionRunResult:
+    run_dir: Path
+    pass_all_rate: float  # the share of tasks whose k trials all passed
+    mean_rate: float  # the share of all trials that passed
+    per_task: dict[str, list[str]]  # task id -> statuses in trial order
+
+
+AgentFunction = Callable[[Episode], "bool | dict"]
+
+
+def run_function(
+    agent: AgentFunction,
+    tasks: TaskSet,
+    k: int = 8,
+    scenario: Scenario | str = "rate_limit",
+    out: Path = Path("runs/in-process"),
+    parallel: int = 1,
+) -> FunctionRunResult:
+    scenario = scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
+    name = getattr(agent, "__qualname__", repr(agent))
+    options = RunOptions(scenario=scenario, tasks=tasks, command=[f"python-function:{agent.__module__}.{name}"],
+                         out=out, k=k, parallel=parallel, show_progress=False)
+    run(options, runner_class=_function_runner(agent))
+    return summarize(out)
+
+
+def _function_runner(agent: AgentFunction) -> type[EpisodeRunner]:
+    class FunctionRunner(EpisodeRunner):
+        async def launch(self, episode: PlannedEpisode, environment: AgentEnvironment) -> AgentResult:
+            given = Episode(
+                key=episode.key, task_id=episode.task.id, variant=episode.variant.index,
+                prompt=episode.variant.prompt, state=episode.variant.state, seed=episode.variant.seed,
+                proxy_url=environment.proxy_url, ca_bundle=environment.ca_bundle, task=episode.task.to_json(),
+            )
+            return await call_agent(agent, given, episode.task.budgets.wall_s or self.options.budget_s)
+
+    return FunctionRunner
+
+
+async def call_agent(agent: AgentFunction, episode: Episode, wall_s: float | None) -> AgentResult:
+    started = time.monotonic()
+    try:
+        returned = await asyncio.wait_for(asyncio.to_thread(agent, episode), wall_s)
+    except TimeoutError:
+        # A thread cannot be killed; it is left to finish, and the episode is over budget.
+        return AgentResult(None, "budget_wall", time.monotonic() - started, "", None, None)
+    except Exception:  # the agent's own crash is a result, not the harness's
+        return AgentResult(None, "crash", time.monotonic() - started, traceback.format_exc(), None, None)
+    output = returned if isinstance(returned, dict) else {"answer": bool(returned), "passed": bool(returned)}
+    exit_code = 0 if returned is not False else 1
+    return AgentResult(exit_code, None, time.monotonic() - started, "", output, None)
+
+
+def summarize(run_dir: Path) -> FunctionRunResult:
+    statuses: dict[str, list[str]] = {}
+    for record in read_run(run_dir).episodes:
+        statuses.setdefault(record["task_id"], []).append(record["verdict"]["status"])
+    trials = [s for task in statuses.values() for s in task]
+    return FunctionRunResult(
+        run_dir,
+        sum(all(s == "pass" for s in task) for task in statuses.values()) / max(len(statuses), 1),
+        sum(s == "pass" for s in trials) / max(len(trials), 1),
+        statuses,
+    )
+
+
+def tasks_from(entries: Sequence[dict]) -> TaskSet:
+    from proxy.runner.tasks import task_set_from_json
+
+    return task_set_from_json(entries)
