@@ -1,5 +1,6 @@
 """Agents that are Python functions: `run(episode) -> bool | dict`, repeated k times per task.
 
+    tasks = task_set_from_json([{"id": "refund", "prompt": "Refund order 1001"}])
     result = run_function(my_agent, tasks, k=8, scenario="rate_limit")
     result.pass_all_rate, result.mean_rate
 
@@ -103,9 +104,3 @@ def summarize(run_dir: Path) -> FunctionRunResult:
         sum(s == "pass" for s in trials) / max(len(trials), 1),
         statuses,
     )
-
-
-def tasks_from(entries: Sequence[dict]) -> TaskSet:
-    from proxy.runner.tasks import task_set_from_json
-
-    return task_set_from_json(entries)
