@@ -10,6 +10,7 @@ reverse-mode port beside it serves `/EPISODE/NAME/...` (for clients that only ta
 from __future__ import annotations
 
 import asyncio
+import functools
 import socket
 import threading
 from collections.abc import Mapping, Sequence
@@ -92,8 +93,9 @@ class ProxyServer:
     def reverse_url(self, episode: str, upstream: str) -> str:
         return f"http://{self.host}:{self.reverse_port}/{quote(episode, safe='')}/{upstream}"
 
-    @property
+    @functools.cached_property
     def ca_bundle(self) -> Path:
+        """System roots plus this proxy's CA; built once (it reads and writes a few hundred kB)."""
         return ca_bundle(self.confdir)
 
     # -- life cycle ------------------------------------------------------------------------
