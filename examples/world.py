@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import queue
 import shlex
 import sys
-from contextlib import asynccontextmanager
+import threading
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import AsyncIterator
+from typing import AsyncIterator, Iterator
 
 from examples.model_server import ModelServer, add_arguments
 from examples.shop import Shop, serve
@@ -61,6 +63,33 @@ async def running_world(*, seed: int = 0, latency_ms: float = 0, chunk_latency_m
     finally:
         await model_runner.cleanup()
         await shop_runner.cleanup()
+
+
+@contextmanager
+def world_in_thread(**options) -> Iterator[World]:
+    """The world in a background thread, for synchronous callers (the runner, the demo)."""
+    started: queue.Queue = queue.Queue()
+    stop = threading.Event()
+
+    async def serve() -> None:
+        try:
+            async with running_world(**options) as world:
+                started.put(world)
+                while not stop.is_set():
+                    await asyncio.sleep(0.05)
+        except Exception as error:  # handed to the caller, who raises it
+            started.put(error)
+
+    thread = threading.Thread(target=asyncio.run, args=(serve(),), daemon=True, name="demo-world")
+    thread.start()
+    world = started.get(timeout=30)
+    if isinstance(world, Exception):
+        raise world
+    try:
+        yield world
+    finally:
+        stop.set()
+        thread.join(10)
 
 
 @asynccontextmanager
