@@ -32,13 +32,24 @@ def world_env(world, monkeypatch):
     return world
 
 
-def run_agent(tmp_path: Path, agent: str, scenario: str, task_ids: list[str], k: int, *flags: str) -> list[dict]:
+def run_agent(tmp_path: Path, agent: str, scenario: str, task_ids: list[str] | None, k: int, *flags: str,
+              params: dict | None = None) -> list[dict]:
     tasks = load_tasks(EXAMPLES / "tasks.yaml")
-    subset = replace(tasks, tasks=tuple(t for t in tasks.tasks if t.id in task_ids))
+    if task_ids is not None:
+        tasks = replace(tasks, tasks=tuple(t for t in tasks.tasks if t.id in task_ids))
     out = tmp_path / f"{agent}-{scenario}"
-    run(RunOptions(scenario=load_scenario(scenario), tasks=subset, out=out, k=k, parallel=3, show_progress=False,
-                   command=[sys.executable, str(EXAMPLES / f"{agent}_agent.py"), *flags]))
+    run(RunOptions(scenario=load_scenario(scenario, params), tasks=tasks, out=out, k=k, parallel=3,
+                   show_progress=False, command=[sys.executable, str(EXAMPLES / f"{agent}_agent.py"), *flags]))
     return read_run(out).episodes
+
+
+def test_without_faults_careful_passes_every_task_in_8_of_8_trials(tmp_path, world_env):
+    episodes = run_agent(tmp_path, "careful", "rate_limit", None, 8, params={"lambda": 0.0})
+    assert len(episodes) == 8 * 12
+    assert len({(r["task_id"], r["prompt"]) for r in episodes}) > 12 * 4  # honest variants, not one prompt 8 times
+    failing = {r["key"]: [c for c in r["verdict"]["checks"] if c["passed"] is False] or r["cause"]
+               for r in episodes if r["verdict"]["status"] != "pass"}
+    assert not failing
 
 
 def refunds_of(record: dict, order: str) -> int:
