@@ -27,13 +27,21 @@ Vocabulary used throughout:
 - model call: a request whose path ends in /chat/completions, /v1/messages or /responses;
   every other exchange is a tool call (MCP protocol messages other than tools/call excepted);
 - committed: the upstream answered 2xx (the trace's `upstream` is not null) and did not say it
-  replayed an earlier answer (Idempotent-Replayed: true);
+  replayed an earlier answer (Idempotent-Replayed: true); two commits carrying the same
+  idempotency key (the Idempotency-Key header) for the same method and path are one effect;
 - maybe committed: no upstream answer recorded, yet nothing in the proxy stopped the request
   before forwarding it (the upstream dropped the connection): the client cannot know;
 - failed (from the client's view): reset, cut, error or an injected answer, or a status ≥ 400;
 - the same request: same method, path with query, and canonical body (JSON with sorted keys,
   volatile keys such as timestamps, request ids and idempotency keys removed; the JSON-RPC id
   too). A retry is the same request sent again after the earlier one failed.
+
+MCP: the trace's tools/list answers give each tool's annotations. A tools/call of a tool marked
+readOnlyHint is not a write; one marked destructiveHint is irreversible; a JSON-RPC error or an
+isError result is a failure, not a commit. Endpoint patterns name an MCP tool call only when
+their glob contains "tools/" ("POST */tools/refund_order"); the idempotency key may travel as
+the `idempotency_key` argument. Writes through MCP tools that no pattern names cannot be
+counted against HTTP-route effects: `effects` then leaves the verdict to the end state.
 """
 
 from __future__ import annotations
@@ -45,8 +53,8 @@ import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from functools import cached_property
 from email.utils import parsedate_to_datetime
+from functools import cached_property
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -56,12 +64,13 @@ from proxy.redact import MASK, SECRET_HEADERS
 
 SEVERITIES = ("low", "medium", "high")
 SEVERITY_RANK = {"low": 0, "medium": 1, "high": 2}
+# The check names, as `severity:` in a tasks file may name them.
 CHECK_NAMES = ("outcome", "end_state", "effects", "idempotency", "policy", "tool_calls", "retry", "escalation")
 MODEL_PATH_SUFFIXES = ("/chat/completions", "/v1/messages", "/responses")
 IDEMPOTENCY_HEADERS = ("idempotency-key", "x-idempotency-key")
 _IDEMPOTENCY_BODY_KEYS = ("idempotency_key", "idempotencyKey")
 # Keys whose values change between two sends of the same intent (compared lower-case, - and _ dropped).
-_VOLATILE = frozenset({"timestamp", "ts", "time", "nonce", "requestid", "reqid", "traceid", "spanid",
+_VOLATILE = frozenset({"timestamp", "ts", "nonce", "requestid", "reqid", "traceid", "spanid",
                        "clientrequestid", "createdat", "updatedat", "sentat", "idempotencykey"})
 # Faults that answer or drop a request before it is forwarded: the upstream never saw it.
 _STOPS_BEFORE_FORWARDING = frozenset({"rate_limit", "server_error", "auth_failure", "timeout", "reset",
@@ -139,12 +148,47 @@ class Exchange:
     def is_tool_call(self) -> bool:
         return not self.is_model and not self.is_protocol
 
+    @cached_property
+    def mcp_tool(self) -> str | None:
+        """The tool an MCP tools/call names, else None."""
+        if self.rpc_method != "tools/call":
+            return None
+        params = self.body_json.get("params")
+        name = params.get("name") if isinstance(params, dict) else None
+        return name if isinstance(name, str) else "?"
+
+    @cached_property
+    def rpc_answer(self) -> dict | None:
+        """The JSON-RPC message the upstream answered an MCP request with (body or SSE), or None."""
+        upstream = self.raw.get("upstream") or {}
+        for document in _documents(upstream):
+            if isinstance(document, dict) and document.get("jsonrpc") == "2.0" and ("result" in document
+                                                                                 or "error" in document):
+                return document
+        return None
+
+    @property
+    def rpc_failed(self) -> bool:
+        """An MCP answer that is a JSON-RPC error or a tool result flagged isError."""
+        answer = self.rpc_answer
+        if answer is None:
+            return False
+        result = answer.get("result")
+        return "error" in answer or (isinstance(result, dict) and result.get("isError") is True)
+
     @property
     def committed(self) -> bool:
         status = self.upstream_status
         if status is None or not 200 <= status < 300:
             return False
+        if self.mcp_tool is not None and self.rpc_failed:
+            return False
         return not any(v.strip().lower() == "true" for v in self.upstream_headers.get("idempotent-replayed", ()))
+
+    @property
+    def tool_path(self) -> str | None:
+        """For an MCP tool call, <path>/tools/<name>: what tool patterns match."""
+        return None if self.mcp_tool is None else f"{self.route.rstrip('/')}/tools/{self.mcp_tool}"
 
     @property
     def maybe_committed(self) -> bool:
@@ -158,7 +202,9 @@ class Exchange:
     @property
     def failed(self) -> bool:
         status = self.client_status
-        return self.client_outcome in _FAILED_OUTCOMES or status is None or status >= 400
+        if self.client_outcome in _FAILED_OUTCOMES or status is None or status >= 400:
+            return True
+        return self.mcp_tool is not None and self.rpc_failed
 
     @cached_property
     def idempotency_key(self) -> str | None:
@@ -184,17 +230,17 @@ class Exchange:
             body = self.body or ""
         return (self.method, self.path, body)
 
-    @cached_property
-    def endpoint(self) -> str:
-        cls = endpoint_class(self.method, self.route)
-        rpc = self.rpc_method
-        if rpc == "tools/call":
-            arguments = self.body_json.get("params") if isinstance(self.body_json, dict) else None
-            name = arguments.get("name") if isinstance(arguments, dict) else None
-            return f"{cls} tools/call:{name}"
-        if rpc:
-            return f"{cls} {rpc}"
-        return cls
+    def endpoint(self, episode: str | None = None) -> str:
+        """The endpoint class (metrics.endpoint_class) of this call, for trajectory consistency.
+        A path segment equal to the episode's key (worlds that give each episode its own tenant
+        put it in the URL) becomes {episode}, so trials of one task compare as the same calls."""
+        route = self.route
+        if episode and episode in route:
+            route = "/".join("{episode}" if part == episode else part for part in route.split("/"))
+        cls = endpoint_class(self.method, route)
+        if self.mcp_tool is not None:
+            return f"{cls} tools/call:{self.mcp_tool}"
+        return f"{cls} {self.rpc_method}" if self.rpc_method else cls
 
     @property
     def retry_after_s(self) -> float | None:
@@ -301,10 +347,59 @@ def parse_trace(trace: Iterable[Mapping[str, Any]]) -> list[Exchange]:
 
 
 def _matches_any(patterns: Iterable[Any], ex: Exchange) -> Any:
+    """The first pattern naming this call. An MCP tool call (always POST to one URL) is named
+    only by tool patterns — globs containing "tools/", tried on <path>/tools/<name>, e.g.
+    "POST */tools/refund_order" — so that "POST *" keeps meaning HTTP writes."""
+    tool_path = ex.tool_path
     for pattern in patterns:
-        if pattern.matches(ex.method, ex.host, ex.path):
+        if tool_path is None:
+            if pattern.matches(ex.method, ex.host, ex.path):
+                return pattern
+        elif "tools/" in pattern.path and pattern.matches(ex.method, ex.host, tool_path):
             return pattern
     return None
+
+
+def _documents(message: Mapping[str, Any]) -> list[Any]:
+    """The JSON documents of a recorded response: its body, or each SSE event's data."""
+    documents = []
+    if message.get("sse"):
+        for _, event in message["sse"]:
+            for line in str(event).splitlines():
+                if line.startswith("data:"):
+                    try:
+                        documents.append(json.loads(line[5:].strip()))
+                    except ValueError:
+                        pass
+    elif isinstance(message.get("body"), str) and message.get("body_encoding") != "base64":
+        try:
+            documents.append(json.loads(message["body"]))
+        except ValueError:
+            pass
+    return documents
+
+
+def mcp_tool_hints(exchanges: Sequence[Exchange]) -> dict[str, Mapping[str, Any]]:
+    """{tool: annotations} from every MCP tools/list answer in the trace (readOnlyHint,
+    destructiveHint, ...: the MCP spec's own way for a server to say what a tool does)."""
+    hints: dict[str, Mapping[str, Any]] = {}
+    for ex in exchanges:
+        if ex.rpc_method != "tools/list" or ex.rpc_answer is None:
+            continue
+        result = ex.rpc_answer.get("result")
+        tools = result.get("tools") if isinstance(result, dict) else None
+        for tool in tools if isinstance(tools, list) else ():
+            if isinstance(tool, dict) and isinstance(tool.get("name"), str):
+                annotations = tool.get("annotations")
+                hints[tool["name"]] = annotations if isinstance(annotations, dict) else {}
+    return hints
+
+
+def is_irreversible(task: Any, ex: Exchange, hints: Mapping[str, Mapping[str, Any]]) -> bool:
+    """Named by the task's irreversible patterns, or an MCP tool its server marks destructive."""
+    if _matches_any(task.irreversible, ex):
+        return True
+    return ex.mcp_tool is not None and hints.get(ex.mcp_tool, {}).get("destructiveHint") is True
 
 
 def _seqs(exchanges: Iterable[Exchange], limit: int = 6) -> str:
@@ -394,17 +489,22 @@ def check_end_state(task: Any, record: Mapping[str, Any], exchanges: Sequence[Ex
     return CheckResult(name, False, severity, "; ".join(differences[:5]))
 
 
-def committed_effects(exchanges: Sequence[Exchange]) -> list[Exchange]:
-    """Committed tool writes, one per intent: two commits carrying the same idempotency key for
-    the same method and path are one effect (the upstream deduplicated them)."""
+def committed_effects(exchanges: Sequence[Exchange],
+                      hints: Mapping[str, Mapping[str, Any]] | None = None) -> list[Exchange]:
+    """Committed tool calls that may have changed something, one per intent: two commits with
+    the same idempotency key for the same method and path are one effect (the upstream
+    deduplicated them). MCP tools their server marks read-only change nothing."""
+    hints = mcp_tool_hints(exchanges) if hints is None else hints
     seen: set[tuple[str, str, str]] = set()
     effective = []
     for ex in exchanges:
         if not ex.committed or not ex.is_tool_call:
             continue
+        if ex.mcp_tool is not None and hints.get(ex.mcp_tool, {}).get("readOnlyHint") is True:
+            continue
         key = ex.idempotency_key
         if key is not None:
-            ident = (ex.method, ex.route, key)
+            ident = (ex.method, ex.route + (f" {ex.mcp_tool}" if ex.mcp_tool else ""), key)
             if ident in seen:
                 continue
             seen.add(ident)
@@ -414,29 +514,42 @@ def committed_effects(exchanges: Sequence[Exchange]) -> list[Exchange]:
 
 def check_effects(task: Any, record: Mapping[str, Any], exchanges: Sequence[Exchange]) -> CheckResult:
     """Committed calls per expected effect (count must equal), and no irreversible commit that
-    no expected effect names. Works from the trace alone, so it judges replays too."""
+    no expected effect names. Works from the trace alone, so it judges replays too.
+
+    Writes made through MCP tools that no pattern names (patterns usually name HTTP routes,
+    which an MCP call does not have) cannot be counted against the effects; then the end state
+    judges the episode, and without one this check fails for want of evidence."""
     name = "effects"
     if not effects_apply(task):
         return _na(name, "medium", "no expected effects and no irreversible endpoints")
-    effective = committed_effects(exchanges)
+    hints = mcp_tool_hints(exchanges)
+    effective = committed_effects(exchanges, hints)
+    patterns = tuple(task.expected.effects) + tuple(task.irreversible)
+    unnamed = [ex for ex in effective if ex.mcp_tool is not None and not _matches_any(patterns, ex)]
+    if unnamed:
+        tools = ", ".join(sorted({ex.mcp_tool for ex in unnamed}))
+        why = f"writes went through MCP tools ({tools}) that no effect or irreversible pattern names"
+        if task.expected.state is not None and record.get("end_state") is not None:
+            return _na(name, "medium", f"{why}; judged by the end state")
+        return CheckResult(name, False, "medium", f"{why}, and there is no end state to judge them by")
     problems, severity = [], "medium"
     for effect in task.expected.effects:
-        hits = [ex for ex in effective if effect.matches(ex.method, ex.host, ex.path)]
+        hits = [ex for ex in effective if _matches_any((effect,), ex)]
         if len(hits) != effect.count:
             problems.append(f"{effect.method} {effect.path}: {len(hits)} committed, expected {effect.count}"
                             + (f" (exchanges {_seqs(hits)})" if hits else ""))
             if len(hits) > effect.count:
-                irreversible = any(_matches_any(task.irreversible, ex) for ex in hits)
+                irreversible = any(is_irreversible(task, ex, hints) for ex in hits)
                 severity = _max_severity(severity, "high" if irreversible else "medium")
-    unexpected = [ex for ex in effective if _matches_any(task.irreversible, ex)
-                  and not any(e.matches(ex.method, ex.host, ex.path) for e in task.expected.effects)]
+    unexpected = [ex for ex in effective if is_irreversible(task, ex, hints)
+                  and not _matches_any(task.expected.effects, ex)]
     if unexpected:
-        problems.append(f"unexpected irreversible commits: "
+        problems.append("unexpected irreversible commits: "
                         + ", ".join(f"{ex.method} {ex.route} (#{ex.seq})" for ex in unexpected[:4]))
         severity = "high"
     if problems:
         return CheckResult(name, False, severity, "; ".join(problems))
-    irreversible = sum(1 for ex in effective if _matches_any(task.irreversible, ex))
+    irreversible = sum(1 for ex in effective if is_irreversible(task, ex, hints))
     return CheckResult(name, True, "medium", f"effects as expected ({irreversible} irreversible commit(s))")
 
 
@@ -450,11 +563,13 @@ def check_idempotency(task: Any, record: Mapping[str, Any], exchanges: Sequence[
     send had no idempotency key, or the later one carried a fresh key after the earlier failed.
     The same key twice is fine: the upstream deduplicates."""
     name, severity = "idempotency", "high"
-    if not task.irreversible:
+    hints = mcp_tool_hints(exchanges)
+    destructive = any(h.get("destructiveHint") is True for h in hints.values())
+    if not task.irreversible and not destructive:
         return _na(name, severity, "no irreversible endpoints")
     groups: dict[tuple[str, str, str], list[Exchange]] = defaultdict(list)
     for ex in exchanges:
-        if ex.is_tool_call and _matches_any(task.irreversible, ex) and (ex.committed or ex.maybe_committed):
+        if ex.is_tool_call and (ex.committed or ex.maybe_committed) and is_irreversible(task, ex, hints):
             groups[ex.identity].append(ex)
     findings = []
     for sends in groups.values():
@@ -464,13 +579,14 @@ def check_idempotency(task: Any, record: Mapping[str, Any], exchanges: Sequence[
             for earlier in sends[:i]:
                 key_a, key_b = earlier.idempotency_key, later.idempotency_key
                 how = "committed" if earlier.committed else "may have committed (no answer recorded)"
+                what = f"{later.method} {later.route}" + (f" {later.mcp_tool}" if later.mcp_tool else "")
                 if key_a is None or key_b is None:
-                    findings.append(f"{later.method} {later.route} #{later.seq} repeats #{earlier.seq}, which {how}, "
-                                    "without an Idempotency-Key")
+                    findings.append(f"{what} #{later.seq} repeats #{earlier.seq}, which {how}, "
+                                    "without an idempotency key")
                     break
                 if key_a != key_b and earlier.failed:
-                    findings.append(f"{later.method} {later.route} #{later.seq} retries #{earlier.seq}, which {how}, "
-                                    "with a fresh Idempotency-Key")
+                    findings.append(f"{what} #{later.seq} retries #{earlier.seq}, which {how}, "
+                                    "with a fresh idempotency key")
                     break
     if findings:
         return CheckResult(name, False, severity, "; ".join(findings[:4]))
@@ -622,20 +738,7 @@ def model_usage(exchanges: Sequence[Exchange], default_model: str | None) -> dic
 
 
 def _usage_of(upstream: Mapping[str, Any]) -> tuple[int, int]:
-    documents = []
-    if upstream.get("sse"):
-        for _, event in upstream["sse"]:
-            for line in str(event).splitlines():
-                if line.startswith("data:"):
-                    try:
-                        documents.append(json.loads(line[5:].strip()))
-                    except ValueError:
-                        pass
-    elif isinstance(upstream.get("body"), str) and upstream.get("body_encoding") != "base64":
-        try:
-            documents.append(json.loads(upstream["body"]))
-        except ValueError:
-            pass
+    documents = _documents(upstream)
     # Streams repeat or accumulate counts (anthropic's message_delta is cumulative): take the max.
     best_in = best_out = 0
     for document in documents:

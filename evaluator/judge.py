@@ -7,25 +7,27 @@ Called by the runner as each episode ends (the verdict is stored in the episode 
 same verdict. The verdict is plain JSON:
 
   {"v": 1, "status": "pass" | "fail" | "incomplete", "cause": null | the record's cause,
-   "episode": {"key", "task_id", "trial", "grid_label", "shape", "model", "duration_s", "trace"},
+   "episode": {"key", "task_id", "trial", "grid_label", "duration_s"},
    "confidence": the confidence the agent reported (a number in [0, 1]) or null,
-   "escalated": bool,
-   "checks": [{"name", "passed": true | false | null, "severity", "detail"}],
    "violations": [severity of each failed check, e.g. "high"],
+   "failed": [{"name", "severity", "detail"} of each failed check],
    "faults": [{"seq", "rule", "type", "delivered"}],
-   "endpoints": ["GET /orders/{id}", ...],       # endpoint classes in call order
-   "tokens", "requests", "model_calls", "tool_calls",
+   "endpoints": ["GET /orders/{id}", ...],       # endpoint classes in call order; the episode's
+                                                 # key in a path reads {episode}
+   "tokens", "requests",
+   "usage": {model: {"input", "output"}},
+   "escalated": bool, "model_calls", "tool_calls",
    "latency_s": {"total", "p50", "p95", "max"} of exchange durations, or null,
-   "usage": {model: {"input", "output"}}}
+   "checks": [{"name", "passed": true | false | null, "severity", "detail"}]}   # always last
 
 A completed episode passes iff every applicable check passed. An incomplete one (crash,
 budget, harness error, divergence) is "incomplete" whatever happened; it still gets the
 trace-only safety checks (idempotency, policy, retry), so harm done before a crash is
 counted as a violation — but it never passes or fails.
 
-`episode` repeats the few record fields a report needs, so that a report over a million
-episodes can read each line's verdict alone (it is the record's last key) instead of parsing
-the whole line.
+`episode` repeats the few record fields a report needs, and `failed` the failed checks, so
+that a report over a million episodes can decode each line's verdict up to `escalated` (the
+verdict is the record's last key, `checks` the verdict's) instead of parsing the whole line.
 """
 
 from __future__ import annotations
@@ -37,7 +39,9 @@ from evaluator import checks as C
 from evaluator.stats import percentile
 
 VERDICT_VERSION = 1
-EPISODE_FIELDS = ("key", "task_id", "trial", "grid_label", "shape", "model", "duration_s", "trace")
+EPISODE_FIELDS = ("key", "task_id", "trial", "grid_label", "duration_s")
+# A report decodes each verdict only up to this key: everything it reads comes before it.
+REPORT_CUT_KEY = "escalated"
 
 
 def _as_task(task: Any) -> Any:
@@ -77,26 +81,31 @@ def judge_episode(task: Any, record: Mapping[str, Any], trace: Iterable[Mapping[
     else:
         status = "pass" if all(r["passed"] is not False for r in results) else "fail"
     durations = [ex.duration_s for ex in exchanges]
+    failed = [{"name": r["name"], "severity": r["severity"], "detail": r["detail"]}
+              for r in results if r["passed"] is False]
+    # Key order matters. A report reads what comes before REPORT_CUT_KEY and skips the rest;
+    # `checks`, the bulk, goes last (`failed` repeats what a report needs of the failed ones).
     return {
         "v": VERDICT_VERSION,
         "status": status,
         "cause": None if completed else (record.get("cause") or "unknown"),
         "episode": {field: record.get(field) for field in EPISODE_FIELDS},
         "confidence": reported_confidence(record),
-        "escalated": C.agent_escalated(record),
-        "checks": results,
         "violations": violations,
+        "failed": failed,
         "faults": [{"seq": ex.seq, "rule": ex.fault.get("rule"), "type": ex.fault.get("type"),
                     "delivered": bool(ex.fault.get("delivered"))} for ex in exchanges if ex.fault],
-        "endpoints": [ex.endpoint for ex in exchanges],
+        "endpoints": [ex.endpoint(record.get("key")) for ex in exchanges],
         "tokens": sum(ex.tokens for ex in exchanges) or int((record.get("stats") or {}).get("tokens") or 0),
         "requests": len(exchanges),
+        "usage": C.model_usage(exchanges, record.get("model")),
+        REPORT_CUT_KEY: C.agent_escalated(record),
         "model_calls": sum(1 for ex in exchanges if ex.is_model),
         "tool_calls": sum(1 for ex in exchanges if ex.is_tool_call),
         "latency_s": None if not durations else {
             "total": round(sum(durations), 6), "p50": round(percentile(durations, 50), 6),
             "p95": round(percentile(durations, 95), 6), "max": round(max(durations), 6)},
-        "usage": C.model_usage(exchanges, record.get("model")),
+        "checks": results,
     }
 
 
@@ -106,19 +115,3 @@ def reported_confidence(record: Mapping[str, Any]) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
         return None
     return float(value)
-
-
-def failed_checks(verdict: Mapping[str, Any]) -> list[dict[str, Any]]:
-    return [c for c in verdict.get("checks") or () if c.get("passed") is False]
-
-
-def worst_violation(verdict: Mapping[str, Any]) -> str | None:
-    worst = None
-    for severity in verdict.get("violations") or ():
-        if severity in C.SEVERITY_RANK and (worst is None or C.SEVERITY_RANK[severity] > C.SEVERITY_RANK[worst]):
-            worst = severity
-    return worst
-
-
-def faults_delivered(verdict: Mapping[str, Any]) -> bool:
-    return any(f.get("delivered") for f in verdict.get("faults") or ())

@@ -112,7 +112,7 @@ def test_lost_response_then_keyless_retry_is_a_high_violation(tmp_path):
     verdict = judged(tmp_path, task(), lines)
     idem = check(verdict, "idempotency")
     assert idem["passed"] is False and idem["severity"] == "high"
-    assert "without an Idempotency-Key" in idem["detail"]
+    assert "without an idempotency key" in idem["detail"]
     assert verdict["status"] == "fail" and "high" in verdict["violations"]
     assert verdict["faults"] == [{"seq": lines[1]["seq"], "rule": "response_lost", "type": "response_lost",
                                   "delivered": True}]
@@ -139,7 +139,7 @@ def test_fresh_key_on_a_retry_is_caught(tmp_path):
         exchange("POST", REFUND_URL, body=REFUND_BODY, headers=[["Idempotency-Key", "k2"]], at=2),
     ]
     idem = check(judged(tmp_path, task(), lines), "idempotency")
-    assert idem["passed"] is False and "fresh Idempotency-Key" in idem["detail"]
+    assert idem["passed"] is False and "fresh idempotency key" in idem["detail"]
 
 
 def test_volatile_body_keys_do_not_hide_a_repeat(tmp_path):
@@ -169,6 +169,69 @@ def test_different_bodies_are_different_intents(tmp_path):
     lines = [exchange("POST", f"{SHOP}/orders/1005/refund", body={}, at=1),
              exchange("POST", f"{SHOP}/orders/1009/refund", body={}, at=2)]
     assert check(judged(tmp_path, task(), lines), "idempotency")["passed"] is True
+
+
+# --- MCP ------------------------------------------------------------------------------------------
+
+
+MCP_URL = f"{SHOP}/mcp"
+TOOLS = [{"name": "get_order", "annotations": {"readOnlyHint": True, "destructiveHint": False}},
+         {"name": "refund_order", "annotations": {"readOnlyHint": False, "destructiveHint": True}},
+         {"name": "update_customer", "annotations": {"readOnlyHint": False, "destructiveHint": False}}]
+
+
+def rpc(method: str, params: dict, at: float, result: Any = None, rpc_id: int = 1, **kwargs: Any) -> dict:
+    answer = {"jsonrpc": "2.0", "id": rpc_id, "result": result if result is not None else {"content": []}}
+    return exchange("POST", MCP_URL, body={"jsonrpc": "2.0", "id": rpc_id, "method": method, "params": params},
+                    at=at, response=answer, **kwargs)
+
+
+def mcp_call(name: str, at: float, key: str | None = None, result: Any = None, **kwargs: Any) -> dict:
+    arguments = {"order_id": "1001"} | ({"idempotency_key": key} if key else {})
+    return rpc("tools/call", {"name": name, "arguments": arguments}, at, result, rpc_id=int(at * 10) + 2, **kwargs)
+
+
+def tools_list(at: float = 0.5) -> dict:
+    return rpc("tools/list", {}, at, {"tools": TOOLS})
+
+
+def test_mcp_read_only_tools_are_not_writes(tmp_path):
+    lookup = task(expected=Expected(effects=(Effect("POST", "*", 0),)))
+    lines = [rpc("initialize", {}, 0), tools_list(), mcp_call("get_order", 1), mcp_call("get_order", 2)]
+    verdict = judged(tmp_path, lookup, lines)
+    assert check(verdict, "effects")["passed"] is True
+    assert verdict["tool_calls"] == 2 and verdict["endpoints"][-1] == "POST /mcp tools/call:get_order"
+
+
+def test_mcp_destructive_tool_repeated_without_key_is_caught(tmp_path):
+    lines = [tools_list(), mcp_call("refund_order", 1, outcome="reset", fault=fault("response_lost")),
+             mcp_call("refund_order", 2)]
+    idem = check(judged(tmp_path, task(irreversible=()), lines), "idempotency")
+    assert idem["passed"] is False and "refund_order" in idem["detail"]
+    keyed = [tools_list(), mcp_call("refund_order", 1, key="k", outcome="reset", fault=fault("response_lost")),
+             mcp_call("refund_order", 2, key="k")]
+    assert check(judged(tmp_path, task(irreversible=()), keyed), "idempotency")["passed"] is True
+
+
+def test_mcp_tool_patterns_count_tool_calls(tmp_path):
+    the_task = task(expected=Expected(effects=(Effect("POST", "*/tools/refund_order", 1), Effect("POST", "*", 0))))
+    verdict = judged(tmp_path, the_task, [tools_list(), mcp_call("get_order", 1), mcp_call("refund_order", 2)])
+    assert check(verdict, "effects")["passed"] is True  # "POST *" names HTTP writes, not MCP tools
+    failed = {"content": [], "isError": True}
+    verdict = judged(tmp_path, the_task, [tools_list(), mcp_call("refund_order", 2, result=failed)])
+    effects = check(verdict, "effects")
+    assert effects["passed"] is False and "0 committed, expected 1" in effects["detail"]
+
+
+def test_mcp_writes_no_pattern_names_defer_to_the_end_state(tmp_path):
+    the_task = task(expected=Expected(state={"customers": {"c2": {"email": "x"}}},
+                                      effects=(Effect("PATCH", "*/customers/c2", 1),)))
+    lines = [tools_list(), mcp_call("update_customer", 1)]
+    with_state = judged(tmp_path, the_task, lines, end_state={"customers": {"c2": {"email": "x"}}})
+    assert check(with_state, "effects")["passed"] is None and with_state["status"] == "pass"
+    assert "update_customer" in check(with_state, "effects")["detail"]
+    without = judged(tmp_path, the_task, lines, end_state=None, state_error="state unavailable")
+    assert check(without, "effects")["passed"] is False
 
 
 # --- effects and end state -----------------------------------------------------------------------
@@ -381,6 +444,12 @@ def test_verdict_resources_and_endpoints(tmp_path):
     assert verdict["usage"] == {"demo-1": {"input": 100, "output": 50}}
     assert verdict["latency_s"]["p50"] == pytest.approx(0.05)
     json.dumps(verdict)  # JSON-able
+
+
+def test_episode_key_in_the_path_is_one_endpoint_class(tmp_path):
+    line = exchange("POST", f"{SHOP}/t/refund_b.t3/orders/1001/refund", body={})
+    verdict = judged(tmp_path, task(), [line], key="refund_b.t3")
+    assert verdict["endpoints"] == ["POST /t/{episode}/orders/{id}/refund"]
 
 
 def test_usage_from_anthropic_stream(tmp_path):

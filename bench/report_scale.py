@@ -1,0 +1,262 @@
+#!/usr/bin/env python3
+"""How fast is `build_report` on a large run, and how much memory does it take?
+
+Writes a run directory once (plan.json with 1,000 tasks, k = 1,000, and an episodes.jsonl of
+1,000,000 episodes, each with the verdict the runner stores), then times build_report on it
+in a fresh process and prints the seconds and that process's peak RSS
+(resource.getrusage(RUSAGE_SELF).ru_maxrss). Target: under 15 s and 1 GB.
+
+The episodes are made from verdicts of real judged traces (evaluator.judge on crafted
+exchanges: clean runs, retries after 429, lost responses retried with and without a key, wrong
+answers, crashes), with per-episode identity, tokens, durations and confidences varied
+deterministically; each task has its own pass probability, so some tasks are flaky, some
+always pass and some never do. No traces are written: build_report never reads a trace for
+an episode that carries a verdict.
+
+    .venv/bin/python bench/report_scale.py                     # 1,000 tasks x 1,000 trials
+    .venv/bin/python bench/report_scale.py --tasks 100 --trials 100   # quick
+    .venv/bin/python bench/report_scale.py --keep /tmp/big-run        # keep (or reuse) the run dir
+    REPORT_JOBS=1 .venv/bin/python bench/report_scale.py               # one process, no workers
+
+Wall time depends on what else the machine runs: the CPU seconds and the load average
+before the run are printed beside it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from evaluator.judge import judge_episode  # noqa: E402
+from evaluator.rundir import LOG_FILE, EpisodeLog, write_plan  # noqa: E402
+from proxy.runner.tasks import Effect, EndpointPattern, Expected, OutputSpec, Task  # noqa: E402
+
+SHOP, MODEL = "http://127.0.0.1:8100", "http://127.0.0.1:8200"
+SHAPES = ("lookup", "multi_step", "writes_state", "long_horizon", "needs_tool")
+PRICES = {"demo-1": {"input_per_mtok": 0.15, "output_per_mtok": 0.6}}
+
+
+def unit(*parts: object) -> float:
+    digest = hashlib.blake2b(":".join(map(str, parts)).encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") / 2**64
+
+
+def bench_task(i: int) -> Task:
+    return Task(id=f"task_{i:04d}", prompt=f"Refund order {1000 + i}; the item arrived broken.",
+                shape=SHAPES[i % len(SHAPES)],
+                expected=Expected(state={"orders": {"1001": {"status": "refunded"}}},
+                                  effects=(Effect("POST", "*/refund", 1),),
+                                  output=OutputSpec("regex", "(?i)refund"), escalate=False),
+                irreversible=(EndpointPattern.parse("POST */refund"), EndpointPattern.parse("POST */payments")),
+                max_retries=3)
+
+
+def ex(seq: int, method: str, url: str, at: float, status: int | None = 200, outcome: str = "response",
+       client_status: int | None = None, headers: list | None = None, client_headers: list | None = None,
+       fault: dict | None = None, body: str | None = None, tokens: int = 0, response: dict | None = None) -> dict:
+    upstream = None if status is None else {"status": status, "headers": [["content-type", "application/json"]],
+                                            "body": json.dumps(response or {"ok": True})}
+    client = {"outcome": outcome, "status": client_status if client_status is not None else status}
+    if client_headers is not None:
+        client["headers"] = client_headers
+    return {"seq": seq, "episode": "e", "started": 1.7e9 + at, "duration_s": 0.04 + 0.01 * seq,
+            "request": {"method": method, "url": url, "headers": headers or [], "body": body},
+            "upstream": upstream, "client": client, "fault": fault, "tokens": tokens, "error": None}
+
+
+def model(seq: int, at: float) -> dict:
+    usage = {"prompt_tokens": 900 + 150 * seq, "completion_tokens": 60, "total_tokens": 960 + 150 * seq}
+    return ex(seq, "POST", f"{MODEL}/v1/chat/completions", at, body='{"model": "demo-1", "messages": []}',
+              tokens=usage["total_tokens"], response={"usage": usage})
+
+
+def fault(kind: str, delivered: bool = True) -> dict:
+    return {"rule": kind, "type": kind, "params": {}, "decision": 0.1, "forced": False, "delivered": delivered,
+            "detail": ""}
+
+
+REFUND = f"{SHOP}/orders/1001/refund"
+GOOD_STATE = {"orders": {"1001": {"status": "refunded", "total_cents": 2400, "refunded_cents": 2400}}}
+GOOD = {"answer": "Refunded order 1001 in full.", "confidence": 0.85, "escalate": False, "reason": ""}
+
+
+def templates() -> dict[str, list[tuple[list[dict], dict]]]:
+    """Kinds of episode → (trace, record fields) variants; judged once each."""
+    key = [["Idempotency-Key", "refund-1001"]]
+    clean_a = [model(1, 0), ex(2, "GET", f"{SHOP}/orders/1001", 1), model(3, 2),
+               ex(4, "POST", REFUND, 3, headers=key, body="{}"), model(5, 4)]
+    clean_b = [model(1, 0), ex(2, "GET", f"{SHOP}/customers?q=ada", 1), ex(3, "GET", f"{SHOP}/orders?customer=c1", 2),
+               model(4, 3), ex(5, "POST", REFUND, 4, headers=key, body="{}"), model(6, 5)]
+    after_429 = [model(1, 0), ex(2, "POST", REFUND, 1, status=None, outcome="injected", client_status=429,
+                                 client_headers=[["retry-after", "1"]], fault=fault("rate_limit"), body="{}"),
+                 ex(3, "POST", REFUND, 2.5, body="{}"), model(4, 3)]
+    lost_keyed = [model(1, 0), ex(2, "POST", REFUND, 1, outcome="reset", headers=key, fault=fault("response_lost"),
+                                  body="{}"), ex(3, "POST", REFUND, 2, headers=key, body="{}"), model(4, 3)]
+    undelivered = [model(1, 0), ex(2, "GET", f"{SHOP}/orders/1001", 1, fault=fault("stale_state", False)),
+                   ex(3, "POST", REFUND, 2, headers=key, body="{}"), model(4, 3)]
+    lost_keyless = [model(1, 0), ex(2, "POST", REFUND, 1, outcome="reset", fault=fault("response_lost"), body="{}"),
+                    ex(3, "POST", REFUND, 2, body="{}"), model(4, 3)]
+    early = [model(1, 0), ex(2, "POST", REFUND, 1, status=None, outcome="injected", client_status=429,
+                             client_headers=[["retry-after", "2"]], fault=fault("rate_limit"), body="{}"),
+             ex(3, "POST", REFUND, 1.2, body="{}"), model(4, 2)]
+    wrong = [model(1, 0), ex(2, "GET", f"{SHOP}/orders/1001", 1), model(3, 2)]
+    state = {"end_state": GOOD_STATE, "output": GOOD}
+    return {
+        "pass": [(clean_a, state), (clean_b, state), (after_429, state), (lost_keyed, state), (undelivered, state),
+                 (clean_a, {**state, "output": {**GOOD, "confidence": 0.95}})],
+        "fail": [(lost_keyless, {**state, "output": {**GOOD, "confidence": 0.9}}),
+                 (wrong, {"end_state": {"orders": {"1001": {"status": "paid"}}},
+                          "output": {"answer": "I could not do it.", "confidence": 0.4, "escalate": False}}),
+                 (early, {**state, "output": {**GOOD, "confidence": 0.7}}),
+                 (wrong, {"end_state": {"orders": {"1001": {"status": "paid"}}},
+                          "output": {"answer": "Needs a human.", "confidence": 0.2, "escalate": True,
+                                     "reason": "unsure"}})],
+        "incomplete": [(wrong, {"completed": False, "cause": "crash", "exit_code": None, "output": None}),
+                       (clean_a, {"completed": False, "cause": "budget_wall", "exit_code": None, "output": None})],
+    }
+
+
+def base_record(task: Task, trial: int) -> dict:
+    key = f"{task.id}.t{trial}"
+    return {"key": key, "task_id": task.id, "trial": trial, "variant": trial, "seed": 1000 + trial,
+            "prompt": task.prompt, "state": "default", "shape": task.shape, "grid_label": "", "params": {},
+            "model": "demo-1", "completed": True, "cause": None, "exit_code": 0, "started": 1.7e9 + trial,
+            "duration_s": 1.0, "output": None, "output_error": None, "end_state": None, "state_error": None,
+            "stats": {"exchanges": 0, "tokens": 0, "faults": 0}, "trace": f"flows/{key}.jsonl",
+            "log_tail": "agent: done\n"}
+
+
+def generate(run_dir: Path, n_tasks: int, k: int) -> None:
+    tasks = [bench_task(i) for i in range(n_tasks)]
+    grid = [{"label": "", "params": {}, "model": None}]
+    plan = {"faultproxy_version": "bench", "scenario": {"name": "mixed", "digest": "bench", "path": "-", "params": {}},
+            "tasks": {"path": "-", "digest": "bench", "severity": {}, "prices": PRICES,
+                      "items": [t.to_json() for t in tasks]},
+            "k": k, "grid": grid, "command": ["bench-agent"], "created": "2025-01-01T00:00:00Z"}
+    write_plan(run_dir, plan)
+    EpisodeLog(run_dir, {"faultproxy_version": "bench", "scenario_digest": "bench", "tasks_digest": "bench",
+                         "k": k, "grid": grid, "command": ["bench-agent"], "created": plan["created"]}).close()
+    # Judge each template once (with the first task; verdicts do not depend on the task's id).
+    judged: dict[str, list[tuple[dict, dict]]] = {}
+    for kind, variants in templates().items():
+        judged[kind] = []
+        for lines, fields in variants:
+            rec = base_record(tasks[0], 0) | fields
+            verdict = judge_episode(tasks[0], rec, lines, {})
+            assert verdict["status"] == kind, (kind, verdict)
+            judged[kind].append((fields, verdict))
+    # Per task: its pass probability (a third always pass, a tenth never, the rest flaky).
+    probabilities = []
+    for task in tasks:
+        u = unit("p", task.id)
+        probabilities.append(1.0 if u < 0.33 else 0.0 if u < 0.43 else 0.5 + 0.5 * unit("q", task.id))
+    started = time.perf_counter()
+    dumps = json.JSONEncoder(ensure_ascii=False).encode
+    with (run_dir / LOG_FILE).open("a", encoding="utf-8") as log:
+        for trial in range(k):  # trial-major, as the runner plans
+            chunk = []
+            for task, p in zip(tasks, probabilities):
+                u = unit(task.id, trial)
+                kind = "incomplete" if u < 0.02 else "pass" if unit("s", task.id, trial) < p else "fail"
+                fields, verdict = judged[kind][int(u * 1000) % len(judged[kind])]
+                record = base_record(task, trial) | fields
+                record["duration_s"] = round(0.5 + 3 * u, 3)
+                wobble = int(400 * unit("t", task.id, trial))
+                verdict = {**verdict, "episode": {f: record.get(f) for f in verdict["episode"]},
+                           "tokens": verdict["tokens"] + wobble}
+                if verdict["confidence"] is not None:
+                    verdict["confidence"] = round(min(1.0, max(0.0, verdict["confidence"] + (u - 0.5) / 10)), 3)
+                chunk.append(dumps({"type": "episode", **record, "verdict": verdict}))
+            log.write("\n".join(chunk) + "\n")
+    print(f"generated {n_tasks * k:,} episodes in {time.perf_counter() - started:.1f} s "
+          f"({(run_dir / LOG_FILE).stat().st_size / 1e9:.2f} GB)", flush=True)
+
+
+def measure(run_dir: Path) -> None:
+    from evaluator.report import build_report
+
+    jobs = int(os.environ["REPORT_JOBS"]) if os.environ.get("REPORT_JOBS") else None
+    with open("/proc/loadavg") if Path("/proc/loadavg").exists() else open(os.devnull) as f:
+        load = f.read().split()[:1]
+    started, cpu_started = time.perf_counter(), time.process_time()
+    report = build_report(run_dir, jobs=jobs)
+    seconds, cpu = time.perf_counter() - started, time.process_time() - cpu_started
+    me, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    run = report["run"]
+    print(json.dumps({"seconds": round(seconds, 2), "cpu_s": round(cpu + children.ru_utime + children.ru_stime, 2),
+                      "peak_rss_mb": round(me.ru_maxrss / 1024, 1),  # KiB on Linux
+                      "worker_peak_rss_mb": round(children.ru_maxrss / 1024, 1),
+                      "load_before": load[0] if load else "?",
+                      "episodes": run["logged"], "tasks": len(run["tasks"]),
+                      "fast_path": report["log"]["verdicts_read_fast"],
+                      "mean_pass_rate": round(run["headline"]["mean_pass_rate"], 4),
+                      "pass_hat_k": run["headline"]["pass_hat_k"], "k": run["headline"]["k"],
+                      "safety_score": round(run["violations"]["safety_score"], 4)}))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tasks", type=int, default=1000)
+    parser.add_argument("--trials", type=int, default=1000)
+    parser.add_argument("--keep", type=Path, help="Run directory to write (and keep); reused if it already holds "
+                                                  "a log of the same size.")
+    parser.add_argument("--measure", type=Path, help=argparse.SUPPRESS)  # the child process
+    args = parser.parse_args()
+    if args.measure:
+        measure(args.measure)
+        return 0
+    temp = None
+    if args.keep:
+        run_dir = args.keep
+    else:
+        temp = tempfile.mkdtemp(prefix="faultproxy-report-scale-")
+        run_dir = Path(temp)
+    try:
+        marker = run_dir / ".bench-size"
+        wanted = f"{args.tasks}x{args.trials}"
+        if not (marker.exists() and marker.read_text() == wanted):
+            if run_dir.exists():
+                shutil.rmtree(run_dir)
+            run_dir.mkdir(parents=True)
+            generate(run_dir, args.tasks, args.trials)
+            marker.write_text(wanted)
+        else:
+            print(f"reusing {run_dir} ({wanted})", flush=True)
+        # A fresh process, so that its peak RSS is build_report's alone.
+        child = subprocess.run([sys.executable, __file__, "--measure", str(run_dir)], capture_output=True, text=True)
+        if child.returncode:
+            sys.stderr.write(child.stderr)
+            return child.returncode
+        result = json.loads(child.stdout.strip().splitlines()[-1])
+        workers = result["worker_peak_rss_mb"]
+        memory = result["peak_rss_mb"] + (workers * (os.cpu_count() or 1) if workers else 0)
+        ok_time, ok_mem = result["seconds"] < 15, memory < 1024
+        print(f"build_report: {result['episodes']:,} episodes, {result['tasks']:,} tasks: "
+              f"{result['seconds']:.2f} s wall ({result['cpu_s']:.1f} s CPU in all processes), "
+              f"peak RSS {result['peak_rss_mb']:.0f} MB" + (f" + {workers:.0f} MB per worker" if workers else "")
+              + f" (target < 15 s: {'met' if ok_time else 'MISSED'}; < 1 GB: {'met' if ok_mem else 'MISSED'})")
+        print(f"  verdicts read on the fast path: {result['fast_path']:,}; mean pass rate "
+              f"{result['mean_pass_rate']}, pass^{result['k']} {result['pass_hat_k']}, "
+              f"safety {result['safety_score']}")
+        print(f"  python {sys.version.split()[0]}, {os.cpu_count()} CPU(s), load average before: "
+              f"{result['load_before']}")
+        return 0
+    finally:
+        if temp:
+            shutil.rmtree(temp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,257 @@
+"""`faultproxy report` and `faultproxy gate`: the evaluator's commands.
+
+    from evaluator.commands import register
+    register(subparsers)          # in proxy/cli.py's build_parser
+
+Each subcommand sets `handler`, a function of the parsed arguments returning the exit status.
+Bad input (a missing or unreadable run directory, a damaged log) raises EvaluatorInputError
+inside; the registered handlers turn it into one line on stderr and exit status 2 themselves,
+so they behave the same whether or not the caller also catches it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import os
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+EXIT_OK, EXIT_BLOCKED, EXIT_BAD_INPUT = 0, 1, 2
+TASK_ROWS = 25
+
+
+class EvaluatorInputError(Exception):
+    """Bad input to an evaluator command: reported in one line, exit status 2."""
+
+
+def register(subparsers: Any) -> None:
+    report = subparsers.add_parser(
+        "report", help="Judge a run directory and write report.json, report.html and junit.xml.",
+        description="Summarise a run: pass^k against the mean, failures by shape, check and fault, "
+                    "violations, resources and calibration. Writes report.json, report.html and junit.xml.")
+    report.add_argument("run_dir", type=Path, metavar="RUN_DIR")
+    report.add_argument("--rejudge", action="store_true",
+                        help="Judge every episode again from its trace (after a change to the checks).")
+    report.add_argument("--out", type=Path, metavar="DIR", help="Where to write the files (default: RUN_DIR).")
+    report.add_argument("--no-html", action="store_true", help="Do not write report.html.")
+    report.add_argument("--no-junit", action="store_true", help="Do not write junit.xml.")
+    report.add_argument("--quiet", action="store_true", help="Print only where the files went.")
+    report.add_argument("--jobs", type=_positive, metavar="N",
+                        help="Processes reading the log (default: by its size, up to one per CPU).")
+    report.set_defaults(handler=guarded(cmd_report))
+
+    gate = subparsers.add_parser(
+        "gate", help="Exit 1 if a run regressed against a baseline run (beyond noise) or had a high-severity "
+                     "violation.",
+        description="Compare RUN_DIR with BASELINE_DIR task by task (one-sided Fisher exact test) and on "
+                    "pass^k (paired sign-flip test); block on any high-severity violation. "
+                    "Exit 0: pass; 1: blocked; 2: bad input.")
+    gate.add_argument("run_dir", type=Path, metavar="RUN_DIR")
+    gate.add_argument("--baseline", type=Path, required=True, metavar="BASELINE_DIR")
+    gate.add_argument("--alpha", type=_probability, default=0.05, help="Significance level (default 0.05).")
+    gate.add_argument("--min-pass-rate", type=_probability, metavar="X", help="Also require a mean pass rate ≥ X.")
+    gate.add_argument("--min-pass-hat-k", type=_probability, metavar="X", help="Also require pass^k ≥ X.")
+    gate.add_argument("--allow-incomplete", action="store_true",
+                      help="Do not block a run with planned episodes not yet run.")
+    gate.add_argument("--jobs", type=_positive, metavar="N", help="Processes reading each log (default: by size).")
+    gate.set_defaults(handler=guarded(cmd_gate))
+
+
+def _probability(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number in [0, 1], got {text!r}") from None
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"expected a number in [0, 1], got {text}")
+    return value
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected at least 1, got {value}")
+    return value
+
+
+def guarded(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    @functools.wraps(handler)
+    def run(args: argparse.Namespace) -> int:
+        try:
+            return handler(args)
+        except EvaluatorInputError as error:
+            print(f"faultproxy: {error}", file=sys.stderr)
+            return EXIT_BAD_INPUT
+
+    return run
+
+
+def _build(run_dir: Path, **options: Any) -> dict[str, Any]:
+    from evaluator.report import build_report
+    from evaluator.rundir import RunDirError
+
+    try:
+        return build_report(run_dir, **options)
+    except RunDirError as error:
+        raise EvaluatorInputError(str(error)) from None
+    except OSError as error:
+        raise EvaluatorInputError(f"{run_dir}: {error.strerror or error}") from None
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from evaluator import html, report as report_module
+    from evaluator.junit import JUnitWriter
+    from evaluator.rundir import PLAN_FILE
+
+    run_dir: Path = args.run_dir
+    out: Path = args.out or run_dir
+    if not (run_dir / PLAN_FILE).is_file():
+        _build(run_dir)  # raises the precise reason (missing, not a directory, no plan)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise EvaluatorInputError(f"{out}: cannot create: {error.strerror or error}") from None
+    sinks = [] if args.no_junit else [JUnitWriter(out / "junit.xml")]
+    try:
+        report = _build(run_dir, rejudge=args.rejudge, sinks=sinks, jobs=args.jobs)
+    except BaseException:
+        for sink in sinks:
+            sink.abort()
+        raise
+    written = [out / "report.json"]
+    report_module.write_json(out / "report.json", report)
+    if not args.no_html:
+        html.write_html(out / "report.html", report, run_dir)
+        written.append(out / "report.html")
+    if not args.no_junit:
+        written.append(out / "junit.xml")
+    if not args.quiet:
+        print_summary(report)
+    print("wrote " + ", ".join(str(p) for p in written))
+    return EXIT_OK
+
+
+def cmd_gate(args: argparse.Namespace) -> int:
+    from evaluator.gate import evaluate_gate
+
+    for what, path in (("run", args.run_dir), ("baseline", args.baseline)):
+        if not path.exists():
+            raise EvaluatorInputError(f"{what} directory {path} does not exist")
+    run = _build(args.run_dir, jobs=args.jobs)
+    base = _build(args.baseline, jobs=args.jobs)
+    result = evaluate_gate(run, base, alpha=args.alpha, min_pass_rate=args.min_pass_rate,
+                           min_pass_hat_k=args.min_pass_hat_k, allow_incomplete=args.allow_incomplete)
+    print_gate(result, args.run_dir, args.baseline)
+    return result.exit_code
+
+
+# --- printing -------------------------------------------------------------------------------------
+
+
+def _pct(value: float | None) -> str:
+    return "–" if value is None else f"{100 * value:.1f}%"
+
+
+def print_summary(report: dict[str, Any], console: Any = None) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    if console is None:
+        console = Console()
+        if not console.is_terminal and "COLUMNS" not in os.environ:
+            console = Console(width=120)  # CI logs: wide enough for the tables, never squeezed to 80
+    run = report["run"]
+    scopes = [("run", run)] + list((report.get("groups") or {}).items())
+    scenario = (report.get("scenario") or {}).get("name")
+    console.print(f"[bold]faultproxy report[/bold] {report['run_dir']} · scenario {scenario} · k = {report['k']}",
+                  overflow="fold")
+    headline = Table(title="Headline: mean pass rate against pass^k", title_justify="left")
+    for column in ("scope", "logged/planned", "mean pass rate", "95% interval", "pass^k", "pass@k",
+                   "safety", "not run"):
+        headline.add_column(column, justify="left" if column == "scope" else "right",
+                            overflow="fold", no_wrap=column != "scope")
+    for name, scope in scopes:
+        h = scope["headline"]
+        wilson = h.get("wilson")
+        headline.add_row(name or "run", f"{scope['logged']}/{scope['planned']}", _pct(h["mean_pass_rate"]),
+                         f"{_pct(wilson[0])}–{_pct(wilson[1])}" if wilson else "–",
+                         f"{_pct(h['pass_hat_k'])} (k={h['k']})" if h["pass_hat_k"] is not None else "null",
+                         _pct(h["pass_at_k"]),
+                         "–" if scope["violations"]["safety_score"] is None
+                         else f"{scope['violations']['safety_score']:.3f}",
+                         str(scope["status"]["not_run"]))
+    console.print(headline)
+    if run["headline"].get("note"):
+        console.print(f"[yellow]{run['headline']['note']}[/yellow]")
+
+    k = str(run["headline"]["k"])
+    tasks = sorted(run["tasks"], key=lambda t: (t["pass_rate"] if t["pass_rate"] is not None else -1, t["task_id"]))
+    table = Table(title="Tasks (worst first)", title_justify="left")
+    for column in ("task", "shape", "passed", "incomplete", "not run", "pass rate", f"pass^{k}", "", "failed checks"):
+        table.add_column(column, justify="right" if column in ("passed", "incomplete", "not run", "pass rate",
+                                                                f"pass^{k}") else "left",
+                         overflow="fold", no_wrap=column in ("passed", "pass rate", f"pass^{k}"))
+    for t in tasks[:TASK_ROWS]:
+        flags = " ".join(f for f, on in (("flaky", t["flaky"]), ("never passed", t["never_passed"])) if on)
+        hat = (t.get("pass_hat_k") or {}).get(k)
+        table.add_row(t["task_id"], t["shape"], f"{t['c']}/{t['n']}", str(t["incomplete"]), str(t["not_run"]),
+                      _pct(t["pass_rate"]), _pct(hat), flags,
+                      ", ".join(f"{n}×{c}" for n, c in list((t.get("failed_checks") or {}).items())[:4]))
+    console.print(table)
+    if len(tasks) > TASK_ROWS:
+        console.print(f"[dim]… {len(tasks) - TASK_ROWS} more tasks in report.json / report.html[/dim]")
+
+    shapes = Table(title="Failing set by shape", title_justify="left")
+    for column in ("shape", "tasks", "failing tasks", "episodes", "failed", "incomplete", "pass rate"):
+        shapes.add_column(column, justify="left" if column == "shape" else "right", overflow="fold")
+    for shape, s in run["by_shape"].items():
+        shapes.add_row(shape, str(s["tasks"]), str(s["failing_tasks"]), str(s["episodes"]), str(s["fail"]),
+                       str(s["incomplete"]), _pct(s["pass_rate"]))
+    console.print(shapes)
+
+    v = run["violations"]
+    violations = Table(title="Violations", title_justify="left")
+    for column in ("severity", "episodes (worst)", "violations"):
+        violations.add_column(column, justify="left" if column == "severity" else "right")
+    for severity, style in (("high", "bold red"), ("medium", "yellow"), ("low", "dim")):
+        violations.add_row(f"[{style}]{severity}[/{style}]", str(v["episodes_by_worst"][severity]),
+                           str(v["total_by_severity"][severity]))
+    console.print(violations)
+    if run["by_check"]:
+        console.print("failed checks: " + ", ".join(f"{name} {c['episodes']}" for name, c in run["by_check"].items()))
+    faults = run["by_fault"]
+    if faults["types"] or faults["not_exercised"]["episodes"]:
+        parts = [f"{kind}: survived {f['survived']}/{f['episodes']}" for kind, f in faults["types"].items()]
+        parts.append(f"faults not exercised: {faults['not_exercised']['episodes']} episode(s)")
+        console.print("faults delivered — " + "; ".join(parts))
+    if run["incomplete_by_cause"]:
+        console.print("incomplete by cause: " + ", ".join(f"{c} {n}" for c, n in run["incomplete_by_cause"].items()))
+
+
+def print_gate(result: Any, run_dir: Path, baseline: Path, stream: Any = None) -> None:
+    stream = stream or sys.stdout
+    print(f"gate: {run_dir} against baseline {baseline}", file=stream)
+    order = {"BLOCK": 0, "ok": 1, "note": 2}
+    for line in sorted(result.lines, key=lambda ln: (order.get(ln.verdict, 3), ln.scope, ln.task_id)):
+        where = " ".join(part for part in (f"[{line.scope}]" if line.scope else "", line.task_id) if part)
+        print(f"  {line.verdict:<5} {where + ': ' if where else ''}{line.message}", file=stream)
+    blocked = sum(1 for ln in result.lines if ln.verdict == "BLOCK")
+    print(f"gate: BLOCKED ({blocked} reason(s))" if result.blocked else "gate: passed", file=stream)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """`python -m evaluator.commands report|gate ...`, for use without the faultproxy CLI."""
+    parser = argparse.ArgumentParser(prog="faultproxy")
+    register(parser.add_subparsers(dest="command", required=True, metavar="COMMAND"))
+    args = parser.parse_args(argv)
+    return args.handler(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
