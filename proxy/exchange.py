@@ -38,6 +38,7 @@ class Exchange:
     client_headers: list[tuple[str, str]] | None = None
     client_body: bytes | None = None
     tokens: int = 0
+    perturbation: list[str] | None = None
     error: str | None = None
     written: bool = False
 
@@ -64,6 +65,7 @@ class Exchange:
             "upstream": self._upstream_record(redactor),
             "client": self._client_record(redactor),
             "fault": self._fault_record(),
+            "perturbation": self.perturbation,
             "tokens": self.tokens,
             "error": self.error,
         }

@@ -21,6 +21,7 @@ from proxy.episodes import Episodes, EpisodeState, StoredResponse
 from proxy.exchange import Exchange
 from proxy.faults import FAULT_CLASSES, WRITE_METHODS, Fault, answer, read_key
 from proxy.match import parse_json_body, request_matches
+from proxy.perturb import perturb_response
 from proxy.redact import Redactor
 from proxy.relay import Relay
 from proxy.sse import EventSplitter, data_payloads, is_event_stream
@@ -29,6 +30,7 @@ from scenarios import Rule, Scenario, ScenarioError, load_scenario
 
 FORCE_HEADER = "x-faultproxy-force"
 EXCHANGE_KEY = "faultproxy_exchange"
+SUPPLIED_KEY = "faultproxy_supplied"  # the upstream response came from supply_response, not the network
 
 log = structlog.get_logger("faultproxy")
 
@@ -106,10 +108,24 @@ class FaultInjector:
         if ex.rule:
             ex.episode.fired[ex.rule.name] += 1
             await self.fault(ex.scenario, ex.rule).request(flow, ex)
+        if flow.response is None and flow.error is None:
+            await self.supply_response(flow, ex)
+            flow.metadata[SUPPLIED_KEY] = flow.response is not None
+
+    async def supply_response(self, flow: http.HTTPFlow, ex: Exchange) -> None:
+        """Hook point: set `flow.response` to answer as the upstream, with no network (replay).
+
+        Called once the request's fault, if any, has acted and still left it to be forwarded.
+        A response set here is treated exactly as one from the network: it is recorded as the
+        upstream's, event streams run through the same stream tap, and response-phase faults
+        apply. Leaving `flow.response` unset forwards the request, as a live proxy does.
+        """
 
     async def responseheaders(self, flow: http.HTTPFlow) -> None:
         ex = flow.metadata.get(EXCHANGE_KEY)
-        if ex is None:
+        if ex is None or ex.outcome != "response":
+            # mitmproxy runs this hook for answers set in the request hook too: an answer the
+            # proxy made (an injected error, a stale read) is not the upstream's.
             return
         ex.response_started = time.monotonic()
         ex.upstream = {"status": flow.response.status_code, "headers": list(flow.response.headers.items())}
@@ -118,6 +134,10 @@ class FaultInjector:
             flow.response.stream = StreamTap(ex, fault.event_shaper(ex) if fault else None)
         if fault:
             await fault.responseheaders(flow, ex)
+        if flow.response.stream and flow.metadata.get(SUPPLIED_KEY):
+            # mitmproxy never streams a response set in the request hook; run its body through
+            # the tap here, so events are recorded and shaped as they would be off the network.
+            _pump(flow)
 
     async def response(self, flow: http.HTTPFlow) -> None:
         ex = flow.metadata.get(EXCHANGE_KEY)
@@ -127,7 +147,22 @@ class FaultInjector:
             self._take_upstream_body(flow, ex)
         if ex.rule:
             await self.fault(ex.scenario, ex.rule).response(flow, ex)
+        elif ex.upstream is not None and not flow.response.stream:
+            self._perturb(flow, ex)
         self._finish(flow, ex)
+
+    def _perturb(self, flow: http.HTTPFlow, ex: Exchange) -> None:
+        """epsilon: with that probability, answer with equivalent JSON (key order, layout, number
+        forms) — a perturbation that must not change the outcome, unlike a fault."""
+        epsilon = ex.scenario.params.get("epsilon", 0.0)
+        seed, key = ex.scenario.seed, ex.episode.key
+        if epsilon <= 0 or not decide.fires(epsilon, decide.decision_value(seed, key, "epsilon", ex.seq, "perturb")):
+            return
+        form = decide.decision_value(seed, key, "epsilon", ex.seq, "perturb-form")  # independent of the firing draw
+        result = perturb_response(flow.response.headers.get("content-type"), flow.response.get_content(strict=False), form)
+        if result:
+            flow.response.content = result.body  # re-encodes with the response's Content-Encoding
+            ex.perturbation = list(result.changes)
 
     def error(self, flow: http.HTTPFlow) -> None:
         ex = flow.metadata.get(EXCHANGE_KEY)
@@ -197,7 +232,7 @@ class FaultInjector:
             ex.client_status = flow.response.status_code
             if ex.upstream is None or ex.rule is not None:
                 ex.client_headers = list(flow.response.headers.items())
-            if ex.rule is not None and not flow.response.stream:
+            if (ex.rule is not None or ex.perturbation) and not flow.response.stream:
                 body = flow.response.raw_content
                 ex.client_body = flow.response.get_content(strict=False) if body is not None else None
         if ex.rule:
@@ -235,6 +270,14 @@ class StreamTap:
             if self.ex.client_events is not None:
                 self.ex.client_events.append((offset, shaped))
         return out
+
+
+def _pump(flow: http.HTTPFlow) -> None:
+    tap = flow.response.stream
+    body = b"".join([*tap(flow.response.raw_content or b""), *tap(b"")])
+    flow.response.raw_content = body
+    flow.response.headers.pop("transfer-encoding", None)
+    flow.response.headers["content-length"] = str(len(body))
 
 
 def _tail(rest: bytes) -> list[bytes]:

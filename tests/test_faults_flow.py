@@ -288,3 +288,25 @@ def test_stale_state_serves_the_earlier_read_after_a_write(make_proxy, upstream)
     assert after["version"] == 0  # stale: the upstream is at version 1
     assert state.versions["5"] == 1
     assert state.hits["GET /items/5"] == 2  # the stale read never reached the upstream
+
+
+def test_epsilon_perturbs_json_equivalently_and_deterministically(make_proxy, upstream, tmp_path):
+    _, server = upstream
+    rules = """
+        - name: never
+          match: {path: /nowhere}
+          fault: {type: reset}
+    """
+    originals = [{"id": str(i), "status": "open", "version": 0, "amount": 1250} for i in range(12)]
+    texts = []
+    for attempt in range(2):
+        proxy = make_proxy(scenario(rules, params="{epsilon: 0.5}"), trace_dir=tmp_path / f"flows{attempt}")
+        with client(proxy) as http:
+            responses = [http.get(f"{server.url}/items/{i}") for i in range(12)]
+        assert [r.json() for r in responses] == originals  # equivalent: the same values
+        texts.append([r.text for r in responses])
+        proxy.end_episode("ep")
+        perturbed = [bool(e["perturbation"]) for e in read_trace(trace_path(tmp_path / f"flows{attempt}", "ep"))]
+        changed = [text != json.dumps(original) for text, original in zip(texts[-1], originals)]
+        assert changed == perturbed and 0 < sum(perturbed) < 12
+    assert texts[0] == texts[1]  # the same draws in a rerun

@@ -1,0 +1,668 @@
+"""Sweeps: perturbation curves, the reliability surface, acceptance and the model matrix.
+
+    analysis = analyse_sweep(run_dir, expect=scenario.expect, rule_params={"lambda"})
+    print_sweep(analysis)                          # rich tables
+    write_json(run_dir / "sweep.json", analysis)   # this module owns sweep.json
+    sys.exit(exit_status(analysis))                # 1 when the scenario's expect: block is not met
+
+A sweep is an ordinary run directory whose plan has a grid of param levels (and models). It is
+read in one streaming pass by evaluator.report.build_report, with an EpisodeSink that keeps two
+bit masks per (grid label, task) — which trials were logged and which passed — so the memory is
+one pair of integers per task and grid point, whatever k is.
+
+Per grid point:
+- the mean success Σc/Σn over the logged episodes (an incomplete episode is a trial that did not
+  pass, as in the report), with its Wilson interval over episodes;
+- pass^k at the plan's k, the mean over tasks of C(c,k)/C(n,k) (metrics.pass_hat_k). At n = k
+  this is the share of tasks whose k trials all passed, so its interval is the Wilson interval
+  over tasks — it says how far the task sample, not the trials, lets the number move. It is null
+  while a planned episode of that point is not run, as in the report.
+
+Curves: for each swept param, one series per combination of the other params (and the model),
+its points sorted by level. With exactly two params, the surface: mean and pass^k on the grid of
+their levels, per model. A point where the mean rises over the previous level of a series while
+pass^k falls is flagged: more success on average, less of it reliably (typical of an agent knob
+such as reasoning effort that makes a run more capable but less repeatable).
+
+Acceptance, from the scenario's `expect:` block:
+  max_drop: {at: 0.10, drop: 0.08}   # mean success at param=0.10 ≥ (mean at param=0) − 0.08
+The param is `max_drop.param` if given, else `lambda` if swept, else the only swept param. `at`
+and 0 must both be swept levels (SweepError otherwise). It is checked in every series of that
+param (each level of the other params, each model); one violation fails the sweep (exit 1). A
+series whose two points are not fully run is pending, which also exits 1: a partial sweep must
+not pass for a whole one.
+
+Model matrix (two or more models): each model alone; pass@M (some model succeeds) and pass^M
+(every model succeeds) over aligned task-trials — the same task, trial index and non-model
+params, logged for every model (evaluator.compare); per task the disagreement score (the
+entropy of the pooled success rate minus the mean of each model's entropy, compare.disagreement),
+computed within each combination of params and averaged over them; and a diagnostic selection
+(compare.diagnostic_selection): one task per distinct pattern of which models passed every
+trial, unanimous success and unanimous failure kept as anchors.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from evaluator import compare, metrics, stats
+from evaluator.report import EpisodeSink, build_report, read_plan
+from evaluator.rundir import RunDirError
+
+SWEEP_VERSION = 1
+SWEEP_FILE = "sweep.json"
+SWEEP_HTML = "sweep.html"
+EPSILON = "epsilon"  # the param the proxy reads as the intensity of semantics-preserving perturbation
+TOLERANCE = 1e-9  # float noise, never a real difference between two rates
+DISAGREEMENT_ROWS = 12
+
+
+class SweepError(Exception):
+    """A sweep that cannot be analysed or checked as asked; the message says why."""
+
+
+# --- the plan's grid ----------------------------------------------------------------------------
+
+
+def level_label(name: str, value: float) -> str:
+    """As proxy.runner.plan.GridPoint writes a param into a grid label."""
+    return f"{name}={value:g}"
+
+
+def is_sweep(plan: Mapping[str, Any]) -> bool:
+    """A plan with more than one grid point, or one that sets params: what `faultproxy sweep` writes."""
+    grid = plan.get("grid") or []
+    return len(grid) > 1 or any(point.get("params") for point in grid)
+
+
+def _grid(plan_grid: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    points = []
+    for point in plan_grid or [{"label": "", "params": {}, "model": None}]:
+        params = {str(n): float(v) for n, v in sorted((point.get("params") or {}).items())}
+        points.append({"label": point.get("label") or "", "params": params, "model": point.get("model")})
+    return points
+
+
+def swept_params(grid: Sequence[Mapping[str, Any]]) -> dict[str, list[float]]:
+    names = sorted({name for point in grid for name in point["params"]})
+    return {name: sorted({point["params"][name] for point in grid if name in point["params"]}) for name in names}
+
+
+def swept_models(grid: Sequence[Mapping[str, Any]]) -> list[str]:
+    models: list[str] = []
+    for point in grid:
+        if point["model"] is not None and point["model"] not in models:
+            models.append(point["model"])
+    return models
+
+
+def param_roles(params: Iterable[str], rule_params: Iterable[str] | None) -> dict[str, str] | None:
+    """fault: a rule's probability names it (λ); perturbation: epsilon, read by the proxy (ε);
+    agent: named by nothing in the proxy, so only the agent sees it (FAULTPROXY_PARAM_<NAME>, {name})."""
+    if rule_params is None:
+        return None
+    named = set(rule_params)
+    return {name: "fault" if name in named else "perturbation" if name == EPSILON else "agent" for name in params}
+
+
+# --- outcomes: two bit masks per (grid label, task) ---------------------------------------------
+
+
+class Outcomes:
+    """Which trials of each (grid label, task) were logged, and which of them passed."""
+
+    def __init__(self) -> None:
+        self.masks: dict[tuple[str, str], list[int]] = {}
+        self.outside = 0  # episodes with a trial index the plan does not have
+
+    def add(self, label: str, task_id: str, trial: Any, passed: bool) -> None:
+        if type(trial) is not int or trial < 0:
+            self.outside += 1
+            return
+        masks = self.masks.setdefault((label, task_id), [0, 0])
+        masks[0] |= 1 << trial
+        if passed:
+            masks[1] |= 1 << trial
+
+    def merge(self, other: Outcomes) -> None:
+        for key, (logged, passed) in other.masks.items():
+            masks = self.masks.setdefault(key, [0, 0])
+            masks[0] |= logged
+            masks[1] |= passed
+        self.outside += other.outside
+
+    def get(self, label: str, task_id: str, k: int) -> tuple[int, int]:
+        """(logged, passed) masks limited to trials 0..k-1."""
+        logged, passed = self.masks.get((label, task_id), (0, 0))
+        full = (1 << k) - 1
+        return logged & full, passed & full
+
+    def counts(self, label: str, task_id: str, k: int) -> tuple[int, int]:
+        """(n, c): trials logged and trials passed."""
+        logged, passed = self.get(label, task_id, k)
+        return logged.bit_count(), passed.bit_count()
+
+
+class OutcomeSink(EpisodeSink):
+    """Collects Outcomes from build_report's stream; its shards pickle, for a log read in parallel."""
+
+    def __init__(self) -> None:
+        self.outcomes = Outcomes()
+
+    def episode(self, verdict: Mapping[str, Any]) -> None:
+        episode = verdict.get("episode") or {}
+        self.outcomes.add(episode.get("grid_label") or "", str(episode.get("task_id")), episode.get("trial"),
+                          verdict.get("status") == "pass")
+
+    def shard(self, index: int) -> OutcomeSink:
+        return OutcomeSink()
+
+    def absorb(self, shard: EpisodeSink) -> None:
+        assert isinstance(shard, OutcomeSink)
+        self.outcomes.merge(shard.outcomes)
+
+
+# --- reading a run directory --------------------------------------------------------------------
+
+
+def analyse_sweep(run_dir: Path | str, *, expect: Mapping[str, Any] | None = None,
+                  rule_params: Iterable[str] | None = None, jobs: int | None = None) -> dict[str, Any]:
+    """The sweep analysis of a run directory (a JSON-able dict; see the module docstring).
+
+    expect: the scenario's expect block (acceptance); rule_params: the params its rules name (to
+    tell fault params from the agent's own knobs); jobs: as build_report's. Raises SweepError for
+    an unreadable directory.
+    """
+    run_dir = Path(run_dir)
+    collector = OutcomeSink()
+    try:
+        plan = read_plan(run_dir)
+        report = build_report(run_dir, sinks=[collector], drilldown_limit=0, jobs=jobs)
+    except RunDirError as error:
+        raise SweepError(str(error)) from None
+    except OSError as error:
+        raise SweepError(f"{run_dir}: {error.strerror or error}") from None
+    scenario = plan.document.get("scenario") or {}
+    analysis = analyse(plan.document.get("grid") or [], plan.task_ids, plan.k, collector.outcomes,
+                       expect=expect, rule_params=rule_params)
+    analysis.update(run_dir=str(run_dir), created=plan.document.get("created"),
+                    scenario={key: scenario.get(key) for key in ("name", "digest", "path", "params")},
+                    command=plan.document.get("command"),
+                    unplanned_episodes=report["log"]["unplanned_episodes"])
+    return analysis
+
+
+# --- the analysis -------------------------------------------------------------------------------
+
+
+def analyse(plan_grid: Sequence[Mapping[str, Any]], task_ids: Sequence[str], k: int, outcomes: Outcomes, *,
+            expect: Mapping[str, Any] | None = None, rule_params: Iterable[str] | None = None) -> dict[str, Any]:
+    """Everything the sweep reports, from the plan's grid, its tasks, k and the logged outcomes."""
+    if k < 1:
+        raise SweepError(f"k must be at least 1, got {k}")
+    grid = _grid(plan_grid)
+    params = swept_params(grid)
+    models = swept_models(grid)
+    points = [_point(point, task_ids, k, outcomes) for point in grid]
+    planned = sum(p["planned"] for p in points)
+    logged = sum(p["logged"] for p in points)
+    curves = {name: _curves(name, points) for name in params}
+    analysis: dict[str, Any] = {
+        "sweep_version": SWEEP_VERSION,
+        "k": k,
+        "tasks": list(task_ids),
+        "params": params,
+        "param_roles": param_roles(params, rule_params),
+        "models": models,
+        "planned": planned,
+        "logged": logged,
+        "complete": logged == planned,
+        "points": points,
+        "curves": curves,
+        "surface": _surface(params, models, points),
+        "flags": [flag for name in params for flag in _flags(name, curves[name])],
+        "matrix": model_matrix(grid, task_ids, k, outcomes) if len(models) > 1 else None,
+    }
+    analysis["acceptance"] = evaluate_acceptance(analysis, expect) if expect else None
+    return analysis
+
+
+def _point(point: Mapping[str, Any], task_ids: Sequence[str], k: int, outcomes: Outcomes) -> dict[str, Any]:
+    tallies = [(task_id, *outcomes.counts(point["label"], task_id, k)) for task_id in task_ids]
+    return {"label": point["label"], "params": dict(point["params"]), "model": point["model"],
+            **summarise(tallies, k)}
+
+
+def summarise(tallies: Sequence[tuple[str, int, int]], k: int) -> dict[str, Any]:
+    """Mean success and pass^k of units (task, n logged, c passed), each planned with k trials."""
+    n = sum(t[1] for t in tallies)
+    c = sum(t[2] for t in tallies)
+    planned = k * len(tallies)
+    result: dict[str, Any] = {
+        "planned": planned, "logged": n, "passed": c, "not_run": planned - n,
+        "mean": c / n if n else None,
+        "wilson": list(stats.wilson_interval(c, n)) if n else None,
+        "tasks": len(tallies), "tasks_all_passed": None,
+        "pass_hat_k": None, "pass_hat_k_interval": None,
+        "note": None,
+    }
+    if not tallies:
+        result["note"] = "no tasks"
+    elif planned > n:
+        result["note"] = f"pass^{k} not until resumed: {planned - n} planned episode(s) not run"
+    else:
+        all_passed = sum(1 for _, tn, tc in tallies if tc == tn)
+        result["tasks_all_passed"] = all_passed
+        result["pass_hat_k"] = math.fsum(metrics.pass_hat_k(tn, tc, k) for _, tn, tc in tallies) / len(tallies)
+        result["pass_hat_k_interval"] = list(stats.wilson_interval(all_passed, len(tallies)))
+    return result
+
+
+def _others_label(point: Mapping[str, Any], name: str) -> str:
+    parts = [level_label(other, value) for other, value in point["params"].items() if other != name]
+    if point["model"]:
+        parts.append(f"model={point['model']}")
+    return ",".join(parts)
+
+
+def _curves(name: str, points: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """One series per combination of the other params and the model; points sorted by level."""
+    series: dict[str, dict[str, Any]] = {}
+    for point in points:
+        if name not in point["params"]:
+            continue
+        key = _others_label(point, name)
+        entry = series.setdefault(key, {"series": key or "all", "fixed": {
+            **{o: v for o, v in point["params"].items() if o != name}, **({"model": point["model"]}
+                                                                          if point["model"] else {})},
+            "points": []})
+        entry["points"].append({"level": point["params"][name], "label": point["label"],
+                                **{f: point[f] for f in ("logged", "planned", "not_run", "mean", "wilson",
+                                                         "pass_hat_k", "pass_hat_k_interval", "note")}})
+    for entry in series.values():
+        entry["points"].sort(key=lambda p: p["level"])
+    return list(series.values())
+
+
+def _surface(params: Mapping[str, Sequence[float]], models: Sequence[str],
+             points: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """With exactly two params: mean and pass^k on their grid, per model ("" without models)."""
+    if len(params) != 2:
+        return None
+    names = sorted(params, key=lambda n: (n != "lambda", n))  # λ across, when it is swept
+    x, y = names
+    by_model: dict[str, dict[str, list[list[Any]]]] = {}
+    for model in (models or [None]):
+        mean = [[None] * len(params[x]) for _ in params[y]]
+        hat = [[None] * len(params[x]) for _ in params[y]]
+        labels = [[None] * len(params[x]) for _ in params[y]]
+        for point in points:
+            if point["model"] != model:
+                continue
+            i, j = params[y].index(point["params"][y]), params[x].index(point["params"][x])
+            mean[i][j], hat[i][j], labels[i][j] = point["mean"], point["pass_hat_k"], point["label"]
+        by_model[model or ""] = {"mean": mean, "pass_hat_k": hat, "labels": labels}
+    return {"x": x, "y": y, "x_levels": list(params[x]), "y_levels": list(params[y]), "by_model": by_model}
+
+
+def _flags(name: str, series_list: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Levels where the mean rises over the previous level while pass^k falls."""
+    flags = []
+    for series in series_list:
+        for before, after in zip(series["points"], series["points"][1:]):
+            if None in (before["mean"], after["mean"], before["pass_hat_k"], after["pass_hat_k"]):
+                continue
+            if after["mean"] > before["mean"] + TOLERANCE and after["pass_hat_k"] < before["pass_hat_k"] - TOLERANCE:
+                flags.append({"param": name, "series": series["series"], "level": after["level"],
+                              "previous_level": before["level"], "label": after["label"],
+                              "mean": after["mean"], "previous_mean": before["mean"],
+                              "pass_hat_k": after["pass_hat_k"], "previous_pass_hat_k": before["pass_hat_k"]})
+    return flags
+
+
+# --- the model matrix ---------------------------------------------------------------------------
+
+
+def model_matrix(plan_grid: Sequence[Mapping[str, Any]], task_ids: Sequence[str], k: int,
+                 outcomes: Outcomes) -> dict[str, Any] | None:
+    """Each model alone, pass@M and pass^M on aligned task-trials, disagreement per task, and a
+    diagnostic selection of tasks. None with fewer than two models."""
+    grid = _grid(plan_grid)
+    models = swept_models(grid)
+    if len(models) < 2:
+        return None
+    cells: dict[str, dict[str, str]] = {}  # non-model params label -> model -> grid label
+    cell_params: dict[str, dict[str, float]] = {}
+    for point in grid:
+        key = ",".join(level_label(n, v) for n, v in point["params"].items())
+        cells.setdefault(key, {})[point["model"]] = point["label"]
+        cell_params[key] = dict(point["params"])
+
+    rows_all: list[tuple[bool, ...]] = []
+    cell_entries = []
+    unaligned = 0
+    per_model_units: dict[str, list[tuple[str, int, int]]] = {m: [] for m in models}
+    rates: dict[str, dict[str, list[dict[str, float]]]] = {t: {} for t in task_ids}  # task -> cell -> rates
+    patterns: dict[Any, tuple[bool, ...]] = {}
+    for key, by_model in cells.items():
+        rows: list[tuple[bool, ...]] = []
+        present = [m for m in models if m in by_model]
+        for task_id in task_ids:
+            masks = {m: outcomes.get(by_model[m], task_id, k) for m in present}
+            for m in present:
+                per_model_units[m].append((task_id, masks[m][0].bit_count(), masks[m][1].bit_count()))
+            if len(present) == len(models):
+                for trial in range(k):
+                    bit = 1 << trial
+                    logged = [bool(masks[m][0] & bit) for m in models]
+                    if all(logged):
+                        rows.append(tuple(bool(masks[m][1] & bit) for m in models))
+                    elif any(logged):
+                        unaligned += 1
+                counts = {m: (masks[m][0].bit_count(), masks[m][1].bit_count()) for m in models}
+                if all(n for n, _ in counts.values()):
+                    rates[task_id][key] = {m: c / n for m, (n, c) in counts.items()}
+                if all(n == k for n, _ in counts.values()):
+                    unit = task_id if len(cells) == 1 else (key, task_id)
+                    patterns[unit] = tuple(c == k for _, c in counts.values())
+        rows_all.extend(rows)
+        cell_entries.append({"cell": key or "all", "params": cell_params[key], "aligned": len(rows),
+                             **_joint(models, rows),
+                             "per_model": {m: {"label": by_model[m]} for m in present}})
+
+    per_model = {}
+    for model in models:
+        per_model[model] = summarise(per_model_units[model], k)
+    disagreement_rows = []
+    for task_id in task_ids:
+        by_cell = rates[task_id]
+        if not by_cell:
+            continue
+        scores = [compare.disagreement(r) for r in by_cell.values()]
+        pooled = {}
+        for model in models:
+            n = c = 0
+            for key, by_model in cells.items():
+                if key in by_cell:
+                    tn, tc = outcomes.counts(by_model[model], task_id, k)
+                    n, c = n + tn, c + tc
+            pooled[model] = c / n if n else None
+        disagreement_rows.append({"task_id": task_id, "score": math.fsum(scores) / len(scores),
+                                  "cells": len(scores), "rates": pooled})
+    disagreement_rows.sort(key=lambda r: (-r["score"], r["task_id"]))
+    selection = []
+    for unit in compare.diagnostic_selection(patterns) if patterns else []:
+        pattern = patterns[unit]
+        cell, task_id = (None, unit) if isinstance(unit, str) else unit
+        kind = "all passed" if all(pattern) else "all failed" if not any(pattern) else "mixed"
+        selection.append({"task_id": task_id, "cell": cell, "kind": kind,
+                          "pattern": dict(zip(models, pattern))})
+    return {
+        "models": models,
+        "per_model": per_model,
+        "aligned": len(rows_all),
+        "unaligned": unaligned,
+        **_joint(models, rows_all),
+        "cells": cell_entries,
+        "disagreement": disagreement_rows,
+        "selection": selection,
+        "selection_rule": f"a model succeeds on a task when all {k} of its trials passed",
+    }
+
+
+def _joint(models: Sequence[str], rows: Sequence[tuple[bool, ...]]) -> dict[str, Any]:
+    if not rows:
+        return {"pass_at_M": None, "pass_hat_M": None}
+    table = {model: [row[i] for row in rows] for i, model in enumerate(models)}
+    return {"pass_at_M": compare.pass_at_M(table), "pass_hat_M": compare.pass_hat_M(table)}
+
+
+# --- acceptance ---------------------------------------------------------------------------------
+
+
+def _same(a: float, b: float) -> bool:
+    return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
+
+
+def acceptance_rules(expect: Mapping[str, Any] | None, params: Mapping[str, Sequence[float]]) -> list[dict[str, Any]]:
+    """The sweep rules of an expect block, resolved against the swept levels; SweepError if one
+    cannot be checked on this sweep (call it before running, to fail fast)."""
+    rules = []
+    drop_rule = (expect or {}).get("max_drop")
+    if drop_rule is None:
+        return rules
+    if not isinstance(drop_rule, Mapping) or not {"at", "drop"} <= set(drop_rule):
+        raise SweepError("expect.max_drop must be a mapping with 'at' and 'drop'")
+    at, drop = drop_rule["at"], drop_rule["drop"]
+    for field, value in (("at", at), ("drop", drop)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise SweepError(f"expect.max_drop.{field} must be a number, got {value!r}")
+    name = drop_rule.get("param")
+    if name is None:
+        if "lambda" in params:
+            name = "lambda"
+        elif len(params) == 1:
+            name = next(iter(params))
+        elif not params:
+            raise SweepError(f"expect.max_drop.at {at:g} is not a swept level: this sweep sets no params "
+                             "(sweep one with --param NAME=0,...)")
+        else:
+            raise SweepError(f"expect.max_drop does not say which param it is about (swept: {', '.join(params)}); "
+                             "sweep lambda, or one param")
+    if name not in params:
+        raise SweepError(f"expect.max_drop is about {name}, which this sweep does not vary "
+                         f"(add --param {name}=0,{at:g})")
+    levels = params[name]
+    shown = ", ".join(f"{v:g}" for v in levels)
+    if not any(_same(at, v) for v in levels):
+        raise SweepError(f"expect.max_drop.at {at:g} is not a swept level of {name} ({shown})")
+    if not any(_same(0.0, v) for v in levels):
+        raise SweepError(f"expect.max_drop compares with {name}=0, which is not a swept level ({shown})")
+    rules.append({"rule": "max_drop", "param": name, "at": float(at), "baseline": 0.0, "drop": float(drop)})
+    return rules
+
+
+def evaluate_acceptance(analysis: Mapping[str, Any], expect: Mapping[str, Any]) -> dict[str, Any]:
+    """Each rule in each series of its param: ok (true, false) or pending (null, not fully run)."""
+    results = []
+    for rule in acceptance_rules(expect, analysis["params"]):
+        for series in analysis["curves"][rule["param"]]:
+            base = next((p for p in series["points"] if _same(p["level"], rule["baseline"])), None)
+            at = next((p for p in series["points"] if _same(p["level"], rule["at"])), None)
+            if base is None or at is None:  # a series of a grid that is not a full product
+                continue
+            entry = {**rule, "series": series["series"], "baseline_mean": base["mean"], "at_mean": at["mean"],
+                     "fall": None, "ok": None, "note": None}
+            if base["not_run"] or at["not_run"]:
+                entry["note"] = f"not until resumed: {base['not_run'] + at['not_run']} episode(s) not run"
+            else:
+                entry["fall"] = base["mean"] - at["mean"]
+                entry["ok"] = entry["fall"] <= rule["drop"] + TOLERANCE
+            results.append(entry)
+    if not results:
+        status = "none"
+    elif any(r["ok"] is False for r in results):
+        status = "violated"
+    elif any(r["ok"] is None for r in results):
+        status = "pending"
+    else:
+        status = "met"
+    return {"status": status, "results": results}
+
+
+def exit_status(analysis: Mapping[str, Any]) -> int:
+    """0: acceptance met or none asked; 1: violated, or pending on a sweep not fully run."""
+    acceptance = analysis.get("acceptance") or {}
+    return 1 if acceptance.get("status") in ("violated", "pending") else 0
+
+
+# --- output -------------------------------------------------------------------------------------
+
+
+def write_json(path: Path, analysis: Mapping[str, Any]) -> None:
+    scratch = path.with_suffix(path.suffix + ".tmp")
+    scratch.write_text(json.dumps(analysis, indent=1, ensure_ascii=False, allow_nan=False) + "\n", encoding="utf-8")
+    scratch.replace(path)
+
+
+def _pct(value: float | None) -> str:
+    return "–" if value is None else f"{100 * value:.1f}%"
+
+
+def _interval(pair: Sequence[float] | None) -> str:
+    return "–" if not pair else f"{100 * pair[0]:.0f}–{100 * pair[1]:.0f}%"
+
+
+def _level(value: float) -> str:
+    return f"{value:g}"
+
+
+def _esc(text: Any) -> str:
+    """Data in a rich string: `[model=a]` is text, not a style."""
+    from rich.markup import escape
+
+    return escape("" if text is None else str(text))
+
+
+def print_sweep(analysis: Mapping[str, Any], console: Any = None) -> None:
+    """The sweep as rich tables: per grid point, the surface, flags, the model matrix, acceptance."""
+    from rich.console import Console
+    from rich.table import Table
+
+    if console is None:
+        console = Console()
+        if not console.is_terminal and "COLUMNS" not in os.environ:
+            console = Console(width=120)  # CI logs: wide enough for the tables
+    k = analysis["k"]
+    params, models = analysis["params"], analysis["models"]
+    scenario = (analysis.get("scenario") or {}).get("name")
+    console.print(f"[bold]faultproxy sweep[/bold] {_esc(analysis.get('run_dir', ''))} · scenario {_esc(scenario)} · "
+                  f"k = {k} · "
+                  f"{len(analysis['tasks'])} tasks · {len(analysis['points'])} grid points · "
+                  f"{analysis['logged']}/{analysis['planned']} episodes", overflow="fold")
+    roles = analysis.get("param_roles") or {}
+    for name, role in roles.items():
+        if role == "agent":
+            console.print(f"[dim]{name}: named by no rule — handed to the agent only "
+                          f"(FAULTPROXY_PARAM_{name.upper()}, {{{name}}} in CMD)[/dim]")
+        elif role == "perturbation":
+            console.print(f"[dim]{name}: semantics-preserving perturbation of JSON responses by the proxy[/dim]")
+
+    flagged = {f["label"] for f in analysis["flags"]}
+    table = Table(title=f"Mean success and pass^{k} per grid point", title_justify="left")
+    for name in params:
+        table.add_column(name, justify="right")
+    if models:
+        table.add_column("model")
+    for column in ("logged", "mean", "95% (episodes)", f"pass^{k}", "95% (tasks)", ""):
+        table.add_column(column, justify="left" if column == "" else "right", no_wrap=True)
+    order = {m: i for i, m in enumerate(models)}
+    for point in sorted(analysis["points"], key=lambda p: (order.get(p["model"], -1),
+                                                            [p["params"].get(n, 0) for n in params])):
+        row = [_level(point["params"][n]) if n in point["params"] else "–" for n in params]
+        if models:
+            row.append(_esc(point["model"] or "–"))
+        row += [f"{point['logged']}/{point['planned']}", _pct(point["mean"]), _interval(point["wilson"]),
+                _pct(point["pass_hat_k"]) if point["pass_hat_k"] is not None else "null",
+                _interval(point["pass_hat_k_interval"]),
+                "[yellow]mean ↑ pass^k ↓[/yellow]" if point["label"] in flagged else ""]
+        table.add_row(*row)
+    console.print(table)
+    if not analysis["complete"]:
+        console.print(f"[yellow]{analysis['planned'] - analysis['logged']} planned episode(s) not run: "
+                      f"pass^{k} is null where they are missing; rerun the sweep to resume.[/yellow]")
+
+    surface = analysis.get("surface")
+    if surface:
+        for model, grids in surface["by_model"].items():
+            grid = Table(title=f"Surface{' · model ' + _esc(model) if model else ''}: mean / pass^{k} "
+                               f"({surface['y']} down, {surface['x']} across)", title_justify="left")
+            grid.add_column(f"{surface['y']} \\ {surface['x']}", justify="right")
+            for x in surface["x_levels"]:
+                grid.add_column(_level(x), justify="right", no_wrap=True)
+            for i, y in enumerate(surface["y_levels"]):
+                grid.add_row(_level(y), *(f"{_pct(grids['mean'][i][j])} / {_pct(grids['pass_hat_k'][i][j])}"
+                                          for j in range(len(surface["x_levels"]))))
+            console.print(grid)
+
+    for flag in analysis["flags"]:
+        where = f" ({_esc(flag['series'])})" if flag["series"] != "all" else ""
+        console.print(f"[yellow]flag: {flag['param']}={_level(flag['level'])}{where}: mean rises "
+                      f"{_pct(flag['previous_mean'])} → {_pct(flag['mean'])} while pass^{k} falls "
+                      f"{_pct(flag['previous_pass_hat_k'])} → {_pct(flag['pass_hat_k'])}[/yellow]")
+
+    matrix = analysis.get("matrix")
+    if matrix:
+        _print_matrix(console, matrix, k)
+    _print_acceptance(console, analysis.get("acceptance"))
+
+
+def _print_matrix(console: Any, matrix: Mapping[str, Any], k: int) -> None:
+    from rich.table import Table
+
+    models = matrix["models"]
+    table = Table(title="Models alone", title_justify="left")
+    for column in ("model", "logged", "mean", "95% (episodes)", f"pass^{k}", "95% (tasks)"):
+        table.add_column(column, justify="left" if column == "model" else "right", no_wrap=True)
+    for model in models:
+        s = matrix["per_model"][model]
+        table.add_row(_esc(model), f"{s['logged']}/{s['planned']}", _pct(s["mean"]), _interval(s["wilson"]),
+                      _pct(s["pass_hat_k"]) if s["pass_hat_k"] is not None else "null",
+                      _interval(s["pass_hat_k_interval"]))
+    console.print(table)
+    console.print(f"across {len(models)} models, on {matrix['aligned']} aligned task-trials: "
+                  f"[bold]pass@M {_pct(matrix['pass_at_M'])}[/bold] (some model succeeds) · "
+                  f"[bold]pass^M {_pct(matrix['pass_hat_M'])}[/bold] (every model succeeds)"
+                  + (f" · {matrix['unaligned']} task-trial(s) not logged for every model" if matrix["unaligned"]
+                     else ""))
+    if len(matrix["cells"]) > 1:
+        cells = Table(title="pass@M and pass^M per param combination", title_justify="left")
+        for column in ("params", "aligned", "pass@M", "pass^M"):
+            cells.add_column(column, justify="left" if column == "params" else "right")
+        for cell in matrix["cells"]:
+            cells.add_row(_esc(cell["cell"]), str(cell["aligned"]), _pct(cell["pass_at_M"]), _pct(cell["pass_hat_M"]))
+        console.print(cells)
+    rows = [r for r in matrix["disagreement"] if r["score"] > TOLERANCE][:DISAGREEMENT_ROWS]
+    if rows:
+        table = Table(title="Where the models disagree (bits)", title_justify="left")
+        table.add_column("task")
+        table.add_column("disagreement", justify="right")
+        for model in models:
+            table.add_column(_esc(model), justify="right")
+        for row in rows:
+            table.add_row(_esc(row["task_id"]), f"{row['score']:.3f}", *(_pct(row["rates"][m]) for m in models))
+        console.print(table)
+    else:
+        console.print("no task on which the models' success rates differ")
+    if matrix["selection"]:
+        console.print(f"diagnostic selection, one task per pattern of outcomes ({matrix['selection_rule']}):")
+        for item in matrix["selection"]:
+            passed = [m for m, ok in item["pattern"].items() if ok]
+            where = f" at {item['cell']}" if item["cell"] else ""
+            console.print(_esc(f"  {item['task_id']}{where}: {item['kind']}"
+                               + (f" — passed by {', '.join(passed)}" if item["kind"] == "mixed" else "")))
+
+
+def _print_acceptance(console: Any, acceptance: Mapping[str, Any] | None) -> None:
+    if not acceptance or acceptance["status"] == "none":
+        return
+    for r in acceptance["results"]:
+        where = f" ({r['series']})" if r["series"] != "all" else ""
+        head = _esc(f"max_drop {r['param']}={_level(r['at'])}{where}: mean {_pct(r['at_mean'])} against "
+                f"{_pct(r['baseline_mean'])} at {r['param']}=0")
+        if r["ok"] is None:
+            console.print(f"[yellow]acceptance pending: {head} — {_esc(r['note'])}[/yellow]")
+        elif r["ok"]:
+            console.print(f"[green]acceptance ok: {head}, a fall of {100 * r['fall']:.1f} points "
+                          f"(at most {100 * r['drop']:.1f})[/green]")
+        else:
+            console.print(f"[bold red]acceptance VIOLATED: {head}, a fall of {100 * r['fall']:.1f} points "
+                          f"(at most {100 * r['drop']:.1f})[/bold red]")
+    console.print({"met": "[green]acceptance met[/green]", "violated": "[bold red]acceptance violated[/bold red]",
+                   "pending": "[yellow]acceptance pending: the sweep is not fully run[/yellow]"}
+                  [acceptance["status"]])
