@@ -3,18 +3,19 @@
 from __future__ import annotations
 
 import sys
+from typing import TextIO
 
 import structlog
 
 
-def configure_logging(json_lines: bool = False) -> None:
-    renderer = structlog.processors.JSONRenderer() if json_lines else structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())
+def configure_logging(json_lines: bool = False, file: TextIO = sys.stderr) -> None:
+    renderer = structlog.processors.JSONRenderer() if json_lines else structlog.dev.ConsoleRenderer(colors=file.isatty())
     structlog.configure(
         processors=[
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso"),
             renderer,
         ],
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
-        cache_logger_on_first_use=True,
+        logger_factory=structlog.PrintLoggerFactory(file=file),
+        cache_logger_on_first_use=False,  # the runner re-points logging at its run directory
     )

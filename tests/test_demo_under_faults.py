@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -36,7 +35,7 @@ def run_agent(tmp_path: Path, agent: str, scenario: str, task_ids: list[str] | N
               params: dict | None = None) -> list[dict]:
     tasks = load_tasks(EXAMPLES / "tasks.yaml")
     if task_ids is not None:
-        tasks = replace(tasks, tasks=tuple(t for t in tasks.tasks if t.id in task_ids))
+        tasks = tasks.only(task_ids)
     out = tmp_path / f"{agent}-{scenario}"
     run(RunOptions(scenario=load_scenario(scenario, params), tasks=tasks, out=out, k=k, parallel=3,
                    show_progress=False, command=[sys.executable, str(EXAMPLES / f"{agent}_agent.py"), *flags]))

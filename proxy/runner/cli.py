@@ -7,8 +7,9 @@ import sys
 from pathlib import Path
 
 from evaluator.rundir import RunDirError
-from proxy.cli import parse_pairs, proxy_params
+from proxy.cli import executor_options, parse_pairs, proxy_params
 from proxy.errors import UsageError
+from proxy.logs import configure_logging
 from proxy.runner.plan import GridPoint
 from proxy.runner.run import RunOptions, resume_command, run
 from proxy.runner.tasks import TaskError, load_tasks, single_task
@@ -30,6 +31,8 @@ def run_command(args: argparse.Namespace) -> int:
     scenario = load_scenario(args.scenario, proxy_params(args))
     try:
         tasks = load_tasks(args.tasks) if args.tasks else single_task(" ".join(command))
+        if args.only:
+            tasks = tasks.only(i for i in args.only.split(",") if i)
         variant_function = load_variant_function(args.variants) if args.variants else None
     except (TaskError, ValueError) as error:
         raise UsageError(str(error)) from None
@@ -39,11 +42,17 @@ def run_command(args: argparse.Namespace) -> int:
         upstreams=parse_pairs(args.upstream, "--upstream"),
         no_proxy=[h for h in args.no_proxy.split(",") if h], variant_function=variant_function,
         secret_env=args.secret_env, insecure_upstream=args.insecure_upstream, show_progress=sys.stderr.isatty(),
+        **executor_options(args),
     )
+    options.out.mkdir(parents=True, exist_ok=True)
+    configure_logging(json_lines=True, file=(options.out / "faultproxy.log").open("a"))  # the terminal has the progress bar
     try:
         result = run(options)
     except RunDirError as error:
         raise UsageError(str(error)) from None
+    if result.errors:
+        more = f" (and {len(result.errors) - 1} more; see {options.out / 'faultproxy.log'})" if len(result.errors) > 1 else ""
+        print(f"not run, will run on resume: {result.errors[0]}{more}", file=sys.stderr)
     print(f"{options.out}: {result.logged}/{result.planned} episodes logged "
           f"({result.counts['pass']} pass, {result.counts['fail']} fail, {result.counts['incomplete']} incomplete)")
     if result.interrupted:

@@ -21,7 +21,7 @@ import fnmatch
 import hashlib
 import json
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -352,6 +352,17 @@ class TaskSet:
             if task.id == task_id:
                 return task
         raise KeyError(f"no task '{task_id}' in {self.path}{suggest(task_id, self.ids)}")
+
+    def only(self, task_ids: Iterable[str]) -> TaskSet:
+        """The named tasks alone, in file order; a name that is not a task raises ValueError."""
+        wanted = set(task_ids)
+        for task_id in wanted:
+            try:
+                self.by_id(task_id)
+            except KeyError as error:
+                raise ValueError(error.args[0]) from None
+        tasks = tuple(task for task in self.tasks if task.id in wanted)
+        return replace(self, tasks=tasks, digest=content_digest(tasks, self.env, self.severity, self.prices))
 
 
 def content_digest(tasks: tuple[Task, ...], env: Mapping[str, str], severity: Mapping[str, str],

@@ -1,0 +1,85 @@
+"""`make demo`: faultproxy on the demo world, start to finish, with no API key.
+
+Starts the shop and the scripted model on free loopback ports, runs the naive and the careful
+agent through `faultproxy run` under scenarios that matter, prints each report summary, and
+stops everything it started. Every command it runs is printed, so you can run it yourself.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from rich.console import Console
+from rich.rule import Rule
+from rich.table import Table
+
+from examples.world import world_in_thread
+
+ROOT = Path(__file__).resolve().parents[1]
+RUNS = ROOT / "runs" / "demo"
+AGENTS = ("naive", "careful")
+# (scenario, tasks, k): small enough to finish in about two minutes on 2 cores.
+SECTIONS = [
+    ("response_lost", "refund_order_1001,pay_order_1004", 8,
+     "The shop commits the first refund or payment, but the response is lost."),
+    ("rate_limit", "order_status_1002", 4, "The model API answers 429 now and then."),
+    ("stale_state", "refund_order_1001", 2, "Order reads come back as they were earlier in the episode."),
+    ("schema_drift", "order_status_1002", 4, "Tool responses rename the fields the agent reads."),
+]
+
+console = Console(width=120)
+
+
+def faultproxy(*args: str) -> int:
+    console.print(f"[dim]$ faultproxy {shlex.join(args)}[/]")
+    return subprocess.call([sys.executable, "-m", "proxy.cli", *args], cwd=ROOT)
+
+
+def run_section(scenario: str, tasks: str, k: int, what: str, summary: Table) -> None:
+    console.print(Rule(f"{scenario}: {what}"))
+    for agent in AGENTS:
+        out = (RUNS / f"{scenario}-{agent}").relative_to(ROOT)
+        faultproxy("run", "--scenario", scenario, "--tasks", "examples/tasks.yaml", "--only", tasks, "--k", str(k),
+                   "--parallel", "4", "--out", str(out), "--", "python", f"examples/{agent}_agent.py")
+        faultproxy("report", "--quiet", str(out))
+        summary.add_row(scenario, agent, *headline(ROOT / out / "report.json"))
+
+
+def headline(report_file: Path) -> list[str]:
+    """What a user needs first: the mean against pass^k, and the irreversible damage done."""
+    run = json.loads(report_file.read_text())["run"]
+    numbers = run["headline"]
+    high = run["violations"]["total_by_severity"].get("high", 0)
+    failed = ", ".join(f"{name} {entry['episodes']}" for name, entry in run["by_check"].items()) or "-"
+    return [f"{numbers['mean_pass_rate']:.0%}", f"{numbers['pass_hat_k']:.0%} (k={numbers['k']})",
+            f"[red]{high}[/]" if high else "0", failed]
+
+
+def main() -> int:
+    started = time.monotonic()
+    shutil.rmtree(RUNS, ignore_errors=True)  # a fresh world each time: resuming old runs would show nothing new
+    with world_in_thread(latency_ms=5) as world:
+        os.environ |= {name: value for name, value in world.env().items() if name != "SHOP_URL"}
+        os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
+        console.print(f"demo world: shop {world.shop_url}, model {world.model_url}")
+        summary = Table(title="naive against careful: the mean hides what pass^k shows")
+        for column in ("scenario", "agent", "mean pass rate", "pass^k", "high-severity violations", "failed checks"):
+            summary.add_column(column)
+        for section in SECTIONS:
+            run_section(*section, summary)
+    console.print(Rule())
+    console.print(summary)
+    console.print(f"Reports are in {RUNS.relative_to(ROOT)}/*/report.html; "
+                  f"the demo took {time.monotonic() - started:.0f} s and stopped everything it started.")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
