@@ -8,6 +8,7 @@ import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from evaluator import commands as evaluator_commands
 from proxy.ca import ca_bundle
 from proxy.errors import UsageError
 from proxy.injector import parse_params
@@ -24,7 +25,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     configure_logging(json_lines=getattr(args, "log_json", False))
     try:
         return args.handler(args)
-    except (InputError, UsageError) as error:
+    except (InputError, UsageError, evaluator_commands.EvaluatorInputError) as error:
         print(f"faultproxy: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
@@ -52,6 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
     run = _command(commands, "run", cmd_run, "Run an agent behind the proxy: tasks x k variants, one resumable log.")
     run.add_argument("--scenario", required=True, help="Scenario file, or the name of a bundled one.")
     run.add_argument("--tasks", type=Path, help="Tasks file (YAML or JSON Lines); without it CMD is one task.")
+    run.add_argument("--only", default="", metavar="IDS", help="Comma-separated task ids: run just these.")
     run.add_argument("--k", type=int, default=1, help="Trials (honest variants) per task (default 1).")
     run.add_argument("--parallel", type=int, default=1, help="Episodes at once, through one proxy (default 1).")
     run.add_argument("--out", type=Path, help="Run directory (default runs/<scenario name>); rerun to resume.")
@@ -60,7 +62,14 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--no-proxy", default="", metavar="HOSTS", help="Comma-separated hosts the agent reaches directly.")
     run.add_argument("--variants", metavar="MODULE:FUNCTION", help="Your own variant function.")
     add_proxy_options(run)
+    add_executor_options(run)
     run.add_argument("agent", nargs=argparse.REMAINDER, metavar="-- CMD...", help="The agent command.")
+
+    evaluator_commands.register(commands)
+    from proxy.runner.sweep import register as register_sweep
+    register_sweep(commands)
+    from replay_store.commands import register as register_replay
+    register_replay(commands)
     return parser
 
 
@@ -73,6 +82,23 @@ def add_proxy_options(parser: argparse.ArgumentParser) -> None:
                         help="Redact the value of this environment variable from everything written.")
     parser.add_argument("--insecure-upstream", action="store_true", help="Do not verify upstream TLS (tests only).")
     parser.add_argument("--log-json", action="store_true", help="Log one JSON object per line.")
+
+
+def add_executor_options(parser: argparse.ArgumentParser) -> None:
+    """Where episodes run (`run` and `sweep`); executor_options(args) hands the choice to RunOptions."""
+    parser.add_argument("--executor", choices=("local", "dask"), default="local",
+                        help="local: agent processes on this machine (default); dask: on a Dask cluster, each worker "
+                             "behind its own proxy (episodes at once = the workers' threads; --parallel is unused).")
+    parser.add_argument("--scheduler", metavar="tcp://HOST:PORT",
+                        help="The Dask scheduler for --executor dask (default: $DASK_SCHEDULER_ADDRESS).")
+
+
+def executor_options(args: argparse.Namespace) -> dict[str, str | None]:
+    """RunOptions fields from add_executor_options' arguments."""
+    executor, scheduler = getattr(args, "executor", "local"), getattr(args, "scheduler", None)
+    if scheduler and executor != "dask":
+        raise UsageError("--scheduler is for --executor dask")
+    return {"executor": executor, "scheduler": scheduler}
 
 
 def _command(commands, name: str, handler: Callable[[argparse.Namespace], int], help_text: str) -> argparse.ArgumentParser:

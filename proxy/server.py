@@ -55,13 +55,18 @@ class ProxyServer:
         confdir: Path | None = None,
         ssl_insecure: bool = False,
         upstream_ca: Path | None = None,
+        injector: FaultInjector | None = None,
+        addons: Sequence[object] = (),
     ) -> None:
+        """`injector` replaces the default FaultInjector (e.g. replay's, which answers from a
+        recording); `addons` are further mitmproxy addons, added after it."""
         if scenario is not None and not isinstance(scenario, Scenario):
             scenario = load_scenario(scenario, params)
         self.scenario = scenario
         self.host = host
         self.confdir = confdir or default_confdir()
-        self.injector = FaultInjector(scenario)
+        self.injector = injector or FaultInjector(scenario)
+        self._extra_addons = list(addons)
         if upstreams and port == reverse_port == 0:
             reverse_port = free_port(host)  # mitmproxy refuses two modes both on port 0
         self._modes = [f"regular@{port}"] + ([f"reverse:{PLACEHOLDER_UPSTREAM}@{reverse_port}"] if upstreams else [])
@@ -153,7 +158,7 @@ class ProxyServer:
         self._loop = asyncio.get_running_loop()
         self._loop.set_exception_handler(_quiet_on_cancel)
         self._master = DumpMaster(Options(), with_termlog=False, with_dumper=False)
-        self._master.addons.add(Attribution(), self.injector)
+        self._master.addons.add(Attribution(), self.injector, *self._extra_addons)
         self._master.options.update(**self._options, **self._addon_options)
         running = asyncio.create_task(self._master.run())
         await self._wait_listening(running)

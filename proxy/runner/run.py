@@ -19,7 +19,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import structlog
@@ -35,6 +35,9 @@ from proxy.runner.variants import make_variant
 from proxy.server import ProxyServer
 from proxy.trace import read_trace, trace_path
 from scenarios import Scenario, load_scenario
+
+if TYPE_CHECKING:
+    from proxy.runner.executors import Executor
 
 log = structlog.get_logger("faultproxy.run")
 DIRECT_TIMEOUT_S = 10.0
@@ -57,6 +60,8 @@ class RunOptions:
     insecure_upstream: bool = False
     upstream_ca: Path | None = None
     show_progress: bool = True
+    executor: str = "local"  # "local" (a pool of agent processes here) or "dask" (see executors.py)
+    scheduler: str | None = None  # the Dask scheduler's address, tcp://HOST:PORT
 
 
 @dataclass
@@ -66,6 +71,7 @@ class RunResult:
     ran: int
     interrupted: bool
     counts: Counter = field(default_factory=Counter)
+    errors: list[str] = field(default_factory=list)  # episodes the harness could not run (not logged)
 
     @property
     def complete(self) -> bool:
@@ -92,28 +98,80 @@ def plan_document(options: RunOptions) -> tuple[dict, dict]:
 
 
 def run(options: RunOptions, runner_class: type[EpisodeRunner] | None = None) -> RunResult:
-    """Run every planned episode not yet logged; `runner_class` chooses how agents are launched."""
+    """Run every planned episode not yet logged; `runner_class` chooses how agents are launched,
+    `options.executor` where (this machine, or a Dask cluster)."""
+    from proxy.runner.executors import make_executor  # it imports this module
+
     runner_class = runner_class or EpisodeRunner
     plan, header = plan_document(options)
     episode_log = EpisodeLog(options.out, header)  # refuses a log of another plan before anything runs
-    if not (options.out / "plan.json").exists() or not episode_log.done:
-        write_plan(options.out, plan)
-    variants = lambda task, trial: make_variant(task, trial, options.variant_function)  # noqa: E731
-    planned = plan_episodes(options.tasks.tasks, options.k, options.grid, variants)
-    todo = [e for e in planned if e.key not in episode_log.done]
-    counts = Counter(e["verdict"]["status"] for e in episode_log.done.values() if e.get("verdict"))
-    proxy = ProxyServer(
-        options.scenario, trace_dir=options.out / FLOWS_DIR, upstreams=options.upstreams,
-        secret_env=options.secret_env + _task_secrets(options.tasks), ssl_insecure=options.insecure_upstream,
-        upstream_ca=options.upstream_ca,
-    )
-    with proxy:
-        runner = runner_class(options, proxy, episode_log, counts)
+    try:
+        if not (options.out / "plan.json").exists() or not episode_log.done:
+            write_plan(options.out, plan)
+        variants = lambda task, trial: make_variant(task, trial, options.variant_function)  # noqa: E731
+        planned = plan_episodes(options.tasks.tasks, options.k, options.grid, variants)
+        todo = [e for e in planned if e.key not in episode_log.done]  # trial-major, as planned
+        counts = Counter(e["verdict"]["status"] for e in episode_log.done.values() if e.get("verdict"))
+        executor = make_executor(options, runner_class, episode_log, counts)
+        ran, interrupted, errors = asyncio.run(drive(options, executor, todo, len(planned), episode_log, counts))
+    finally:
+        episode_log.close()
+    return RunResult(len(planned), len(episode_log.done), ran, interrupted, counts, errors)
+
+
+async def drive(options: RunOptions, executor: Executor, todo: list[PlannedEpisode], planned: int,
+                episode_log: EpisodeLog, counts: Counter) -> tuple[int, bool, list[str]]:
+    """The driver's half, whatever the executor: hand it the episodes in plan order and log what
+    comes back, each key at most once. Only this writes the run directory."""
+    ran, errors = 0, []
+    async with executor:  # starts the proxy, or connects to the cluster and checks its workers
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(signal.SIGINT, stop.set)
+        loop.add_signal_handler(signal.SIGTERM, stop.set)
         try:
-            ran, interrupted = asyncio.run(runner.execute(todo, len(planned)))
+            with RunProgress(planned, planned - len(todo), counts, options.show_progress) as progress:
+
+                async def consume() -> None:
+                    nonlocal ran
+                    async for finished in executor.run(todo):
+                        key = finished.episode.key
+                        if finished.record is None:  # the harness failed: not logged, so it runs on resume
+                            errors.append(f"{key}: {finished.error}")
+                            log.warning("episode_not_run", episode=key, error=finished.error)
+                            continue
+                        if key in episode_log.done:  # e.g. an executor that ran it twice: log it once
+                            log.warning("episode_already_logged", episode=key)
+                            continue
+                        if finished.trace is not None:  # run elsewhere: its trace travelled with it
+                            write_trace_text(options.out, finished.record, finished.trace)
+                        episode_log.append(finished.record)
+                        ran += 1
+                        counts[finished.record["verdict"]["status"]] += 1
+                        progress.advance()
+
+                consumer = asyncio.create_task(consume())
+                stopper = asyncio.create_task(stop.wait())
+                await asyncio.wait({consumer, stopper}, return_when=asyncio.FIRST_COMPLETED)
+                stopper.cancel()
+                if not consumer.done():  # interrupted: what is still running is not logged, so it runs on resume
+                    consumer.cancel()
+                    await asyncio.gather(consumer, return_exceptions=True)
+                else:
+                    consumer.result()
         finally:
-            episode_log.close()
-    return RunResult(len(planned), len(episode_log.done), ran, interrupted, counts)
+            loop.remove_signal_handler(signal.SIGINT)
+            loop.remove_signal_handler(signal.SIGTERM)
+    return ran, stop.is_set(), errors
+
+
+def write_trace_text(out: Path, record: dict[str, Any], text: str) -> None:
+    """Write a trace that was recorded elsewhere; whole or not at all (a rerun replaces it)."""
+    target = out / record["trace"]
+    target.parent.mkdir(parents=True, exist_ok=True)
+    scratch = target.with_name(target.name + ".tmp")
+    scratch.write_text(text, encoding="utf-8")
+    os.replace(scratch, target)
 
 
 def _task_secrets(tasks: TaskSet) -> list[str]:
@@ -126,41 +184,8 @@ class EpisodeRunner:
         self.scenarios: dict[str, Scenario] = {}
         self.direct = httpx.AsyncClient(trust_env=False, timeout=DIRECT_TIMEOUT_S)  # never through the proxy
 
-    async def execute(self, todo: list[PlannedEpisode], planned: int) -> tuple[int, bool]:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        loop.add_signal_handler(signal.SIGINT, stop.set)
-        loop.add_signal_handler(signal.SIGTERM, stop.set)
-        slots = asyncio.Semaphore(self.options.parallel)
-        ran = 0
-        with RunProgress(planned, planned - len(todo), self.counts, self.options.show_progress) as progress:
-
-            async def one(episode: PlannedEpisode) -> None:
-                nonlocal ran
-                async with slots:
-                    if stop.is_set():
-                        return
-                    record = await self.run_episode(episode)
-                self.log.append(record)
-                ran += 1
-                self.counts[record["verdict"]["status"]] += 1
-                progress.advance()
-
-            # Started in plan order; with N slots, at most N run at once.
-            tasks = [asyncio.create_task(one(e)) for e in todo]
-            stopper = asyncio.create_task(stop.wait())
-            pending = set(tasks)
-            while pending and not stop.is_set():
-                _, pending = await asyncio.wait(pending | {stopper}, return_when=asyncio.FIRST_COMPLETED)
-                pending.discard(stopper)
-            for task in pending:  # interrupted: not logged, so they run on resume
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-            stopper.cancel()
+    async def aclose(self) -> None:
         await self.direct.aclose()
-        loop.remove_signal_handler(signal.SIGINT)
-        loop.remove_signal_handler(signal.SIGTERM)
-        return ran, stop.is_set()
 
     async def run_episode(self, episode: PlannedEpisode) -> dict[str, Any]:
         task, variant, point = episode.task, episode.variant, episode.point
@@ -187,9 +212,7 @@ class EpisodeRunner:
         stats = await asyncio.to_thread(self.proxy.end_episode, episode.key)
         end_state, state_error = await self._fetch_state(task, url_env)
         record = {
-            "key": episode.key, "task_id": task.id, "trial": episode.trial, "variant": variant.index,
-            "seed": variant.seed, "prompt": variant.prompt, "state": variant.state, "shape": task.shape,
-            "grid_label": point.label, "params": dict(point.params), "model": point.model,
+            **episode_identity(episode),
             "completed": result.cause is None and reset_error is None,
             "cause": result.cause or ("harness_error" if reset_error else None),
             "exit_code": result.exit_code, "started": round(started, 3), "duration_s": round(result.duration_s, 3),
@@ -254,6 +277,30 @@ class EpisodeRunner:
             return response.json(), None
         except (httpx.HTTPError, ValueError) as error:
             return None, f"state {url} unavailable: {error}"
+
+
+def episode_identity(episode: PlannedEpisode) -> dict[str, Any]:
+    """The fields of an episode line that the plan fixes, before anything runs."""
+    task, variant, point = episode.task, episode.variant, episode.point
+    return {
+        "key": episode.key, "task_id": task.id, "trial": episode.trial, "variant": variant.index,
+        "seed": variant.seed, "prompt": variant.prompt, "state": variant.state, "shape": task.shape,
+        "grid_label": point.label, "params": dict(point.params), "model": point.model,
+    }
+
+
+def unfinished_record(options: RunOptions, episode: PlannedEpisode, cause: str, detail: str) -> dict[str, Any]:
+    """The line for an episode that ended without a result from its agent (e.g. `worker_lost`):
+    incomplete with `cause`, no trace, judged like any other."""
+    record = {
+        **episode_identity(episode),
+        "completed": False, "cause": cause, "exit_code": None, "started": round(time.time(), 3), "duration_s": 0.0,
+        "output": None, "output_error": None, "end_state": None, "state_error": None,
+        "stats": {"exchanges": 0, "tokens": 0, "faults": 0},
+        "trace": f"{FLOWS_DIR}/{trace_path(Path(), episode.key).name}", "log_tail": detail[-4000:],
+    }
+    record["verdict"] = judge_episode(episode.task, record, [], options.tasks.severity)
+    return record
 
 
 def resume_command(argv: Sequence[str] | None = None) -> str:
