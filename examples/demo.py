@@ -52,6 +52,15 @@ def run_section(scenario: str, tasks: str, k: int, what: str, summary: Table) ->
         summary.add_row(scenario, agent, *headline(ROOT / out / "report.json"))
 
 
+def sweep_section() -> None:
+    """How fast each agent degrades as lost responses become more likely: a small lambda sweep."""
+    console.print(Rule("sweep: response_lost at lambda = 0, 0.5, 1"))
+    for agent in AGENTS:
+        faultproxy("sweep", "--scenario", "response_lost", "--param", "lambda=0,0.5,1", "--tasks", "examples/tasks.yaml",
+                   "--only", "refund_order_1001,pay_order_1004", "--k", "2", "--parallel", "4",
+                   "--out", f"runs/demo/sweep-{agent}", "--", "python", f"examples/{agent}_agent.py")
+
+
 def headline(report_file: Path) -> list[str]:
     """What a user needs first: the mean against pass^k, and the irreversible damage done."""
     run = json.loads(report_file.read_text())["run"]
@@ -74,9 +83,11 @@ def main() -> int:
             summary.add_column(column)
         for section in SECTIONS:
             run_section(*section, summary)
+        console.print(Rule())
+        console.print(summary)
+        sweep_section()
     console.print(Rule())
-    console.print(summary)
-    console.print(f"Reports are in {RUNS.relative_to(ROOT)}/*/report.html; "
+    console.print(f"Reports are in {RUNS.relative_to(ROOT)}/*/report.html and sweep-*/sweep.html; "
                   f"the demo took {time.monotonic() - started:.0f} s and stopped everything it started.")
     return 0
 
