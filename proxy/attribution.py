@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-import typing
+import collections.abc
 import weakref
 from urllib.parse import unquote
 
@@ -43,7 +43,7 @@ class Attribution:
 
     def load(self, loader) -> None:
         loader.add_option(
-            "faultproxy_upstreams", typing.Sequence[str], [],
+            "faultproxy_upstreams", collections.abc.Sequence[str], [],
             "Reverse-mode upstreams as NAME=URL; clients use http://HOST:PORT/EPISODE/NAME/... as base URL.",
         )
 

@@ -7,8 +7,8 @@ probability is applied. Every exchange, faulted or not, is appended to the episo
 
 from __future__ import annotations
 
+import collections.abc
 import os
-import typing
 import time
 from pathlib import Path
 
@@ -47,10 +47,10 @@ class FaultInjector:
 
     def load(self, loader) -> None:
         loader.add_option("faultproxy_scenario", str, "", "Scenario file, or the name of a bundled one.")
-        loader.add_option("faultproxy_params", typing.Sequence[str], [], "Scenario param overrides, NAME=VALUE.")
+        loader.add_option("faultproxy_params", collections.abc.Sequence[str], [], "Scenario param overrides, NAME=VALUE.")
         loader.add_option("faultproxy_trace_dir", str, "", "Folder for flows/<episode>.jsonl traces; empty: none.")
         loader.add_option(
-            "faultproxy_secret_env", typing.Sequence[str], [],
+            "faultproxy_secret_env", collections.abc.Sequence[str], [],
             "Names of environment variables whose values are redacted from traces.",
         )
 
@@ -90,7 +90,7 @@ class FaultInjector:
         if flow.response or self.scenario is None:  # already answered (e.g. an unknown upstream)
             return
         ex = self._open_exchange(flow)
-        forced = flow.request.headers.pop(FORCE_HEADER, None)
+        forced = flow.request.headers.pop(FORCE_HEADER) if FORCE_HEADER in flow.request.headers else None
         stale_candidate = False
         for rule in ex.scenario.rules:
             if rule.name != forced and not self._matches(rule, ex, flow):
@@ -128,7 +128,7 @@ class FaultInjector:
             # proxy made (an injected error, a stale read) is not the upstream's.
             return
         ex.response_started = time.monotonic()
-        ex.upstream = {"status": flow.response.status_code, "headers": list(flow.response.headers.items())}
+        ex.upstream = {"status": flow.response.status_code, "headers": header_pairs(flow.response.headers)}
         fault = self.fault(ex.scenario, ex.rule) if ex.rule else None
         if is_event_stream(flow.response.headers.get("content-type")) and not (fault and fault.buffers_events()):
             flow.response.stream = StreamTap(ex, fault.event_shaper(ex) if fault else None)
@@ -182,8 +182,8 @@ class FaultInjector:
             episode=episode,
             seq=episode.next_seq(),
             method=flow.request.method,
-            url=flow.request.pretty_url,
-            request_headers=list(flow.request.headers.items()),
+            url=flow.request.url,
+            request_headers=header_pairs(flow.request.headers),
             request_body=raw or None,
             body_json=parse_json_body(raw),
             scenario=episode.scenario or self.scenario,
@@ -231,7 +231,7 @@ class FaultInjector:
         if flow.response is not None and ex.outcome not in ("reset",):
             ex.client_status = flow.response.status_code
             if ex.upstream is None or ex.rule is not None:
-                ex.client_headers = list(flow.response.headers.items())
+                ex.client_headers = header_pairs(flow.response.headers)
             if (ex.rule is not None or ex.perturbation) and not flow.response.stream:
                 body = flow.response.raw_content
                 ex.client_body = flow.response.get_content(strict=False) if body is not None else None
@@ -278,6 +278,11 @@ def _pump(flow: http.HTTPFlow) -> None:
     flow.response.raw_content = body
     flow.response.headers.pop("transfer-encoding", None)
     flow.response.headers["content-length"] = str(len(body))
+
+
+def header_pairs(headers: http.Headers) -> list[tuple[str, str]]:
+    """Headers as sent, repeated ones kept apart (cheaper than .items(), which folds them)."""
+    return [(k.decode("latin-1"), v.decode("latin-1")) for k, v in headers.fields]
 
 
 def _tail(rest: bytes) -> list[bytes]:

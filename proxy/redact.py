@@ -20,6 +20,8 @@ SECRET_HEADERS = frozenset(
 )
 _SECRET_NAME = re.compile(r"(?i)(api[_-]?key|secret|password|passwd|token|authorization|credential)")
 # Well-known key shapes, caught even when nobody configured them.
+# A secret-named JSON key with a string value: only bodies with one need parsing.
+_SECRET_FIELD = re.compile(r'(?i)"[^"]*(api[_-]?key|secret|passw|token|authorization|credential)[^"]*"\s*:\s*"')
 _KEY_SHAPES = re.compile(r"\b(sk-(?:ant-)?[A-Za-z0-9_-]{16,}|AKIA[0-9A-Z]{16}|gh[pousr]_[A-Za-z0-9]{30,})")
 
 
@@ -37,6 +39,8 @@ class Redactor:
         return [(k, MASK if k.lower() in SECRET_HEADERS else self.text(v)) for k, v in headers]
 
     def url(self, url: str) -> str:
+        if "?" not in url and "@" not in url:
+            return self.text(url)
         parts = urlsplit(url)
         netloc = parts.netloc.rsplit("@", 1)[-1]  # drop userinfo (proxy credentials)
         query = urlencode(
@@ -47,6 +51,8 @@ class Redactor:
 
     def body(self, text: str) -> str:
         """Mask values of secret-named JSON keys, then secret values anywhere."""
+        if not _SECRET_FIELD.search(text):
+            return self.text(text)
         try:
             document = json.loads(text)
         except ValueError:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import gc
 import socket
 import threading
 from collections.abc import Mapping, Sequence
@@ -162,6 +163,7 @@ class ProxyServer:
         self._master.options.update(**self._options, **self._addon_options)
         running = asyncio.create_task(self._master.run())
         await self._wait_listening(running)
+        gc.freeze()  # what start-up built lives as long as the proxy: keep it out of every collection
         ready.set()
         await running
 
