@@ -1,0 +1,219 @@
+"""`faultproxy freeze`: turn episodes of a run directory into replay store entries.
+
+    frozen = freeze(Path("runs/response_lost"), Path("replay_store"), failing=True)
+
+For each chosen episode (judged pass or fail; incomplete ones cannot be expected to replay):
+the task, variant and prompt from the run's plan and log; the scenario's YAML text and
+effective params, reloaded and checked against the run's digest; the fault decisions, recomputed
+from the trace (every rule that matched each request, the index of that call, whether it
+fired — cross-checked against the decision value the trace recorded); the checks it failed; and
+the expectation. The replay of an entry is judged without an end state, so the expectation is
+the verdict and, for a failure, the failed checks that can be judged from the trace alone
+(`expect_failed`).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from evaluator.judge import judge_episode
+from evaluator.rundir import read_run
+from proxy import decide
+from proxy.injector import FORCE_HEADER
+from proxy.match import parse_json_body, request_matches
+from proxy.redact import Redactor
+from proxy.runner.tasks import Task, template_variables
+from proxy.trace import decode_body, read_trace
+from replay_store import har
+from replay_store.har import StoreError
+from replay_store.replay import NO_END_STATE, UNJUDGEABLE
+from scenarios import Scenario, ScenarioError, load_scenario
+
+_SECRET_NAME = re.compile(r"(?i)(api[_-]?key|secret|password|passwd|token|authorization|credential|cookie)")
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+@dataclass(frozen=True)
+class Frozen:
+    path: Path
+    key: str
+    expect: str
+    expect_failed: list[str]
+    warnings: list[str]
+
+
+def freeze(run_dir: Path, store: Path, *, failing: bool = False, episodes: Sequence[str] = (),
+           expect: str | None = None, env: Mapping[str, str | None] | None = None,
+           secret_env: Sequence[str] = ()) -> list[Frozen]:
+    """Write the chosen episodes of `run_dir` into `store`; returns what was written.
+
+    `env`: variables the agent needs at replay time, stored in the entry; NAME -> value, or
+    NAME -> None to take the value from this environment. Variables the task's env templates
+    use are taken from this environment when set. Secret-looking names are refused.
+    """
+    run = read_run(Path(run_dir))
+    plan = run.plan
+    tasks = {item["id"]: item for item in plan["tasks"]["items"]}
+    chosen = [e for e in run.episodes if e.get("type", "episode") == "episode"]
+    if episodes:
+        unknown = sorted(set(episodes) - {e["key"] for e in chosen})
+        if unknown:
+            raise StoreError(str(run_dir), None, None, f"no episode {', '.join(unknown)} in the log")
+        chosen = [e for e in chosen if e["key"] in episodes]
+    judged = [e for e in chosen if (e.get("verdict") or {}).get("status") in ("pass", "fail")]
+    if episodes and len(judged) < len(chosen):
+        skipped = [e["key"] for e in chosen if e not in judged]
+        raise StoreError(str(run_dir), None, None, f"incomplete episodes cannot be frozen: {', '.join(skipped)}")
+    if failing:
+        judged = [e for e in judged if e["verdict"]["status"] == "fail"]
+    secret_names = sorted(set(secret_env) | {n for t in tasks.values() for n in t.get("secrets") or ()})
+    secret_values = [os.environ[n] for n in secret_names if os.environ.get(n)]
+    redactor = Redactor(secret_values)
+    source_text, base_scenario = _scenario_source(plan)
+    frozen = []
+    for record in judged:
+        task = Task.from_json(tasks[record["task_id"]])
+        scenario = _episode_scenario(plan, record, base_scenario)
+        trace = list(read_trace(Path(run_dir) / record["trace"]))
+        decisions, warnings = compute_decisions(scenario, record["key"], trace)
+        status = record["verdict"]["status"]
+        rejudged = judge_episode(task, {**record, "end_state": None, "state_error": NO_END_STATE}, trace,
+                                 plan["tasks"].get("severity") or {})
+        judgeable = [c["name"] for c in rejudged["failed"] if c["name"] not in UNJUDGEABLE]
+        wanted = expect or status
+        if wanted == "fail" and not judgeable:
+            warnings.append("it failed only checks replay cannot judge (end_state); its replay will pass")
+        source = {"run": str(Path(run_dir).resolve()), "created": plan.get("created"),
+                  "frozen": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        document = {
+            "episode": record["key"], "task": task.to_json(), "variant": record.get("variant", 0),
+            "prompt": record["prompt"], "state": record.get("state"), "seed": record.get("seed"),
+            "trial": record.get("trial", 0), "shape": record.get("shape"), "grid_label": record.get("grid_label", ""),
+            "params": record.get("params") or {}, "model": record.get("model"),
+            "scenario": {"name": scenario.name, "digest": scenario.digest, "path": plan["scenario"].get("path"),
+                         "params": dict(scenario.params), "source": source_text},
+            "decisions": decisions,
+            "failed": record["verdict"].get("failed") or [],
+            "expect": wanted,
+            "expect_failed": judgeable if wanted == "fail" else [],
+            "command": list(plan.get("command") or []),
+            "env": agent_env(task, env or {}),
+            "severity_defaults": plan["tasks"].get("severity") or {},
+            "secret_env": secret_names,
+            "source": source,
+            "live": {"duration_s": record.get("duration_s"), "exchanges": len(trace),
+                     "faults": sum(1 for d in decisions if d["fired"])},
+            "minimal_faults": None,
+        }
+        directory = har.choose_entry_dir(Path(store), record["key"], scenario.name, source)
+        har.write_entry(directory, document, trace, redactor, secret_values)
+        frozen.append(Frozen(directory, record["key"], wanted, document["expect_failed"], warnings))
+    return frozen
+
+
+def _scenario_source(plan: Mapping[str, Any]) -> tuple[str, Scenario]:
+    spec = plan["scenario"]
+    path = Path(spec.get("path") or "")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as error:
+        raise StoreError(str(path), None, None, f"the run's scenario file cannot be read: {error}") from None
+    try:
+        scenario = load_scenario(path, {k: float(v) for k, v in (spec.get("params") or {}).items()})
+    except ScenarioError as error:
+        raise StoreError(str(path), None, None, f"the run's scenario no longer loads: {error}") from None
+    if spec.get("digest") and scenario.digest != spec["digest"]:
+        raise StoreError(str(path), None, None, "the scenario file changed since the run (its digest differs); "
+                                                "freeze needs the scenario the episodes ran under")
+    return text, scenario
+
+
+def _episode_scenario(plan: Mapping[str, Any], record: Mapping[str, Any], base: Scenario) -> Scenario:
+    """A sweep level's episode ran under the file with its grid point's params, else the run's own."""
+    if not record.get("params"):
+        return base
+    return load_scenario(base.path, {k: float(v) for k, v in record["params"].items()})
+
+
+def agent_env(task: Task, given: Mapping[str, str | None]) -> dict[str, str]:
+    """The variables to store: those the task's env templates use (from this environment, when
+    set) and those given; never FAULTPROXY_* and never secret-looking names."""
+    wanted: dict[str, str | None] = {}
+    for template in task.env.values():
+        for name in template_variables(template):
+            if not name.startswith("FAULTPROXY_") and not _SECRET_NAME.search(name):
+                wanted[name] = None
+    wanted.update(given)
+    env = {}
+    for name, value in wanted.items():
+        if _SECRET_NAME.search(name):
+            raise StoreError("--env", None, name, "looks like a secret; secrets are never stored. "
+                                                  "Give it to `faultproxy replay --env` if the agent needs one")
+        value = os.environ.get(name) if value is None else value
+        if value is not None:
+            env[name] = value
+    return env
+
+
+class _Headers(dict):
+    def get(self, name: str, default: Any = None) -> Any:  # case-insensitive, like mitmproxy's
+        return super().get(name.lower(), default)
+
+
+def compute_decisions(scenario: Scenario, key: str, trace: Iterable[Mapping[str, Any]]) -> tuple[list[dict], list[str]]:
+    """Every (rule, call index) the injector saw in this episode and whether it fired, recomputed
+    by matching the trace's requests against the scenario's rules in order (as the injector did).
+    A fired decision is checked against the decision value the trace recorded."""
+    calls: Counter[str] = Counter()
+    decisions, warnings = [], []
+    for line in sorted(trace, key=lambda l: l.get("seq") or 0):
+        request = line.get("request") or {}
+        parts = urlsplit(request.get("url") or "")
+        headers = _Headers((str(k).lower(), str(v)) for k, v in request.get("headers") or ())
+        forced = headers.get(FORCE_HEADER)
+        body = parse_json_body(decode_body(request))
+        port = parts.port or _DEFAULT_PORTS.get(parts.scheme, 80)
+        path = parts.path + (f"?{parts.query}" if parts.query else "")
+        fault = line.get("fault")
+        applied = fault.get("rule") if fault else None
+        seen_applied = False
+        for rule in scenario.rules:
+            if rule.name != forced and not request_matches(rule.match, str(request.get("method") or "GET"),
+                                                           parts.hostname or "", port, path, headers, body):
+                continue
+            calls[rule.name] += 1
+            index = calls[rule.name]
+            fired = rule.name == applied
+            if fired:
+                seen_applied = True
+                index = _checked_index(scenario, key, rule.name, index, fault, warnings, line.get("seq"))
+            decisions.append({"seq": line.get("seq"), "rule": rule.name, "index": index, "fired": fired,
+                              "type": rule.fault.type})
+        if applied and not seen_applied:
+            rule = next((r for r in scenario.rules if r.name == applied), None)
+            index = _checked_index(scenario, key, applied, None, fault, warnings, line.get("seq"))
+            decisions.append({"seq": line.get("seq"), "rule": applied, "index": index, "fired": True,
+                              "type": rule.fault.type if rule else fault.get("type")})
+    return decisions, warnings
+
+
+def _checked_index(scenario: Scenario, key: str, rule: str, index: int | None, fault: Mapping[str, Any],
+                   warnings: list[str], seq: Any) -> int | None:
+    recorded = fault.get("decision")
+    if recorded is None or fault.get("forced"):
+        return index
+    if index is not None and decide.decision_value(scenario.seed, key, rule, index) == recorded:
+        return index
+    for candidate in range(1, 10_000):  # the rule matched on something the trace redacted: find the call
+        if decide.decision_value(scenario.seed, key, rule, candidate) == recorded:
+            return candidate
+    warnings.append(f"exchange {seq}: cannot tell which call of rule {rule} fired")
+    return index

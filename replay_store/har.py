@@ -1,0 +1,444 @@
+"""The replay store entry: `episode.json` + `flows.har`. This module owns the format; freeze,
+replay, minimize and the pytest plugin read and write entries only through it.
+
+A store is a folder of entries; an entry is a folder:
+
+episode.json — what the episode was and what its replay must show:
+  {"format": "faultproxy-replay-entry", "version": 1, "name": the entry's folder name,
+   "episode": the episode key (fault decisions are keyed hashes of it),
+   "task": Task.to_json(), "variant", "prompt", "state", "seed", "trial", "shape", "grid_label",
+   "params": the grid point's params, "model",
+   "scenario": {"name", "digest", "path" (where it was), "params" (effective), "source" (its YAML
+                text, so the entry reloads it without the file)},
+   "decisions": [{"seq", "rule", "index", "fired", "type"}]: every rule that matched a request,
+                with the index of that call among the rule's matches and whether it fired,
+   "failed": [{"name", "severity", "detail"}]: the checks the live episode failed,
+   "expect": "fail" | "pass": the live verdict; replay must show the same,
+   "expect_failed": [check names]: the failed checks replay can judge (not end_state); an entry
+                expecting "fail" must fail exactly these,
+   "command": the agent command it ran with, "env": {NAME: value} the agent needs (no secrets),
+   "severity_defaults", "secret_env": names of variables whose values replay redacts,
+   "source": {"run", "created", "frozen"},
+   "minimal_faults": null | [{"rule", "index", "type", "seq"}] written by `faultproxy minimize`,
+   "minimize": null | {"trials", "checks", "at"}}
+
+flows.har — HAR 1.2 (http://www.softwareishard.com/blog/har-12-spec/), one entry per exchange
+in episode order. `request` is what the agent sent; `response` is what the *upstream* answered
+(never the faulted answer the client got), or status 0 with empty content when the upstream
+never answered. `content.text` holds the decoded body (base64 with `encoding` when binary).
+faultproxy's own data is in custom fields:
+  log._faultproxy:              {"version", "episode"}
+  entries[]._faultproxy:        {"seq", "forwarded": did the request reach the upstream,
+                                 "upstream_error": str | null, "fault": the trace's fault
+                                 record (rule, type, params, decision, delivered, detail) | null,
+                                 "client": {"outcome", "status"} (what the agent got),
+                                 "tokens", "sse": [[offset_s, event], ...] | null (the
+                                 upstream's events with their time offsets)}
+  request.postData._encoding:   "base64" for a binary request body.
+
+Secrets never reach the store: traces are redacted when written, and everything copied into an
+entry passes a Redactor again (headers by name, URLs by query name, JSON by key, configured
+secret values and well-known key shapes anywhere); the written bytes are then checked for every
+configured secret value.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import http.client
+import json
+import os
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit
+
+from proxy import __version__
+from proxy.redact import Redactor
+from proxy.runner.tasks import Task
+from scenarios.reader import InputError
+
+FORMAT = "faultproxy-replay-entry"
+VERSION = 1
+EPISODE_FILE = "episode.json"
+HAR_FILE = "flows.har"
+EXPECTATIONS = ("pass", "fail")
+# Faults that answer or drop a request before it is forwarded: the upstream never saw it.
+STOPS_BEFORE_FORWARDING = frozenset({"rate_limit", "server_error", "auth_failure", "timeout", "reset",
+                                     "jsonrpc_error", "stale_state"})
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+REQUIRED = ("episode", "task", "prompt", "scenario", "expect", "decisions", "command")
+
+
+class StoreError(InputError):
+    """A store entry that cannot be read: "FILE: FIELD: message"."""
+
+
+# --- the recorded exchanges, as replay uses them -------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """One exchange of a frozen episode."""
+
+    seq: int
+    method: str
+    url: str
+    request_headers: tuple[tuple[str, str], ...]
+    request_body: bytes | None
+    forwarded: bool  # the request reached the upstream (it may still not have answered)
+    status: int | None  # the upstream's status; None: no upstream response
+    reason: str
+    response_headers: tuple[tuple[str, str], ...]
+    response_body: bytes | None
+    sse: tuple[tuple[float, str], ...] | None
+    upstream_error: str | None
+    fault: Mapping[str, Any] | None
+    client: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Decision:
+    seq: int | None
+    rule: str
+    index: int | None
+    fired: bool
+    type: str
+
+    @property
+    def ident(self) -> tuple[str, int]:
+        return (self.rule, self.index)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"seq": self.seq, "rule": self.rule, "index": self.index, "fired": self.fired, "type": self.type}
+
+
+@dataclass(frozen=True)
+class Entry:
+    path: Path
+    episode: Mapping[str, Any]
+    exchanges: tuple[Recorded, ...]
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    @property
+    def key(self) -> str:
+        return self.episode["episode"]
+
+    @property
+    def task(self) -> Task:
+        return Task.from_json(self.episode["task"])
+
+    @property
+    def scenario(self) -> Mapping[str, Any]:
+        return self.episode["scenario"]
+
+    @property
+    def expect(self) -> str:
+        return self.episode["expect"]
+
+    @property
+    def expect_failed(self) -> list[str]:
+        return list(self.episode.get("expect_failed") or [])
+
+    @property
+    def decisions(self) -> list[Decision]:
+        return [Decision(d.get("seq"), d["rule"], d.get("index"), bool(d.get("fired")), d.get("type") or "")
+                for d in self.episode["decisions"]]
+
+    @property
+    def fired(self) -> list[Decision]:
+        return [d for d in self.decisions if d.fired and d.index is not None]
+
+    @property
+    def command(self) -> list[str]:
+        return list(self.episode["command"])
+
+    @property
+    def env(self) -> dict[str, str]:
+        return dict(self.episode.get("env") or {})
+
+    @property
+    def title(self) -> str:
+        """What the entry is, for people: task, scenario and trial."""
+        return f"{self.episode['task']['id']} under {self.scenario['name']} (trial {self.episode.get('trial', 0)})"
+
+
+# --- writing -------------------------------------------------------------------------------------
+
+
+def entry_name(key: str, scenario: str) -> str:
+    return _UNSAFE.sub("_", f"{key}--{scenario}")
+
+
+def choose_entry_dir(store: Path, key: str, scenario: str, source: Mapping[str, Any]) -> Path:
+    """The entry's folder: named after episode and scenario; an entry frozen from the same run and
+    episode is replaced, another one with the same name gets a numbered sibling."""
+    base = entry_name(key, scenario)
+    for n in range(1, 1000):
+        candidate = store / (base if n == 1 else f"{base}-{n}")
+        if not candidate.exists():
+            return candidate
+        try:
+            existing = json.loads((candidate / EPISODE_FILE).read_text(encoding="utf-8")).get("source") or {}
+        except (OSError, ValueError):
+            continue
+        if (existing.get("run"), existing.get("created")) == (source.get("run"), source.get("created")):
+            return candidate
+    raise StoreError(str(store), None, None, f"too many entries named {base}")
+
+
+def write_entry(directory: Path, episode: Mapping[str, Any], trace: Iterable[Mapping[str, Any]],
+                redactor: Redactor, secret_values: Iterable[str] = ()) -> Path:
+    """Write one entry from an episode description and its trace lines (already redacted once)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    document = {"format": FORMAT, "version": VERSION, "name": directory.name, **episode}
+    document.setdefault("minimal_faults", None)
+    document = _scrub(document, redactor)
+    har = {"log": {
+        "version": "1.2",
+        "creator": {"name": "faultproxy", "version": __version__},
+        "pages": [],
+        "entries": [_har_entry(line, redactor) for line in sorted(trace, key=lambda l: l.get("seq") or 0)],
+        "_faultproxy": {"version": VERSION, "episode": document.get("episode")},
+    }}
+    texts = {EPISODE_FILE: json.dumps(document, indent=2, ensure_ascii=False) + "\n",
+             HAR_FILE: json.dumps(har, indent=1, ensure_ascii=False) + "\n"}
+    for value in secret_values:
+        if value and len(value) >= 4 and any(value in text for text in texts.values()):
+            raise StoreError(str(directory), None, None, "a configured secret survived redaction; entry not written")
+    for name, text in texts.items():
+        _write_atomically(directory / name, text)
+    return directory
+
+
+def update_episode(directory: Path, changes: Mapping[str, Any]) -> None:
+    """Change top-level fields of an entry's episode.json (minimize's result, an accepted verdict)."""
+    path = Path(directory) / EPISODE_FILE
+    document = _load_json(path)
+    document.update(changes)
+    _write_atomically(path, json.dumps(document, indent=2, ensure_ascii=False) + "\n")
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    scratch = path.with_suffix(path.suffix + ".tmp")
+    scratch.write_text(text, encoding="utf-8")
+    os.replace(scratch, path)
+
+
+def _scrub(value: Any, redactor: Redactor, key: str = "") -> Any:
+    if isinstance(value, Mapping):
+        return {k: _scrub(v, redactor, k) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_scrub(v, redactor, key) for v in value]
+    if isinstance(value, str):
+        return redactor.url(value) if _secret_query(value) else redactor.text(value)
+    return value
+
+
+def _secret_query(value: str) -> bool:
+    """A URL with a secret-named query parameter (only those are worth re-encoding a URL for)."""
+    if "://" not in value or "?" not in value or " " in value:
+        return False
+    masked = Redactor().url(value)
+    return masked != value and "[REDACTED]" in masked
+
+
+def _iso(timestamp: float | None) -> str:
+    moment = datetime.datetime.fromtimestamp(timestamp or 0, datetime.UTC)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _headers_json(pairs: Iterable[Any], redactor: Redactor) -> list[dict[str, str]]:
+    clean = [(str(p[0]), str(p[1])) for p in pairs or () if isinstance(p, (list, tuple)) and len(p) == 2]
+    return [{"name": k, "value": v} for k, v in redactor.headers(clean)]
+
+
+def _header(pairs: Iterable[Any], name: str) -> str | None:
+    for pair in pairs or ():
+        if isinstance(pair, (list, tuple)) and len(pair) == 2 and str(pair[0]).lower() == name:
+            return str(pair[1])
+    return None
+
+
+def _body_text(message: Mapping[str, Any], redactor: Redactor) -> tuple[str | None, str | None]:
+    """(text, encoding) of a trace message's body, redacted again."""
+    body = message.get("body")
+    if body is None:
+        return None, None
+    if message.get("body_encoding") == "base64":
+        return body, "base64"
+    return redactor.body(body), None
+
+
+def _har_entry(line: Mapping[str, Any], redactor: Redactor) -> dict[str, Any]:
+    request = line.get("request") or {}
+    upstream = line.get("upstream")
+    client = line.get("client") or {}
+    fault = line.get("fault")
+    stopped = bool(fault and fault.get("delivered") and fault.get("type") in STOPS_BEFORE_FORWARDING)
+    if stopped:
+        upstream = None  # an answer the proxy made is never the upstream's (older traces recorded it)
+    url = redactor.url(str(request.get("url") or ""))
+    req_text, req_encoding = _body_text(request, redactor)
+    har_request: dict[str, Any] = {
+        "method": str(request.get("method") or "GET"), "url": url, "httpVersion": "HTTP/1.1", "cookies": [],
+        "headers": _headers_json(request.get("headers"), redactor),
+        "queryString": [{"name": k, "value": v} for k, v in parse_qsl(urlsplit(url).query, keep_blank_values=True)],
+        "headersSize": -1, "bodySize": len(req_text.encode()) if req_text is not None else 0,
+    }
+    if req_text is not None:
+        har_request["postData"] = {"mimeType": _header(request.get("headers"), "content-type") or "", "text": req_text}
+        if req_encoding:
+            har_request["postData"]["_encoding"] = req_encoding
+    sse = None
+    if upstream is not None:
+        text, encoding = _body_text(upstream, redactor)
+        if upstream.get("sse"):
+            sse = [[float(t), redactor.text(str(e))] for t, e in upstream["sse"]]
+            if text is None:
+                text = "".join(e for _, e in sse)
+        content: dict[str, Any] = {"size": len(text.encode()) if text is not None else 0,
+                                   "mimeType": _header(upstream.get("headers"), "content-type") or ""}
+        if text is not None:
+            content["text"] = text
+        if encoding:
+            content["encoding"] = encoding
+        status = int(upstream.get("status") or 0)
+        response = {"status": status, "statusText": http.client.responses.get(status, ""), "httpVersion": "HTTP/1.1", "cookies": [],
+                    "headers": _headers_json(upstream.get("headers"), redactor), "content": content,
+                    "redirectURL": "", "headersSize": -1, "bodySize": -1}
+    else:
+        response = {"status": 0, "statusText": "", "httpVersion": "HTTP/1.1", "cookies": [], "headers": [],
+                    "content": {"size": 0, "mimeType": ""}, "redirectURL": "", "headersSize": -1, "bodySize": -1}
+    duration_ms = round(float(line.get("duration_s") or 0) * 1000, 3)
+    forwarded = upstream is not None or (not stopped and client.get("outcome") != "injected")
+    return {
+        "startedDateTime": _iso(line.get("started")),
+        "time": duration_ms,
+        "request": har_request,
+        "response": response,
+        "cache": {},
+        "timings": {"send": 0, "wait": duration_ms, "receive": 0},
+        "_faultproxy": {
+            "seq": line.get("seq"),
+            "forwarded": forwarded,
+            "upstream_error": None if upstream is not None or not forwarded
+            else redactor.text(str(line.get("error") or "no response")),
+            "fault": _scrub(fault, redactor) if fault else None,
+            "client": {"outcome": client.get("outcome"), "status": client.get("status")},
+            "tokens": line.get("tokens") or 0,
+            "sse": sse,
+        },
+    }
+
+
+# --- reading -------------------------------------------------------------------------------------
+
+
+def is_entry(path: Path) -> bool:
+    return (Path(path) / EPISODE_FILE).is_file()
+
+
+def find_entries(path: Path) -> list[Path]:
+    """An entry folder itself, or every entry folder directly inside a store, sorted by name."""
+    path = Path(path)
+    if is_entry(path):
+        return [path]
+    if not path.is_dir():
+        raise StoreError(str(path), None, None, "no such store or entry (a folder with episode.json)")
+    return sorted(p for p in path.iterdir() if p.is_dir() and is_entry(p))
+
+
+def read_entry(path: Path) -> Entry:
+    path = Path(path)
+    episode_path, har_path = path / EPISODE_FILE, path / HAR_FILE
+    episode = _load_json(episode_path)
+    if not isinstance(episode, dict):
+        raise StoreError(str(episode_path), None, None, "expected a JSON object")
+    if episode.get("format") != FORMAT:
+        raise StoreError(str(episode_path), None, "format", f"expected {FORMAT!r}, got {episode.get('format')!r}")
+    if episode.get("version") != VERSION:
+        raise StoreError(str(episode_path), None, "version",
+                         f"this faultproxy reads version {VERSION}, not {episode.get('version')!r}")
+    for field in REQUIRED:
+        if field not in episode:
+            raise StoreError(str(episode_path), None, field, "missing")
+    if episode["expect"] not in EXPECTATIONS:
+        raise StoreError(str(episode_path), None, "expect", f"must be pass or fail, got {episode['expect']!r}")
+    if not isinstance(episode["scenario"], dict) or not isinstance(episode["scenario"].get("source"), str):
+        raise StoreError(str(episode_path), None, "scenario.source", "missing: the scenario's YAML text")
+    try:
+        Task.from_json(episode["task"])
+    except (ValueError, TypeError, KeyError, AttributeError) as error:
+        raise StoreError(str(episode_path), None, "task", str(error)) from None
+    for i, decision in enumerate(episode["decisions"]):
+        if not isinstance(decision, dict) or not isinstance(decision.get("rule"), str):
+            raise StoreError(str(episode_path), None, f"decisions[{i}]", "expected {rule, index, fired}")
+    if not isinstance(episode["command"], list) or not all(isinstance(a, str) for a in episode["command"]):
+        raise StoreError(str(episode_path), None, "command", "expected a list of strings")
+    har = _load_json(har_path)
+    entries = (har.get("log") or {}).get("entries") if isinstance(har, dict) else None
+    if not isinstance(entries, list):
+        raise StoreError(str(har_path), None, "log.entries", "missing: not a HAR file")
+    exchanges = tuple(_recorded(har_path, i, e) for i, e in enumerate(entries))
+    return Entry(path, episode, exchanges)
+
+
+def read_entries(path: Path) -> list[Entry]:
+    return [read_entry(p) for p in find_entries(path)]
+
+
+def _load_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise StoreError(str(path), None, None, "missing") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise StoreError(str(path), None, None, f"cannot read: {error}") from None
+    except ValueError as error:
+        raise StoreError(str(path), getattr(error, "lineno", None), None, f"not JSON: {error}") from None
+
+
+def _pairs(headers: Any) -> tuple[tuple[str, str], ...]:
+    return tuple((str(h.get("name")), str(h.get("value"))) for h in headers or () if isinstance(h, dict))
+
+
+def _decode(text: str | None, encoding: str | None) -> bytes | None:
+    if text is None:
+        return None
+    return base64.b64decode(text) if encoding == "base64" else text.encode("utf-8")
+
+
+def _recorded(path: Path, i: int, entry: Any) -> Recorded:
+    field = f"log.entries[{i}]"
+    try:
+        request, response = entry["request"], entry["response"]
+        custom = entry.get("_faultproxy") or {}
+        post = request.get("postData")
+        status = int(response.get("status") or 0)
+        content = response.get("content") or {}
+        sse = custom.get("sse")
+        return Recorded(
+            seq=int(custom.get("seq") or i + 1),
+            method=str(request["method"]).upper(),
+            url=str(request["url"]),
+            request_headers=_pairs(request.get("headers")),
+            request_body=_decode(post.get("text"), post.get("_encoding")) if post else None,
+            forwarded=bool(custom.get("forwarded", status != 0)),
+            status=status or None,
+            reason=str(response.get("statusText") or ""),
+            response_headers=_pairs(response.get("headers")),
+            response_body=_decode(content.get("text"), content.get("encoding")) if status else None,
+            sse=tuple((float(t), str(e)) for t, e in sse) if sse else None,
+            upstream_error=custom.get("upstream_error"),
+            fault=custom.get("fault"),
+            client=custom.get("client") or {},
+        )
+    except (KeyError, TypeError, ValueError, AttributeError) as error:
+        raise StoreError(str(path), None, field, f"not a HAR entry faultproxy can replay: {error!r}") from None

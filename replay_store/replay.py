@@ -1,0 +1,430 @@
+"""Replay mode: the proxy answers from a frozen episode and never opens an upstream connection.
+
+    with Replayer(ReplayOptions(env={"SHOP_ROOT": ...}), entries) as replayer:
+        result = replayer.replay(entry, ["python", "agent.py"])
+        result.meets_expectation, result.verdict["status"], result.diverged
+
+The agent runs as in `faultproxy run` (same environment, same episode key, so the same URLs), its
+traffic goes through the same FaultInjector with the entry's scenario, seed and episode key —
+so the keyed-hash fault decisions come out the same — but where a live proxy would forward a
+request, `ReplayInjector.supply_response` answers it with the recorded upstream response
+(matching.py says which). Response-phase faults (response_lost, partial_response, schema_drift,
+delay) then act on that response exactly as they acted on the live one. A request with nothing
+recorded gets a 599 naming it and the episode's cause becomes "diverged"; it is never
+forwarded. As a second guard, the `NoUpstream` addon refuses every server connection mitmproxy
+would open and counts the attempts (there should be none).
+
+The replayed trace is judged by evaluator.judge.judge_episode with no end state (the tool
+service is not there), so effects, idempotency, policy, retry etiquette, outcome and escalation
+are judged; end_state is not.
+
+What replay does not reproduce: upstream timing (responses come at once; SSE events in one
+piece, after the same shaping), slow_stream's pacing, and a stream cut with `end: reset`
+arrives as a reset before any event rather than after some.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import os
+import shutil
+import tempfile
+import threading
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import structlog
+from mitmproxy import http
+
+from evaluator.judge import judge_episode
+from proxy import decide
+from proxy.exchange import Exchange
+from proxy.faults import answer
+from proxy.injector import FaultInjector
+from proxy.runner.agent import AgentEnvironment, AgentResult, Usage, fill_placeholders, run_agent
+from proxy.runner.tasks import Budgets, UnsetVariable, expand
+from proxy.server import ProxyServer
+from proxy.sse import EventSplitter, is_event_stream, map_json_data
+from proxy.trace import read_trace, trace_path
+from replay_store.har import Entry, StoreError
+from replay_store.matching import Pool
+from scenarios import Scenario, ScenarioError, load_scenario
+
+log = structlog.get_logger("faultproxy.replay")
+
+DIVERGED_STATUS = 599
+DIVERGED_HEADER = "x-faultproxy-replay"
+DEFAULT_WALL_S = 300.0  # a replay that hangs must not hang CI
+NO_END_STATE = "replay: no tool service, so no end state; judged by effects"
+UNJUDGEABLE = frozenset({"end_state"})  # checks replay cannot judge; expectations ignore them
+# A placeholder scenario: the injector acts only on requests of an episode it knows, and each
+# replayed episode brings its own scenario.
+REPLAY_SCENARIO = Scenario("replay", "replay mode", "0", {}, (), {}, "", "")
+
+
+# --- the addons ---------------------------------------------------------------------------------
+
+
+@dataclass
+class EpisodeReplay:
+    """What one replayed episode serves and what it saw."""
+
+    decision_key: str  # the recorded episode key: fault decisions are keyed hashes of it
+    pool: Pool
+    forced: frozenset[tuple[str, int]] | None = None  # minimize: exactly these decisions fire
+    served: list[dict[str, Any]] = field(default_factory=list)
+    diverged: list[dict[str, Any]] = field(default_factory=list)
+
+
+class ReplayInjector(FaultInjector):
+    def __init__(self) -> None:
+        super().__init__(REPLAY_SCENARIO)
+        self._lock = threading.Lock()
+        self._staged: dict[str, EpisodeReplay] = {}
+        self._active: dict[int, EpisodeReplay] = {}  # id(EpisodeState) -> its replay; proxy loop only
+
+    def stage(self, attribution_key: str, replay: EpisodeReplay) -> None:
+        """Hand over what an episode will serve; begin_episode (on the proxy's loop) takes it."""
+        with self._lock:
+            self._staged[attribution_key] = replay
+
+    def begin_episode(self, key: str, scenario: Scenario | None = None) -> None:
+        with self._lock:
+            replay = self._staged.pop(key, None)
+        super().begin_episode(key, scenario)
+        if replay is not None:
+            state = self.episodes.peek(key)
+            # Attribution uses a key of this replay's own (replays may run side by side), but
+            # decisions, delays and request ids are keyed on the recorded episode.
+            state.key = replay.decision_key
+            replay.pool.redactor = self.redactor
+            self._active[id(state)] = replay
+
+    def end_episode(self, key: str):
+        state = super().end_episode(key)
+        if state is not None:
+            self._active.pop(id(state), None)
+        return state
+
+    def _decide(self, rule, index: int, ex: Exchange, forced: str | None) -> None:
+        replay = self._active.get(id(ex.episode))
+        if forced or replay is None or replay.forced is None:
+            super()._decide(rule, index, ex, forced)
+            return
+        if (rule.name, index) in replay.forced:
+            ex.rule, ex.forced = rule, True
+            ex.decision = decide.decision_value(ex.scenario.seed, ex.episode.key, rule.name, index)
+
+    async def supply_response(self, flow: http.HTTPFlow, ex: Exchange) -> None:
+        replay = self._active.get(id(ex.episode))
+        if replay is None:
+            self._diverge(flow, ex, None, "no replay is running for this episode")
+            return
+        match = replay.pool.take(ex.method, ex.url, ex.request_headers, ex.request_body)
+        if match is None:
+            why = replay.pool.explain_miss(ex.method, ex.url, ex.request_headers, ex.request_body)
+            self._diverge(flow, ex, replay, why)
+            return
+        recorded = match.recorded
+        replay.served.append({"seq": ex.seq, "recorded": recorded.seq, "how": match.how})
+        if recorded.status is None:  # forwarded, but the upstream never answered: neither does replay
+            flow.kill()
+            return
+        flow.response = recorded_response(recorded, ex.body_json)
+
+    def _diverge(self, flow: http.HTTPFlow, ex: Exchange, replay: EpisodeReplay | None, why: str) -> None:
+        url = self.redactor.url(ex.url)
+        message = f"faultproxy replay: no recorded response for {ex.method} {url} ({why}); it was not forwarded"
+        body = json.dumps({"error": {"type": "faultproxy_replay_diverged", "code": "diverged", "message": message}})
+        answer(flow, ex, DIVERGED_STATUS, {"content-type": "application/json", DIVERGED_HEADER: "diverged",
+                                           "x-should-retry": "false"}, body.encode())
+        if replay is not None:
+            replay.diverged.append({"seq": ex.seq, "method": ex.method, "url": url, "why": why})
+        log.warning("replay diverged", episode=ex.episode.key, seq=ex.seq, method=ex.method, url=url, why=why)
+
+
+def recorded_response(recorded, request_json: Any) -> http.Response:
+    """The recorded upstream response as mitmproxy's, framed afresh (Content-Length, encoding)."""
+    pairs = [(k, v) for k, v in recorded.response_headers if k.lower() not in ("content-length", "transfer-encoding")]
+    stream = is_event_stream(next((v for k, v in pairs if k.lower() == "content-type"), None))
+    if stream:  # events are served as identity, so the stream tap sees them whole (they were stored decoded)
+        pairs = [(k, v) for k, v in pairs if k.lower() != "content-encoding"]
+    headers = http.Headers([(k.encode("utf-8", "surrogateescape"), v.encode("utf-8", "surrogateescape"))
+                            for k, v in pairs])
+    now = time.time()
+    response = http.Response(b"HTTP/1.1", recorded.status, (recorded.reason or "").encode(), headers, b"", None,
+                             now, now)
+    response.content = _same_rpc_id(recorded.response_body or b"", request_json, stream)
+    return response
+
+
+def _same_rpc_id(body: bytes, request_json: Any, stream: bool) -> bytes:
+    """A JSON-RPC answer carries the id of the request it answers, whatever id was recorded."""
+    if not (isinstance(request_json, dict) and request_json.get("jsonrpc") == "2.0" and "id" in request_json):
+        return body
+    rpc_id = request_json["id"]
+
+    def fix(document: Any) -> Any:
+        if isinstance(document, dict) and document.get("jsonrpc") == "2.0" and "id" in document:
+            return {**document, "id": rpc_id}
+        return document
+
+    if stream:
+        return b"".join(map_json_data(event, fix) for event in _events(body))
+    try:
+        document = json.loads(body)
+    except ValueError:
+        return body
+    fixed = fix(document)
+    return body if fixed is document else json.dumps(fixed, separators=(",", ":")).encode()
+
+
+def _events(body: bytes) -> list[bytes]:
+    splitter = EventSplitter()
+    events = splitter.feed(body)
+    rest = splitter.rest()
+    return events + ([rest] if rest else [])
+
+
+class NoUpstream:
+    """Refuses every upstream connection mitmproxy is about to open, and counts the attempts."""
+
+    def __init__(self) -> None:
+        self.attempts: list[str] = []
+
+    def server_connect(self, data) -> None:
+        address = data.server.address
+        self.attempts.append(f"{address[0]}:{address[1]}" if address else "?")
+        data.server.error = "faultproxy replay: upstream connections are disabled"
+        log.error("replay refused an upstream connection", address=self.attempts[-1])
+
+
+# --- replaying episodes --------------------------------------------------------------------------
+
+
+@dataclass
+class ReplayOptions:
+    command: list[str] | None = None  # None: each entry's own command
+    env: dict[str, str] = field(default_factory=dict)  # on top of the environment and the entry's env
+    out: Path | None = None  # traces and agent files; None: a temporary folder, removed on close
+    upstreams: dict[str, str] = field(default_factory=dict)  # reverse-mode names, as in `faultproxy run`
+    secret_env: list[str] = field(default_factory=list)
+    budget_s: float | None = None
+    parallel: int = 1
+
+
+@dataclass
+class ReplayResult:
+    entry: Entry
+    record: dict[str, Any]
+    verdict: dict[str, Any]
+    diverged: list[dict[str, Any]]
+    served: list[dict[str, Any]]
+    unserved: list[int]
+    blocked: list[str]
+    trace: Path
+    forced: list[tuple[str, int]] | None = None
+
+    @property
+    def failed(self) -> list[str]:
+        """Failed checks that replay can judge."""
+        return [c["name"] for c in self.verdict.get("failed") or () if c["name"] not in UNJUDGEABLE]
+
+    @property
+    def status(self) -> str:
+        """pass | fail | incomplete, as far as replay can judge (end_state left out)."""
+        if self.verdict["status"] == "incomplete":
+            return "incomplete"
+        return "fail" if self.failed else "pass"
+
+    def fails_like(self, checks: Iterable[str], exactly: bool = True) -> bool:
+        wanted = set(checks)
+        got = set(self.failed)
+        return self.status == "fail" and not self.diverged and (got == wanted if exactly else wanted <= got)
+
+    @property
+    def meets_expectation(self) -> bool:
+        return self.explain() is None
+
+    def explain(self) -> str | None:
+        """None when the replay shows what the entry expects; else why not, in one line."""
+        if self.blocked:
+            return f"the proxy refused {len(self.blocked)} upstream connection(s): {', '.join(self.blocked[:3])}"
+        if self.diverged:
+            return f"diverged: {len(self.diverged)} request(s) not in the recording, first {_request(self.diverged[0])}"
+        if self.status == "incomplete":
+            return f"incomplete ({self.verdict.get('cause')})"
+        expect = self.entry.expect
+        if expect == "pass":
+            return None if self.status == "pass" else f"expected pass, got fail ({', '.join(self.failed)})"
+        wanted = self.entry.expect_failed
+        if self.status == "pass":
+            return f"expected fail ({', '.join(wanted)}), got pass: the failure no longer reproduces"
+        if set(self.failed) != set(wanted):
+            return f"expected fail ({', '.join(wanted)}), failed differently ({', '.join(self.failed)})"
+        return None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"entry": str(self.entry.path), "name": self.entry.name, "episode": self.entry.key,
+                "expect": self.entry.expect, "expect_failed": self.entry.expect_failed,
+                "status": self.status, "failed": self.failed, "meets_expectation": self.meets_expectation,
+                "why": self.explain(), "diverged": self.diverged, "served": self.served, "unserved": self.unserved,
+                "blocked_connections": self.blocked, "forced": self.forced, "trace": str(self.trace),
+                "duration_s": self.record.get("duration_s"), "verdict": self.verdict}
+
+
+def _request(d: Mapping[str, Any]) -> str:
+    return f"#{d['seq']} {d['method']} {d['url']}"
+
+
+def entry_secret_env(entries: Iterable[Entry]) -> list[str]:
+    names: set[str] = set()
+    for entry in entries:
+        names.update(entry.episode.get("secret_env") or ())
+        names.update(entry.episode["task"].get("secrets") or ())
+    return sorted(names)
+
+
+class Replayer:
+    """One replay-mode proxy, for replaying any number of entries (one at a time or side by side)."""
+
+    def __init__(self, options: ReplayOptions | None = None, entries: Iterable[Entry] = ()) -> None:
+        self.options = options or ReplayOptions()
+        self._own_out = self.options.out is None
+        self.out = Path(tempfile.mkdtemp(prefix="faultproxy-replay-")) if self._own_out else Path(self.options.out)
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.injector = ReplayInjector()
+        self.guard = NoUpstream()
+        secret_env = sorted(set(self.options.secret_env) | set(entry_secret_env(entries)))
+        self.proxy = ProxyServer(None, trace_dir=self.out / "flows", upstreams=self.options.upstreams,
+                                 secret_env=secret_env, injector=self.injector, addons=[self.guard])
+        self._counter = itertools.count(1)
+        self._scenarios: dict[tuple[str, str], Scenario] = {}
+
+    def __enter__(self) -> Replayer:
+        self.proxy.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.proxy.stop()
+        if self._own_out:
+            shutil.rmtree(self.out, ignore_errors=True)
+
+    # -- public ----------------------------------------------------------------------------
+
+    def replay(self, entry: Entry, command: Sequence[str] | None = None,
+               forced: Iterable[tuple[str, int]] | None = None) -> ReplayResult:
+        return asyncio.run(self.replay_async(entry, command, forced))
+
+    def replay_all(self, entries: Sequence[Entry], command: Sequence[str] | None = None,
+                   repeat: int = 1) -> list[ReplayResult]:
+        """Each entry `repeat` times, `options.parallel` at once; results in entry order."""
+        async def all_of() -> list[ReplayResult]:
+            slots = asyncio.Semaphore(max(1, self.options.parallel))
+
+            async def one(entry: Entry) -> ReplayResult:
+                async with slots:
+                    return await self.replay_async(entry, command)
+
+            return await asyncio.gather(*(one(e) for e in entries for _ in range(repeat)))
+
+        return asyncio.run(all_of())
+
+    def scenario(self, entry: Entry) -> Scenario:
+        """The entry's scenario, reloaded from its stored YAML and checked against its digest."""
+        spec = entry.scenario
+        cache_key = (str(entry.path), spec.get("digest") or "")
+        if cache_key not in self._scenarios:
+            folder = self.out / "scenarios"
+            folder.mkdir(parents=True, exist_ok=True)
+            path = folder / f"{entry.name}.yaml"
+            path.write_text(spec["source"], encoding="utf-8")
+            where = str(entry.path / "episode.json")
+            try:
+                scenario = load_scenario(path, {k: float(v) for k, v in (spec.get("params") or {}).items()})
+            except ScenarioError as error:
+                raise StoreError(where, None, "scenario.source", f"does not load: {error}") from None
+            if spec.get("digest") and scenario.digest != spec["digest"]:
+                raise StoreError(where, None, "scenario.digest", "differs from the stored scenario's content")
+            self._scenarios[cache_key] = scenario
+        return self._scenarios[cache_key]
+
+    async def replay_async(self, entry: Entry, command: Sequence[str] | None = None,
+                           forced: Iterable[tuple[str, int]] | None = None) -> ReplayResult:
+        scenario = self.scenario(entry)
+        task = entry.task
+        episode = entry.episode
+        attribution = f"{entry.key}.r{next(self._counter)}"
+        replay = EpisodeReplay(entry.key, Pool(list(entry.exchanges)),
+                               frozenset(forced) if forced is not None else None)
+        files = self.out / "episodes" / attribution
+        files.mkdir(parents=True, exist_ok=True)
+        task_file, output_file = files / "task.json", files / "output.json"
+        task_file.write_text(json.dumps({"task": episode["task"], "variant": episode.get("variant", 0),
+                                         "prompt": episode["prompt"], "state": episode.get("state"),
+                                         "seed": episode.get("seed")}))
+        command = list(command or self.options.command or entry.command)
+        base_env = {**os.environ, **entry.env, **self.options.env, "FAULTPROXY_REPLAY": "1"}
+        blocked_before = len(self.guard.attempts)
+        self.injector.stage(attribution, replay)
+        await asyncio.to_thread(self.proxy.begin_episode, attribution, scenario)
+        started = time.time()
+        try:
+            task_env = {name: expand(value, {**base_env, "FAULTPROXY_EPISODE": entry.key})
+                        for name, value in task.env.items()}
+        except (UnsetVariable, ValueError) as error:
+            result = AgentResult(None, "harness_error", 0.0, f"{error}; give it with --env NAME=VALUE", None, None)
+        else:
+            environment = AgentEnvironment(
+                proxy_url=self.proxy.proxy_url(attribution), ca_bundle=self.proxy.ca_bundle, episode=entry.key,
+                task_file=task_file, output_file=output_file, prompt=episode["prompt"],
+                seed=episode.get("seed") or 0, model=episode.get("model"), params=episode.get("params") or {},
+                base_urls={name: self.proxy.reverse_url(attribution, name) for name in self.options.upstreams},
+                extra=task_env,
+            )
+            command = fill_placeholders(command, {
+                "prompt": episode["prompt"], "task_id": task.id, "variant": episode.get("variant", 0),
+                "seed": episode.get("seed") or 0, "model": episode.get("model") or "",
+                **{name: f"{float(value):g}" for name, value in (episode.get("params") or {}).items()},
+            })
+            result = await run_agent(command, environment.build(base_env), self._budgets(task.budgets),
+                                     lambda: self._usage(attribution), output_file)
+        stats = await asyncio.to_thread(self.proxy.end_episode, attribution)
+        trace = trace_path(self.out / "flows", attribution)
+        cause = "diverged" if replay.diverged else result.cause
+        record = {
+            "key": entry.key, "task_id": task.id, "trial": episode.get("trial", 0),
+            "variant": episode.get("variant", 0), "seed": episode.get("seed"), "prompt": episode["prompt"],
+            "state": episode.get("state"), "shape": task.shape, "grid_label": episode.get("grid_label", ""),
+            "params": episode.get("params") or {}, "model": episode.get("model"),
+            "completed": cause is None, "cause": cause, "exit_code": result.exit_code,
+            "started": round(started, 3), "duration_s": round(result.duration_s, 3),
+            "output": result.output, "output_error": result.output_error,
+            "end_state": None, "state_error": NO_END_STATE,
+            "stats": {"exchanges": stats.exchanges if stats else 0, "tokens": stats.tokens if stats else 0,
+                      "faults": stats.faults if stats else 0},
+            "trace": str(trace), "log_tail": self.injector.redactor.text(result.log_tail),
+            "replay_of": str(entry.path),
+        }
+        verdict = judge_episode(task, record, read_trace(trace), episode.get("severity_defaults") or {})
+        return ReplayResult(entry, record, verdict, replay.diverged, replay.served,
+                            [r.seq for r in replay.pool.unserved()], self.guard.attempts[blocked_before:], trace,
+                            sorted(replay.forced) if replay.forced is not None else None)
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def _budgets(self, budgets: Budgets) -> Budgets:
+        wall = self.options.budget_s or budgets.wall_s or DEFAULT_WALL_S
+        return Budgets(wall, budgets.requests, budgets.tokens)
+
+    def _usage(self, attribution: str) -> Usage | None:
+        stats = self.proxy.episode_stats(attribution)
+        return Usage(stats.exchanges, stats.tokens) if stats else None
