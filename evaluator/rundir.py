@@ -18,7 +18,7 @@ An episode line: {"type": "episode", "key", "task_id", "trial", "variant", "seed
   "state", "shape", "grid_label", "params", "model",
   "completed": bool,            # false: incomplete, and `cause` says why
   "cause": null | "crash" | "budget_wall" | "budget_requests" | "budget_tokens" | "harness_error"
-           | "diverged",        # NotRun is never logged: it is what a planned, unlogged key is
+           | "diverged" (replay) | "worker_lost" (dask),        # NotRun is never logged: it is what a planned, unlogged key is
   "exit_code": int | null, "started": unix s, "duration_s",
   "output": the JSON the agent wrote to FAULTPROXY_OUTPUT, or null; "output_error": str | null,
   "end_state": JSON fetched from the task's state URL after the episode, or null;

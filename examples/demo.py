@@ -61,6 +61,25 @@ def sweep_section() -> None:
                    "--out", f"runs/demo/sweep-{agent}", "--", "python", f"examples/{agent}_agent.py")
 
 
+STORE = RUNS / "replay_store"
+
+
+def freeze_section() -> None:
+    console.print(Rule("freeze: the naive agent's failing episodes become regression tests"))
+    faultproxy("freeze", str((RUNS / "response_lost-naive").relative_to(ROOT)), "--failing",
+               "--to", str(STORE.relative_to(ROOT)))
+
+
+def replay_section() -> None:
+    entry = sorted(p for p in STORE.iterdir() if p.is_dir())[0].relative_to(ROOT)
+    console.print(Rule(f"replay {entry.name} with every demo server stopped"))
+    console.print("The naive agent fails the same way, from the recording alone:")
+    faultproxy("replay", str(entry), "--", "python", "examples/naive_agent.py")
+    console.print("The careful agent, against the naive agent's frozen failure, passes "
+                  "(so replay reports that the entry's expected failure did not happen):")
+    faultproxy("replay", str(entry), "--", "python", "examples/careful_agent.py")
+
+
 def headline(report_file: Path) -> list[str]:
     """What a user needs first: the mean against pass^k, and the irreversible damage done."""
     run = json.loads(report_file.read_text())["run"]
@@ -86,6 +105,8 @@ def main() -> int:
         console.print(Rule())
         console.print(summary)
         sweep_section()
+        freeze_section()
+    replay_section()  # the world is stopped now: replay needs no shop and no model
     console.print(Rule())
     console.print(f"Reports are in {RUNS.relative_to(ROOT)}/*/report.html and sweep-*/sweep.html; "
                   f"the demo took {time.monotonic() - started:.0f} s and stopped everything it started.")
