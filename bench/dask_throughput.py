@@ -11,7 +11,7 @@ proxy; the timed run then reuses them, so the table shows steady-state throughpu
 column is the warm-up's time: connecting, checking the workers, starting their proxies. A local
 run at the same concurrency as one worker is the reference row.
 
-    .venv/bin/python bench/dask_throughput.py [--episodes 48] [--nthreads 4] [--latency-ms 200]
+    .venv/bin/python bench/dask_throughput.py [--episodes 32] [--nthreads 2] [--latency-ms 200]
 """
 
 from __future__ import annotations
@@ -60,8 +60,8 @@ def agent_seconds(out: Path) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--episodes", type=int, default=48)
-    parser.add_argument("--nthreads", type=int, default=4, help="episodes at once per worker")
+    parser.add_argument("--episodes", type=int, default=32)
+    parser.add_argument("--nthreads", type=int, default=2, help="episodes at once per worker")
     parser.add_argument("--workers", default="1,2,4")
     parser.add_argument("--latency-ms", type=float, default=200)
     parser.add_argument("--calls", type=int, default=8, help="model calls per episode")
@@ -98,6 +98,10 @@ def main() -> None:
                       f"{agent:.2f}", f"{args.episodes * agent / (seconds * slots):.0%}")
     console = Console(width=130)
     console.print(table)
+    workers, _, _, agent = rows[-1]
+    console.print(f"At {workers} workers the agents lived {agent / rows[0][3]:.2f}× as long as at 1 (the machine's "
+                  f"cores are shared by every agent, worker and proxy); per agent-second the speed-up is "
+                  f"{args.episodes / rows[-1][2] * 60 / base * agent / rows[0][3]:.2f}x.")
     console.print(f"{os.cpu_count()} cores, Python {platform.python_version()}, {platform.machine()}. "
                   "slots busy: the share of the run's episode slots an agent occupied (100% = no scheduling gaps). "
                   "The local row includes its proxy's start-up; dask rows do not (see cold start).")

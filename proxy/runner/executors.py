@@ -37,8 +37,10 @@ import concurrent.futures
 import contextlib
 import dataclasses
 import hashlib
+import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import threading
@@ -191,6 +193,12 @@ class DaskExecutor(Executor):
         if not address:
             raise ExecutorError("--executor dask needs --scheduler tcp://HOST:PORT (or DASK_SCHEDULER_ADDRESS)")
         try:
+            from distributed.comm.addressing import parse_address, parse_host_port
+
+            parse_host_port(parse_address(address)[1])
+        except ValueError as error:
+            raise ExecutorError(f"--scheduler {address}: {one_line(error)}; give tcp://HOST:PORT") from None
+        try:
             self.client = await Client(address, asynchronous=True, timeout=CONNECT_TIMEOUT_S,
                                        set_as_default=False, name=f"faultproxy-{self.session}")
         except (OSError, TimeoutError, ValueError) as error:
@@ -233,8 +241,9 @@ class DaskExecutor(Executor):
             try:
                 returned = await future
             except KilledWorker as error:
-                detail = f"the episode's worker died {getattr(error, 'last_worker', None) or ''}: {one_line(error)}"
-                return Finished(episode, unfinished_record(self.options, episode, "worker_lost", detail), trace="")
+                # Every worker that tried it died (the scheduler's allowed-failures): logged once, incomplete.
+                record = unfinished_record(self.options, episode, "worker_lost", one_line(error))
+                return Finished(episode, record, trace="")
             except Exception as error:  # noqa: BLE001 — not logged: it runs on resume
                 return Finished(episode, None, error=f"{type(error).__name__}: {one_line(error)}")
             finally:
@@ -242,9 +251,10 @@ class DaskExecutor(Executor):
             return Finished(episode, returned["record"], trace=returned["trace"])
 
         async def top_up() -> None:
-            # Enough submitted to keep every worker thread busy, and no more: the scheduler starts
-            # them in this order, so a stopped run has run a trial-major prefix of the plan.
-            window = 2 * max(sum((await self.client.nthreads()).values()), 1)
+            # One episode per worker thread, no more: each goes to a thread that is free (none waits
+            # behind a busy worker while another idles), the cluster may grow or shrink meanwhile,
+            # and episodes start in plan order, so a stopped run has run a trial-major prefix.
+            window = max(sum((await self.client.nthreads()).values()), 1)
             while queue and len(running) < window:
                 index, episode = queue.popleft()
                 future = self.client.submit(
@@ -449,15 +459,17 @@ class ProcessCluster:
         self.address = ""
 
     def __enter__(self) -> ProcessCluster:
-        import subprocess
-
-        scheduler_file = self.directory / "scheduler.json"
-        self.scheduler = self._start("scheduler", "scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
-                                     "--scheduler-file", str(scheduler_file))
-        self.address = self._wait_address(scheduler_file)
-        for _ in range(self.n_workers):
-            self.add_worker()
-        self.wait_for_workers(self.n_workers)
+        try:
+            scheduler_file = self.directory / "scheduler.json"
+            self.scheduler = self._start("scheduler", "scheduler", "--host", "127.0.0.1", "--port", "0",
+                                         "--no-dashboard", "--scheduler-file", str(scheduler_file))
+            self.address = self._wait_address(scheduler_file)
+            for _ in range(self.n_workers):
+                self.add_worker()
+            self.wait_for_workers(self.n_workers)
+        except BaseException:
+            self.__exit__()
+            raise
         return self
 
     def add_worker(self) -> None:
@@ -482,21 +494,17 @@ class ProcessCluster:
                 if process:
                     try:
                         process.wait(15)
-                    except Exception:  # noqa: BLE001
+                    except subprocess.TimeoutExpired:
                         process.kill()
                         process.wait()
 
     def _start(self, name: str, *args: str) -> Any:
         """`dask ARGS...` with this interpreter; its log in DIRECTORY/NAME.log."""
-        import subprocess
-
         with (self.directory / f"{name}.log").open("ab") as log_file:
             return subprocess.Popen([sys.executable, "-m", "dask", *args], env=self.env, cwd=self.directory,
                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log_file)
 
     def _wait_address(self, scheduler_file: Path, timeout: float = 60) -> str:
-        import json
-
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.scheduler.poll() is not None:
