@@ -47,23 +47,14 @@ def build_parser() -> argparse.ArgumentParser:
     proxy.add_argument("--host", default="127.0.0.1", help="Address to listen on (default: loopback only).")
     proxy.add_argument("--port", type=int, default=8080, help="Forward-proxy port (0: any free port).")
     proxy.add_argument("--reverse-port", type=int, default=0, help="Reverse-mode port, used with --upstream.")
+    proxy.add_argument("--param", action="append", default=[], metavar="NAME=VALUE", help="Override a scenario param.")
     add_proxy_options(proxy)
     proxy.add_argument("--trace-dir", type=Path, default=Path("runs/proxy/flows"), help="Where episode traces go.")
 
     run = _command(commands, "run", cmd_run, "Run an agent behind the proxy: tasks x k variants, one resumable log.")
-    run.add_argument("--scenario", required=True, help="Scenario file, or the name of a bundled one.")
-    run.add_argument("--tasks", type=Path, help="Tasks file (YAML or JSON Lines); without it CMD is one task.")
-    run.add_argument("--only", default="", metavar="IDS", help="Comma-separated task ids: run just these.")
-    run.add_argument("--k", type=int, default=1, help="Trials (honest variants) per task (default 1).")
-    run.add_argument("--parallel", type=int, default=1, help="Episodes at once, through one proxy (default 1).")
-    run.add_argument("--out", type=Path, help="Run directory (default runs/<scenario name>); rerun to resume.")
-    run.add_argument("--budget-s", type=float, help="Wall-time budget per episode, seconds.")
+    run.add_argument("--param", action="append", default=[], metavar="NAME=VALUE", help="Override a scenario param.")
     run.add_argument("--model", help="Model name handed to the agent as FAULTPROXY_MODEL.")
-    run.add_argument("--no-proxy", default="", metavar="HOSTS", help="Comma-separated hosts the agent reaches directly.")
-    run.add_argument("--variants", metavar="MODULE:FUNCTION", help="Your own variant function.")
-    add_proxy_options(run)
-    add_executor_options(run)
-    run.add_argument("agent", nargs=argparse.REMAINDER, metavar="-- CMD...", help="The agent command.")
+    add_run_options(run)
 
     evaluator_commands.register(commands)
     from proxy.runner.sweep import register as register_sweep
@@ -73,9 +64,24 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def add_run_options(parser: argparse.ArgumentParser) -> None:
+    """Options shared by `run` and `sweep`: what to run, how, and where to log it."""
+    parser.add_argument("--scenario", required=True, help="Scenario file, or the name of a bundled one.")
+    parser.add_argument("--tasks", type=Path, help="Tasks file (YAML or JSON Lines); without it CMD is one task.")
+    parser.add_argument("--only", default="", metavar="IDS", help="Comma-separated task ids: run just these.")
+    parser.add_argument("--k", type=int, default=1, help="Trials (honest variants) per task (default 1).")
+    parser.add_argument("--parallel", type=int, default=1, help="Episodes at once, through one proxy (default 1).")
+    parser.add_argument("--out", type=Path, help="Run directory (default under runs/); rerun to resume.")
+    parser.add_argument("--budget-s", type=float, help="Wall-time budget per episode, seconds.")
+    parser.add_argument("--no-proxy", default="", metavar="HOSTS", help="Comma-separated hosts the agent reaches directly.")
+    parser.add_argument("--variants", metavar="MODULE:FUNCTION", help="Your own variant function.")
+    add_proxy_options(parser)
+    add_executor_options(parser)
+    parser.add_argument("agent", nargs=argparse.REMAINDER, metavar="-- CMD...", help="The agent command.")
+
+
 def add_proxy_options(parser: argparse.ArgumentParser) -> None:
     """Options shared by every command that starts a proxy."""
-    parser.add_argument("--param", action="append", default=[], metavar="NAME=VALUE", help="Override a scenario param.")
     parser.add_argument("--upstream", action="append", default=[], metavar="NAME=URL",
                         help="Reverse-mode upstream; clients use http://HOST:PORT/EPISODE/NAME as base URL.")
     parser.add_argument("--secret-env", action="append", default=[], metavar="VAR",

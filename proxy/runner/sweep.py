@@ -37,37 +37,20 @@ EPSILON = "epsilon"
 
 def register(commands: Any) -> None:
     """Add `sweep` and `sweep-report` to the faultproxy command's subparsers."""
-    from proxy.cli import add_executor_options
+    from proxy.cli import add_run_options
     sweep = commands.add_parser(
         "sweep", help="Run an agent at every combination of param levels (and models): curves, surface, pass^M.",
         description="Run every combination of --param levels and --models as one resumable run, then report "
                     "per level the mean success (Wilson interval) and pass^k, the curve per param, the surface "
                     "of two params, the model matrix (pass@M, pass^M, disagreement) and the scenario's "
                     "expect: block. Exit 0; 1 when expect is violated; 2 on bad input; 130 when interrupted.")
-    sweep.add_argument("--scenario", required=True, help="Scenario file, or the name of a bundled one.")
     sweep.add_argument("--param", action="append", default=[], metavar="NAME=V1,V2,...",
                        help="Levels of a param (repeatable). A param no rule names is handed to the agent only "
                             "(FAULTPROXY_PARAM_<NAME>, {name} in CMD); epsilon is the proxy's perturbation rate.")
     sweep.add_argument("--models", default="", metavar="A,B,...", help="Models, each handed to the agent as "
                                                                        "FAULTPROXY_MODEL and {model}.")
-    sweep.add_argument("--tasks", type=Path, help="Tasks file (YAML or JSON Lines); without it CMD is one task.")
-    sweep.add_argument("--only", default="", metavar="IDS", help="Comma-separated task ids: sweep just these.")
-    sweep.add_argument("--k", type=int, default=1, help="Trials per task at each grid point (default 1).")
-    sweep.add_argument("--parallel", type=int, default=1, help="Episodes at once, through one proxy (default 1).")
-    sweep.add_argument("--out", type=Path, help="Run directory (default runs/<scenario name>-sweep); rerun to resume.")
-    sweep.add_argument("--budget-s", type=float, help="Wall-time budget per episode, seconds.")
-    sweep.add_argument("--no-proxy", default="", metavar="HOSTS",
-                       help="Comma-separated hosts the agent reaches directly.")
-    sweep.add_argument("--variants", metavar="MODULE:FUNCTION", help="Your own variant function.")
     sweep.add_argument("--no-html", action="store_true", help="Do not write sweep.html.")
-    sweep.add_argument("--upstream", action="append", default=[], metavar="NAME=URL",
-                       help="Reverse-mode upstream; clients use http://HOST:PORT/EPISODE/NAME as base URL.")
-    sweep.add_argument("--secret-env", action="append", default=[], metavar="VAR",
-                       help="Redact the value of this environment variable from everything written.")
-    sweep.add_argument("--insecure-upstream", action="store_true", help="Do not verify upstream TLS (tests only).")
-    sweep.add_argument("--log-json", action="store_true", help="Log one JSON object per line.")
-    add_executor_options(sweep)
-    sweep.add_argument("agent", nargs=argparse.REMAINDER, metavar="-- CMD...", help="The agent command.")
+    add_run_options(sweep)
     sweep.set_defaults(handler=cmd_sweep)
 
     report = commands.add_parser(
@@ -175,58 +158,20 @@ def plan_grid(scenario: Any, levels: dict[str, list[float]], models: list[str]) 
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    from evaluator.rundir import RunDirError
-    from proxy.cli import executor_options, parse_pairs
-    from proxy.logs import configure_logging
-    from proxy.runner.cli import agent_command
-    from proxy.runner.run import RunOptions, resume_command, run
-    from proxy.runner.tasks import TaskError, load_tasks, single_task
-    from proxy.runner.variants import load_variant_function
+    from proxy.runner.cli import run_and_tell, run_options
     from scenarios import load_scenario
 
-    command = agent_command(args.agent)
-    if args.k < 1 or args.parallel < 1:
-        raise UsageError("--k and --parallel must be at least 1")
-    if args.budget_s is not None and not args.budget_s > 0:
-        raise UsageError("--budget-s must be a positive number of seconds")
     scenario = load_scenario(args.scenario)
     levels = parse_levels(args.param)
     models = parse_models(args.models)
     grid = plan_grid(scenario, levels, models)
-    try:
-        tasks = load_tasks(args.tasks) if args.tasks else single_task(" ".join(command))
-        if args.only:
-            tasks = tasks.only(i for i in args.only.split(",") if i)
-        variant_function = load_variant_function(args.variants) if args.variants else None
-    except (TaskError, ValueError) as error:
-        raise UsageError(str(error)) from None
-    out = args.out or Path("runs") / f"{scenario.name}-sweep"
-    options = RunOptions(
-        scenario=scenario, tasks=tasks, command=command, out=out, k=args.k, grid=grid, parallel=args.parallel,
-        budget_s=args.budget_s, upstreams=parse_pairs(args.upstream, "--upstream"),
-        no_proxy=[h for h in args.no_proxy.split(",") if h], variant_function=variant_function,
-        secret_env=args.secret_env, insecure_upstream=args.insecure_upstream, show_progress=sys.stderr.isatty(),
-        **executor_options(args),
-    )
+    options = run_options(args, scenario, grid, Path("runs") / f"{scenario.name}-sweep")
     shape = " × ".join([f"{len(v)} {n}" for n, v in levels.items()] + ([f"{len(models)} models"] if models else []))
-    print(f"sweep: {shape} = {len(grid)} grid points × {len(tasks.tasks)} tasks × k {args.k} = "
-          f"{len(grid) * len(tasks.tasks) * args.k} episodes → {out}", flush=True)
-    out.mkdir(parents=True, exist_ok=True)
-    log_file = out / "faultproxy.log"
-    configure_logging(json_lines=True, file=log_file.open("a"))  # fault events to the file; the terminal has tables
-    try:
-        result = run(options)
-    except RunDirError as error:
-        raise UsageError(str(error)) from None
-    if result.errors:
-        more = f" (and {len(result.errors) - 1} more; see {log_file})" if len(result.errors) > 1 else ""
-        print(f"not run, will run on resume: {result.errors[0]}{more}", file=sys.stderr)
-    print(f"{out}: {result.logged}/{result.planned} episodes logged "
-          f"({result.counts['pass']} pass, {result.counts['fail']} fail, {result.counts['incomplete']} incomplete)")
-    if result.interrupted:
-        print(f"interrupted; resume with: {resume_command()}")
+    print(f"sweep: {shape} = {len(grid)} grid points × {len(options.tasks.tasks)} tasks × k {args.k} = "
+          f"{len(grid) * len(options.tasks.tasks) * args.k} episodes → {options.out}", flush=True)
+    if run_and_tell(options).interrupted:
         return 130
-    return report_sweep(out, scenario, out, html=not args.no_html)
+    return report_sweep(options.out, scenario, options.out, html=not args.no_html)
 
 
 def cmd_sweep_report(args: argparse.Namespace) -> int:
