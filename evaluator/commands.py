@@ -127,7 +127,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     written = [out / "report.json"]
     report_module.write_json(out / "report.json", report)
     if not args.no_html:
-        html.write_html(out / "report.html", report, run_dir)
+        html.write_html(out / "report.html", report, run_dir, _sweep_sections(run_dir))
         written.append(out / "report.html")
     if not args.no_junit:
         written.append(out / "junit.xml")
@@ -135,6 +135,16 @@ def cmd_report(args: argparse.Namespace) -> int:
         print_summary(report)
     print("wrote " + ", ".join(str(p) for p in written))
     return EXIT_OK
+
+
+def _sweep_sections(run_dir: Path) -> list[str]:
+    """A sweep's curves, surface and model matrix belong in its report.html too."""
+    from evaluator import sweep, sweep_html
+    from evaluator.report import read_plan
+
+    if not sweep.is_sweep(read_plan(run_dir).document):
+        return []
+    return [sweep_html.sweep_section(sweep.analyse_sweep(run_dir))]
 
 
 def cmd_gate(args: argparse.Namespace) -> int:

@@ -222,7 +222,8 @@ def _describe(x: Mapping[str, Any]) -> str:
 # --- the page ----------------------------------------------------------------------------------------
 
 
-def render(report: Mapping[str, Any], run_dir: Path | str | None = None) -> str:
+def render(report: Mapping[str, Any], run_dir: Path | str | None = None, extra_sections: Sequence[str] = ()) -> str:
+    """The page; `extra_sections` are HTML fragments placed after the charts (a sweep's curves)."""
     run = report["run"]
     parts = ["<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">",
              f"<title>faultproxy report · {_e(Path(str(report.get('run_dir') or '')).name)}</title>",
@@ -233,6 +234,7 @@ def render(report: Mapping[str, Any], run_dir: Path | str | None = None) -> str:
                  f"{len(run['tasks'])} tasks · created {_e(report.get('created'))}</div>")
     parts.append(_headline(run))
     parts.append(_charts(report))
+    parts.extend(extra_sections)
     if report.get("groups"):
         parts.append("<h2>By grid point</h2>")
         parts.append(_table(["grid label", "logged", "mean pass rate", "pass^k", "k", "safety", "not run"],
@@ -437,7 +439,8 @@ def _timeline(ep: Mapping[str, Any], run_dir: Path | str | None) -> str:
                      numeric=(0, 1, 7)) + tail)
 
 
-def write_html(path: Path, report: Mapping[str, Any], run_dir: Path | str | None) -> None:
+def write_html(path: Path, report: Mapping[str, Any], run_dir: Path | str | None,
+               extra_sections: Sequence[str] = ()) -> None:
     scratch = path.with_suffix(path.suffix + ".tmp")
-    scratch.write_text(render(report, run_dir), encoding="utf-8")
+    scratch.write_text(render(report, run_dir, extra_sections), encoding="utf-8")
     scratch.replace(path)

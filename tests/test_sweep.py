@@ -319,3 +319,13 @@ def test_parse_levels_and_agent_knobs_reach_the_scenario(tmp_path):
     assert knob.params == {"lambda": 0.5, "effort": 2.0} and knob.digest != base.digest
     assert rule_params(knob) == {"lambda"}
     assert load_scenario(path, {"lambda": 0.1}).params["lambda"] == 0.1
+
+
+def test_report_html_of_a_sweep_carries_its_curves(tmp_path, capsys):
+    run = curve_dir(tmp_path)
+    assert main(["report", str(run), "--quiet"]) == 0
+    html = (run / "report.html").read_text()
+    assert "<h2>Sweep</h2>" in html and html.count("<svg") > 2
+    plain = make_sweep(tmp_path / "plain", {}, [], ["a"], 2, lambda params, model, task: 2)
+    assert main(["report", str(plain), "--quiet"]) == 0
+    assert "<h2>Sweep</h2>" not in (plain / "report.html").read_text()
