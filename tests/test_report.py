@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import random
 import re
+import subprocess
+import sys
 import xml.etree.ElementTree as ET
 from collections import Counter
 from pathlib import Path
@@ -321,11 +323,20 @@ def test_report_bad_input_is_one_line_and_exit_2(tmp_path, complete_run, capsys,
     assert err.startswith("faultproxy: ") and err.count("\n") == 1 and "Traceback" not in err
 
 
-def test_parallel_chunks_give_the_same_report_and_junit(tmp_path, complete_run):
-    from evaluator import report as report_module
+PARALLEL_AND_SEQUENTIAL = """
+import sys
+from pathlib import Path
+from evaluator import report
+from evaluator.junit import JUnitWriter
 
-    if not report_module._can_fork():
-        pytest.skip("log chunks are read in parallel only from a single-threaded process on Linux")
+assert report._can_fork(), "this child has one thread, so it must read the log with forked workers"
+run_dir, out = Path(sys.argv[1]), Path(sys.argv[2])
+for jobs, name in ((1, "one"), (3, "two")):
+    report.write_json(out / f"{name}.json", report.build_report(run_dir, jobs=jobs, sinks=[JUnitWriter(out / f"{name}.xml")]))
+"""
+
+
+def test_parallel_chunks_give_the_same_report_and_junit(tmp_path, complete_run):
     # Enough lines that every chunk holds several, plus a header and a torn tail.
     run_dir = make_run(tmp_path / "many", [LOOKUP, REFUND, CANCEL], 12, {
         ("", "lookup_a"): [lookup_ok(), lookup_wrong(), crashed()] * 4,
@@ -334,10 +345,9 @@ def test_parallel_chunks_give_the_same_report_and_junit(tmp_path, complete_run):
     })
     with (run_dir / "episodes.jsonl").open("a") as f:
         f.write('{"type": "episode", "key": "torn')
-    one, two = JUnitWriter(tmp_path / "one.xml"), JUnitWriter(tmp_path / "two.xml")
-    sequential = build_report(run_dir, jobs=1, sinks=[one])
-    parallel = build_report(run_dir, jobs=3, sinks=[two])
-    assert parallel == sequential
+    # Forked readers need a single-threaded process: this one has the test session's threads.
+    subprocess.run([sys.executable, "-c", PARALLEL_AND_SEQUENTIAL, str(run_dir), str(tmp_path)], check=True, timeout=120)
+    assert (tmp_path / "one.json").read_text() == (tmp_path / "two.json").read_text()
     assert (tmp_path / "one.xml").read_text() == (tmp_path / "two.xml").read_text()
     assert not list(tmp_path.glob("*.part*"))
     suite = ET.parse(tmp_path / "two.xml").getroot().find("testsuite")
