@@ -1,15 +1,18 @@
 #!/usr/bin/env python3
 """How much does faultproxy cost on top of plain mitmproxy?
 
-Four configurations, all on 127.0.0.1 with ephemeral ports, each in its own process:
+Five configurations, all on 127.0.0.1 with ephemeral ports, each in its own process:
 
   direct            load generator -> upstream (aiohttp, POST /items/N, ~200-byte JSON answer)
   mitmdump          load generator -> plain mitmdump (forward proxy) -> upstream
   faultproxy 0%     load generator -> faultproxy (10 rules, none fires) -> upstream
   faultproxy 30%    load generator -> faultproxy (same 10 rules, 30% answered 503) -> upstream
+  addon in mitmdump load generator -> mitmdump -s proxy/mitmdump_addon.py (faultproxy 0%'s rules) -> upstream
 
 faultproxy runs as users run it (`faultproxy proxy --scenario ... --trace-dir ...`), with
-episode credentials in the proxy URL and its JSON-lines trace on. Each configuration is
+episode credentials in the proxy URL and its JSON-lines trace on. `faultproxy proxy` loads only
+the mitmproxy addons it uses; the last configuration runs the same fault injector inside stock
+mitmdump, with all of mitmdump's addons, so the table also shows what the injector itself costs. Each configuration is
 measured twice per round: saturated with `--connections` keep-alive connections (throughput,
 proxy CPU per request) and with one connection, one request at a time (the latency a request
 pays; at saturation p50 is just connections / throughput). Rounds run every configuration once
@@ -332,6 +335,7 @@ class Config:
     fault_share: float = 0.0
     child: Child | None = None
     trace_dir: Path | None = None
+    script_args: list[str] = field(default_factory=list)  # mitmdump -s and its options
 
     def proxy_url(self) -> str:
         auth = f"{EPISODE}:{TOKEN}@" if self.credentials else ""
@@ -410,24 +414,37 @@ class Bench:
         for config in self.configs[2:]:
             line = config.child.wait_for_line("forward proxy:", 60)
             config.port = int(line.split("@127.0.0.1:")[1].split()[0])
-        for attempt in range(3):
-            try:
-                wait_listening(mitm.port, mitm.child)
-                break
-            except RuntimeError:
-                if attempt == 2 or mitm.child.proc.poll() is None:
-                    raise
-                self._start_mitmdump(mitm, env)  # most likely lost the free port to another process
+        addon = Config("addon", "addon in mitmdump, 0%", credentials=True, trace_dir=self.work / "traces-addon")
+        self._start_mitmdump(addon, env, [
+            "-s", str(REPO / "proxy" / "mitmdump_addon.py"), "--set", f"faultproxy_scenario={scenario}",
+            "--set", "faultproxy_params=lambda=0", "--set", f"faultproxy_trace_dir={addon.trace_dir}",
+        ])
+        self.configs.append(addon)
+        for config in (mitm, addon):
+            self._wait_mitmdump(config, env)
         for config in self.configs:
             self._probe(config)
 
-    def _start_mitmdump(self, mitm: Config, env: dict[str, str]) -> None:
+    def _start_mitmdump(self, config: Config, env: dict[str, str], script_args: list[str] | None = None) -> None:
         # mitmdump -q does not say which port it got, so pick a free one first.
-        mitm.port = free_port()
-        mitm.child = self._spawn("mitmdump", [
-            tool("mitmdump"), "--listen-host", "127.0.0.1", "-p", str(mitm.port), "-q",
-            "--set", f"confdir={self.work / 'mitmproxy-home'}", "--set", "connection_strategy=lazy",
+        config.port = free_port()
+        config.script_args = script_args or []
+        config.child = self._spawn(config.key, [
+            tool("mitmdump"), "--listen-host", "127.0.0.1", "-p", str(config.port), "-q",
+            "--set", f"confdir={self.work / f'mitmproxy-home-{config.key}'}", "--set", "connection_strategy=lazy",
+            *config.script_args,
         ], env=env, cpus=self.proxy_cpus)
+
+    def _wait_mitmdump(self, config: Config, env: dict[str, str]) -> None:
+        for attempt in range(3):
+            try:
+                wait_listening(config.port, config.child)
+                return
+            except RuntimeError:
+                if attempt == 2 or config.child.proc.poll() is None:
+                    raise
+                # most likely lost the free port to another process
+                self._start_mitmdump(config, env, config.script_args)
 
     def stop(self) -> None:
         for child in reversed(self.children):
@@ -744,7 +761,7 @@ def main(argv: list[str] | None = None) -> int:
     runs: dict[str, dict[str, list[Run]]] = {}
     loads = [(LOAD, args.connections)] + ([(LATENCY, args.latency_connections)] if args.latency_connections else [])
     try:
-        print(f"starting upstream, mitmdump and two faultproxy processes in {work} ...", file=sys.stderr)
+        print(f"starting upstream, mitmdump, two faultproxy processes and the addon in mitmdump in {work} ...", file=sys.stderr)
         bench.start()
         runs = {config.key: {LOAD: [], LATENCY: []} for config in bench.configs}
         if args.warmup > 0:

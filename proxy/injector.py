@@ -92,8 +92,12 @@ class FaultInjector:
         ex = self._open_exchange(flow)
         forced = flow.request.headers.pop(FORCE_HEADER) if FORCE_HEADER in flow.request.headers else None
         stale_candidate = False
+        request = flow.request
+        host, port, path = request.host, request.port, request.path  # mitmproxy decodes these on every read
         for rule in ex.scenario.rules:
-            if rule.name != forced and not self._matches(rule, ex, flow):
+            if rule.name != forced and not request_matches(
+                rule.match, ex.method, host, port, path, request.headers, ex.body_json
+            ):
                 continue
             index = ex.episode.calls[rule.name] = ex.episode.calls[rule.name] + 1
             stale_candidate |= rule.fault.type == "stale_state"
@@ -190,10 +194,6 @@ class FaultInjector:
         )
         flow.metadata[EXCHANGE_KEY] = ex
         return ex
-
-    def _matches(self, rule: Rule, ex: Exchange, flow: http.HTTPFlow) -> bool:
-        request = flow.request
-        return request_matches(rule.match, ex.method, request.host, request.port, request.path, request.headers, ex.body_json)
 
     def _decide(self, rule: Rule, index: int, ex: Exchange, forced: str | None) -> None:
         if forced:

@@ -19,8 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
+from mitmproxy.addons import block, core, disable_h2c, next_layer, proxyserver, tlsconfig, update_alt_svc
+from mitmproxy.master import Master
 from mitmproxy.options import Options
-from mitmproxy.tools.dump import DumpMaster
 
 from proxy.attribution import Attribution
 from proxy.ca import ca_bundle, default_confdir
@@ -83,7 +84,7 @@ class ProxyServer:
         )
         self.port = self.reverse_port = 0
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._master: DumpMaster | None = None
+        self._master: Master | None = None
         self._thread: threading.Thread | None = None
         self._error: BaseException | None = None
 
@@ -158,8 +159,8 @@ class ProxyServer:
     async def _serve(self, ready: threading.Event) -> None:
         self._loop = asyncio.get_running_loop()
         self._loop.set_exception_handler(_quiet_on_cancel)
-        self._master = DumpMaster(Options(), with_termlog=False, with_dumper=False)
-        self._master.addons.add(Attribution(), self.injector, *self._extra_addons)
+        self._master = Master(Options())
+        self._master.addons.add(*mitmproxy_addons(), Attribution(), self.injector, *self._extra_addons)
         self._master.options.update(**self._options, **self._addon_options)
         running = asyncio.create_task(self._master.run())
         await self._wait_listening(running)
@@ -180,6 +181,23 @@ class ProxyServer:
                 return
             await asyncio.sleep(0.01)
         raise ProxyStartError(f"could not listen on {self.host} ({', '.join(self._modes)})")
+
+
+def mitmproxy_addons() -> list[object]:
+    """The part of mitmproxy's default addon set a chaos proxy uses.
+
+    mitmproxy calls every addon for every hook of every flow, so each unused one (map-local,
+    sticky cookies, server playback, onboarding, ... 24 of the 31 defaults) costs every request.
+    """
+    return [
+        core.Core(),  # option checks and commands
+        block.Block(),  # refuses clients from beyond this machine unless told otherwise
+        disable_h2c.DisableH2C(),
+        proxyserver.Proxyserver(),  # the listening servers
+        next_layer.NextLayer(),  # which protocol layer a connection gets
+        tlsconfig.TlsConfig(),  # the CA, and certificates made for HTTPS clients
+        update_alt_svc.UpdateAltSvc(),  # reverse mode: Alt-Svc must not lead clients around the proxy
+    ]
 
 
 def free_port(host: str) -> int:
