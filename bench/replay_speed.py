@@ -1,23 +1,25 @@
 """Replay speed: the same episodes live (the demo world, with model latency) and replayed hermetically.
 
-For each agent, the chosen demo tasks run live under the response_lost scenario with the
-scripted model answering each request after `--latency-ms` (200 ms by default; the shop answers
-at once), one episode at a time. Every episode is frozen, the world is stopped, and each entry
-is replayed with the same agent, one at a time. Both modes run `--rounds` times (3) and the best
-round counts, as these 2-core machines are shared and noisy. The table compares, per episode:
+For each agent, the chosen demo tasks run live under the response_lost scenario, one episode at
+a time, once per model latency in `--latency-ms` (the scripted model answers each request after
+that long; the shop answers at once). 200 ms is faster than hosted model APIs answer a
+tool-calling request; 1000 ms is nearer what a short completion from one takes. The episodes of
+the first latency are frozen, the world is stopped, and each entry is replayed with the same
+agent, one at a time. Every mode runs `--rounds` times (3) and each episode's best run counts,
+as these 2-core machines are shared and noisy. The table compares, per episode:
 
 - wall: the agent process's lifetime (what `duration_s` logs), live vs replay, and the ratio;
-- waits: the time the proxy spent on the episode's exchanges (sum of their durations: the
-  upstream's latency live, the recording's lookup in replay);
-- start-up: the agent's own fixed cost (interpreter and imports; the same in both modes),
-  measured separately: it bounds the speed-up of short episodes.
+- replay waits: the time the replay proxy spent on the episode's exchanges (the recording's
+  lookup; live, the same sum is the upstream's latency);
+- beyond start-up: replay wall minus the agent's own fixed cost (interpreter and imports, the
+  same in both modes, measured separately), which bounds the speed-up of short episodes.
 
 Two agents: `light`, this file's own stdlib tool loop (urllib; ~50 ms to start), the same loop as
 examples/naive_agent.py, and `naive`, examples/naive_agent.py itself (the openai SDK, whose import
 costs about a second on these machines). Totals count every episode plus each mode's harness
 around them (the runner: world reset, end state, judging; replay: the judging).
 
-    .venv/bin/python bench/replay_speed.py [--latency-ms 200] [--agents light,naive] [--tasks ID,...] [--rounds 3]
+    .venv/bin/python bench/replay_speed.py [--latency-ms 200,1000] [--agents light,naive] [--tasks ID,...] [--rounds 3]
 """
 
 from __future__ import annotations
@@ -146,47 +148,69 @@ def startup_s(name: str, rounds: int = 5) -> float:
     return min(times)
 
 
-def waits(trace: Path) -> tuple[float, int]:
+def waits(trace: Path) -> float:
+    """Time the proxy spent on the episode's exchanges (the upstream's latency live; the lookup in replay)."""
     from proxy.trace import read_trace
 
-    lines = list(read_trace(trace))
-    model_calls = sum(1 for line in lines if line["request"]["url"].split("?")[0].endswith("/chat/completions"))
-    return sum(line["duration_s"] for line in lines), model_calls
+    return sum(line["duration_s"] for line in read_trace(trace))
 
 
-def bench_agent(name: str, task_ids: list[str], latency_ms: float, rounds: int, folder: Path) -> list[dict]:
+def model_calls(trace: Path) -> int:
+    from proxy.trace import read_trace
+
+    return sum(1 for line in read_trace(trace) if line["request"]["url"].split("?")[0].endswith("/chat/completions"))
+
+
+def live_runs(name: str, tasks, latency_ms: float, rounds: int, folder: Path,
+              store: Path | None) -> tuple[dict, list[float]]:
+    """The episodes run live `rounds` times against the demo world; returns each episode's
+    (record, trace) per round and the rounds' totals. The first round is frozen into `store`."""
     from evaluator.rundir import read_run
     from examples.world import world_in_thread
     from proxy.runner.run import RunOptions, run
-    from proxy.runner.tasks import load_tasks
-    from replay_store import har
     from replay_store.freeze import freeze
-    from replay_store.replay import Replayer, ReplayOptions
     from scenarios import load_scenario
 
-    tasks = load_tasks(ROOT / "examples" / "tasks.yaml")
-    tasks = replace(tasks, tasks=tuple(t for t in tasks.tasks if t.id in task_ids))
-    store = folder / f"store-{name}"
     saved = {k: os.environ.get(k) for k in ("SHOP_ROOT", "OPENAI_BASE_URL", "OPENAI_API_KEY")}
     live: dict[str, list[tuple[dict, Path]]] = {}
-    live_totals = []
+    totals = []
     with world_in_thread(latency_ms=latency_ms) as world:
         os.environ.update({k: v for k, v in world.env().items() if k != "SHOP_URL"})
         for n in range(rounds):
-            out = folder / f"run-{name}-{n}"
+            out = folder / f"run-{name}-{latency_ms:g}-{n}"
             started = time.perf_counter()
             run(RunOptions(scenario=load_scenario("response_lost"), tasks=tasks, out=out, k=1, parallel=1,
                            command=agent_command(name), show_progress=False))
-            live_totals.append(time.perf_counter() - started)
+            totals.append(time.perf_counter() - started)
             for record in read_run(out).episodes:
                 live.setdefault(record["key"], []).append((record, out / record["trace"]))
-        freeze(folder / f"run-{name}-0", store, env={"OPENAI_BASE_URL": None})
+        if store:  # while the world's variables are set: an entry keeps those its task uses
+            freeze(folder / f"run-{name}-{latency_ms:g}-0", store, env={"OPENAI_BASE_URL": None})
     for k, v in saved.items():
         if v is None:
             os.environ.pop(k, None)
         else:
             os.environ[k] = v
+    return live, totals
+
+
+def bench_agent(name: str, task_ids: list[str], latencies: list[float], rounds: int, folder: Path) -> list[dict]:
+    from replay_store import har
+    from replay_store.replay import Replayer, ReplayOptions
+    from proxy.runner.tasks import load_tasks
+
+    tasks = load_tasks(ROOT / "examples" / "tasks.yaml")
+    tasks = replace(tasks, tasks=tuple(t for t in tasks.tasks if t.id in task_ids))
+    store = folder / f"store-{name}"
+    live: dict[float, dict] = {}
+    live_totals: dict[float, float] = {}
+    for latency in latencies:
+        print(f"  live, model latency {latency:g} ms ...", file=sys.stderr, flush=True)
+        live[latency], totals = live_runs(name, tasks, latency, rounds, folder,
+                                          store if latency == latencies[0] else None)
+        live_totals[latency] = min(totals)
     # The world is stopped: replay has nothing to talk to but the recording.
+    print("  replay ...", file=sys.stderr, flush=True)
     entries = har.read_entries(store)
     replayed: dict[str, list] = {}
     with Replayer(ReplayOptions(), entries) as replayer:
@@ -199,25 +223,26 @@ def bench_agent(name: str, task_ids: list[str], latency_ms: float, rounds: int, 
         # (the replay traces live in the replayer's temporary folder, until it closes)
         rows = []
         for key, results in replayed.items():
-            record, trace = min(live[key], key=lambda pair: pair[0]["duration_s"])
             best = min(results, key=lambda r: r.record["duration_s"])
-            live_waits, calls = waits(trace)
-            replay_waits, _ = waits(best.trace)
-            rows.append({"agent": name, "task": record["task_id"], "model_calls": calls,
-                         "live_s": record["duration_s"], "replay_s": best.record["duration_s"],
-                         "live_waits_s": live_waits, "replay_waits_s": replay_waits,
+            fastest = {latency: min(live[latency][key], key=lambda pair: pair[0]["duration_s"])
+                       for latency in latencies}
+            record, trace = fastest[latencies[0]]
+            rows.append({"agent": name, "task": record["task_id"], "model_calls": model_calls(trace),
+                         "live_s": {latency: fastest[latency][0]["duration_s"] for latency in latencies},
+                         "replay_s": best.record["duration_s"], "replay_waits_s": waits(best.trace),
                          "live_verdict": record["verdict"]["status"], "replay_verdict": best.status,
                          "as_expected": all(r.meets_expectation for r in results),
                          "diverged": sum(len(r.diverged) for r in results), "blocked": sum(len(r.blocked) for r in results)})
     rows.sort(key=lambda row: row["task"])
-    rows.append({"agent": name, "task": "all episodes, with harness", "live_s": min(live_totals),
+    rows.append({"agent": name, "task": "all episodes, with harness", "live_s": live_totals,
                  "replay_s": min(replay_totals)})
     return rows
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--latency-ms", type=float, default=200, help="model latency per response (default 200)")
+    parser.add_argument("--latency-ms", default="200,1000",
+                        help="model latencies per response to run live, comma-separated (default 200,1000)")
     parser.add_argument("--agents", default="light,naive", help="light and/or naive (default both)")
     parser.add_argument("--tasks", default=DEFAULT_TASKS, help="demo task ids, comma-separated")
     parser.add_argument("--rounds", type=int, default=3, help="runs of each mode; the best of them counts (default 3)")
@@ -240,32 +265,17 @@ def main() -> int:
 
     agents = [a for a in args.agents.split(",") if a]
     task_ids = [t for t in args.tasks.split(",") if t]
+    latencies = [float(x) for x in args.latency_ms.split(",") if x]
     startup = {name: startup_s(name) for name in agents}
     rows = []
     for name in agents:
         print(f"{name}: {len(task_ids)} episodes live, then replayed ...", file=sys.stderr, flush=True)
-        rows += bench_agent(name, task_ids, args.latency_ms, max(1, args.rounds), folder)
-
-    header = ("agent", "task", "model calls", "live s", "replay s", "speed-up", "live waits s", "replay waits s",
-              "verdict live/replay")
-    lines = [header]
-    for row in rows:
-        ratio = f"{row['live_s'] / row['replay_s']:.1f}x" if row["replay_s"] else "-"
-        if "model_calls" not in row:
-            lines.append((row["agent"], row["task"], "", f"{row['live_s']:.2f}", f"{row['replay_s']:.2f}", ratio,
-                          "", "", ""))
-            continue
-        verdict = f"{row['live_verdict']}/{row['replay_verdict']}" + ("" if row["as_expected"] else " (!)")
-        lines.append((row["agent"], row["task"], str(row["model_calls"]), f"{row['live_s']:.2f}",
-                      f"{row['replay_s']:.2f}", ratio, f"{row['live_waits_s']:.2f}", f"{row['replay_waits_s']:.3f}",
-                      verdict))
-    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
-    print(f"Replay vs live: demo world, model latency {args.latency_ms:g} ms per response, scenario response_lost, "
-          f"one episode at a time, best of {args.rounds} rounds; times are the agent process's wall time")
-    for i, line in enumerate(lines):
-        print("  ".join(cell.rjust(w) if 2 <= n <= 7 else cell.ljust(w) for n, (cell, w) in enumerate(zip(line, widths))))
-        if i == 0:
-            print("  ".join("-" * w for w in widths))
+        rows += bench_agent(name, task_ids, latencies, max(1, args.rounds), folder)
+    print_table(rows, latencies, startup)
+    print(f"Replay vs live: demo world, scenario response_lost, one episode at a time, best of {args.rounds} "
+          "rounds. Times are the agent process's wall time; 'live @ N ms' has the scripted model answer each request "
+          "after N ms (the shop at once); 'replay waits' is the time the replay proxy spent on the episode's "
+          "exchanges; 'beyond start-up' is replay time minus the agent's own start-up.")
     print("agent start-up alone (interpreter + imports, best of 5): "
           + ", ".join(f"{name} {seconds:.2f} s" for name, seconds in startup.items()))
     diverged = sum(r.get("diverged", 0) for r in rows)
@@ -276,6 +286,30 @@ def main() -> int:
     if args.json:
         args.json.write_text(json.dumps({"startup_s": startup, "rows": rows}, indent=2))
     return 0
+
+
+def print_table(rows: list[dict], latencies: list[float], startup: dict[str, float]) -> None:
+    header = ("agent", "task", "model calls", "replay s", "replay waits s", "beyond start-up s",
+              *(f"{label} @ {latency:g} ms" for latency in latencies for label in ("live s", "speed-up")),
+              "verdict live/replay")
+    lines = [header]
+    for row in rows:
+        per_latency = [cell for latency in latencies for cell in (
+            f"{row['live_s'][latency]:.2f}",
+            f"{row['live_s'][latency] / row['replay_s']:.1f}x" if row["replay_s"] else "-")]
+        if "model_calls" not in row:
+            lines.append((row["agent"], row["task"], "", f"{row['replay_s']:.2f}", "", "", *per_latency, ""))
+            continue
+        verdict = f"{row['live_verdict']}/{row['replay_verdict']}" + ("" if row["as_expected"] else " (!)")
+        lines.append((row["agent"], row["task"], str(row["model_calls"]), f"{row['replay_s']:.2f}",
+                      f"{row['replay_waits_s']:.3f}", f"{row['replay_s'] - startup[row['agent']]:.2f}",
+                      *per_latency, verdict))
+    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
+    for i, line in enumerate(lines):
+        print("  ".join(cell.ljust(w) if n in (0, 1, len(header) - 1) else cell.rjust(w)
+                        for n, (cell, w) in enumerate(zip(line, widths))))
+        if i == 0:
+            print("  ".join("-" * w for w in widths))
 
 
 if __name__ == "__main__":
