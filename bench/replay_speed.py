@@ -14,16 +14,20 @@ as these 2-core machines are shared and noisy. The table compares, per episode:
 - beyond start-up: replay wall minus the agent's own fixed cost (interpreter and imports, the
   same in both modes, measured separately), which bounds the speed-up of short episodes.
 
-Two agents: `light`, this file's own stdlib tool loop (urllib; ~50 ms to start), the same loop as
-examples/naive_agent.py, and `naive`, examples/naive_agent.py itself (the openai SDK, whose import
-costs about a second on these machines). Totals count every episode plus each mode's harness
+Three agents, each the tool loop of examples/naive_agent.py: `light`, a process using the standard
+library only (urllib; ~60 ms to start); `naive`, examples/naive_agent.py itself, a process whose
+`import openai` alone takes ~0.8 s on these machines; and `sdk-function`, the loop on the openai
+SDK and httpx as a Python function agent (`run_function` live, `replay_function` in replay), in
+this process, so no start-up per episode: what is left is model latency live and the recording
+in replay. Totals count every episode plus each mode's harness
 around them (the runner: world reset, end state, judging; replay: the judging).
 
-    .venv/bin/python bench/replay_speed.py [--latency-ms 200,1000] [--agents light,naive] [--tasks ID,...] [--rounds 3]
+    .venv/bin/python bench/replay_speed.py [--latency-ms 200,1000] [--agents light,naive,sdk-function] [--tasks ID,...] [--rounds 3]
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
@@ -31,20 +35,62 @@ import sys
 LIGHT_FLAG = "--light-agent"
 
 
-def light_agent(startup_only: bool = False) -> None:
-    """The naive agent's loop with the standard library only, so that start-up costs ~50 ms."""
-    import http.client
+def tool_loop(prompt: str, chat, send, model_base: str, shop: str, seed: str | None) -> dict:
+    """The naive agent's loop (examples/naive_agent.py): ask the model, call the tools it names,
+    retry a failed call at once. `chat(url, request) -> message`; `send(method, url, body) -> (status, text)`."""
     import re
+    from urllib.parse import quote, urlencode
+
+    config = json.loads(open(os.environ["BENCH_AGENT_CONFIG"]).read())
+    specs = config["specs"]
+    messages = [{"role": "system", "content": config["system"]}, {"role": "user", "content": prompt}]
+    for _ in range(40):
+        request = {"model": os.environ.get("FAULTPROXY_MODEL", "demo-large"), "messages": messages,
+                   "tools": config["tools"], "temperature": 0.7}
+        if seed:
+            request["seed"] = int(seed)
+        message = chat(model_base + "/chat/completions", request)
+        calls = message.get("tool_calls") or []
+        assistant = {"role": "assistant", "content": message.get("content")}
+        if calls:
+            assistant["tool_calls"] = [{"id": c["id"], "type": "function", "function": c["function"]} for c in calls]
+        messages.append(assistant)
+        if not calls:
+            try:
+                answer = json.loads(message.get("content") or "")
+            except ValueError:
+                answer = {"answer": message.get("content")}
+            return answer if isinstance(answer, dict) else {"answer": answer}
+        for call in calls:
+            name, args = call["function"]["name"], json.loads(call["function"]["arguments"])
+            spec = specs[name]
+            path = re.sub(r"\{(\w+)\}", lambda m: quote(str(args.pop(m.group(1), "")), safe=""), spec["path"])
+            if spec["method"] in ("POST", "PATCH"):
+                status, text = send(spec["method"], shop + path, args)
+            else:
+                status, text = send(spec["method"], shop + path + ("?" + urlencode(args) if args else ""), None)
+            messages.append({"role": "tool", "tool_call_id": call["id"], "content": tool_content(status, text)})
+    return {"answer": "ran out of turns"}
+
+
+def tool_content(status: int, text: str) -> str:
+    if 200 <= status < 300:
+        return text
+    try:
+        body = json.loads(text)
+    except ValueError:
+        body = text
+    return json.dumps({"http_status": status, "error": body.get("error", body) if isinstance(body, dict) else body})
+
+
+def light_agent(startup_only: bool = False) -> None:
+    """The loop over the standard library only (urllib, HTTP_PROXY from the environment): ~60 ms to start."""
+    import http.client
     import urllib.error
     import urllib.request
-    from urllib.parse import quote, urlencode
 
     if startup_only:
         return
-    config = json.loads(open(os.environ["BENCH_AGENT_CONFIG"]).read())
-    prompt = json.loads(open(os.environ["FAULTPROXY_TASK"]).read())["prompt"]
-    shop, model_url = os.environ["SHOP_URL"].rstrip("/"), os.environ["OPENAI_BASE_URL"].rstrip("/")
-    seed = os.environ.get("FAULTPROXY_SEED")
     opener = urllib.request.build_opener()  # HTTP_PROXY with the episode's credentials
 
     def send(method: str, url: str, body: object = None, attempts: int = 3) -> tuple[int, str]:
@@ -65,47 +111,55 @@ def light_agent(startup_only: bool = False) -> None:
                     raise
         raise AssertionError("unreachable")
 
-    tools = config["tools"]
-    specs = config["specs"]
-    messages = [{"role": "system", "content": config["system"]}, {"role": "user", "content": prompt}]
-    for _ in range(40):
-        request = {"model": os.environ.get("FAULTPROXY_MODEL", "demo-large"), "messages": messages, "tools": tools,
-                   "temperature": 0.7}
-        if seed:
-            request["seed"] = int(seed)
-        status, text = send("POST", model_url + "/chat/completions", request)
-        message = json.loads(text)["choices"][0]["message"]
-        calls = message.get("tool_calls") or []
-        assistant = {"role": "assistant", "content": message.get("content")}
-        if calls:
-            assistant["tool_calls"] = [{"id": c["id"], "type": "function", "function": c["function"]} for c in calls]
-        messages.append(assistant)
-        if not calls:
-            try:
-                answer = json.loads(message.get("content") or "")
-            except ValueError:
-                answer = {"answer": message.get("content")}
-            open(os.environ["FAULTPROXY_OUTPUT"], "w").write(json.dumps(answer if isinstance(answer, dict) else
-                                                                        {"answer": answer}))
-            return
-        for call in calls:
-            name, args = call["function"]["name"], json.loads(call["function"]["arguments"])
-            spec = specs[name]
-            path = re.sub(r"\{(\w+)\}", lambda m: quote(str(args.pop(m.group(1), "")), safe=""), spec["path"])
-            if spec["method"] in ("POST", "PATCH"):
-                status, text = send(spec["method"], shop + path, args)
-            else:
-                status, text = send(spec["method"], shop + path + ("?" + urlencode(args) if args else ""))
-            if 200 <= status < 300:
-                content = text
-            else:
+    prompt = json.loads(open(os.environ["FAULTPROXY_TASK"]).read())["prompt"]
+    answer = tool_loop(prompt, lambda url, request: json.loads(send("POST", url, request)[1])["choices"][0]["message"],
+                       send, os.environ["OPENAI_BASE_URL"].rstrip("/"), os.environ["SHOP_URL"].rstrip("/"),
+                       os.environ.get("FAULTPROXY_SEED"))
+    open(os.environ["FAULTPROXY_OUTPUT"], "w").write(json.dumps(answer))
+
+
+@functools.cache
+def trust(ca_bundle: str):
+    """One SSL context per CA bundle: loading ~150 roots costs tens of ms, too much per episode."""
+    import ssl
+
+    return ssl.create_default_context(cafile=ca_bundle)
+
+
+def sdk_function_agent(episode) -> dict:
+    """The same loop as an in-process function agent (run_function / replay_function): the openai
+    SDK for the model and httpx for the shop, both routed through the episode's proxy. Imported
+    once for all episodes, so no start-up per episode. The model's base URL is OPENAI_BASE_URL
+    (the bench sets it to the live world's, in replay too: requests must match the recording)."""
+    import httpx
+    import openai
+
+    with httpx.Client(proxy=episode.proxy_url, verify=trust(str(episode.ca_bundle)), timeout=30) as http:
+        model = openai.OpenAI(base_url=os.environ["OPENAI_BASE_URL"], api_key=os.environ.get("OPENAI_API_KEY", "x"),
+                              http_client=http, max_retries=0)
+
+        def chat(url: str, request: dict) -> dict:
+            for attempt in range(3):
                 try:
-                    body = json.loads(text)
-                except ValueError:
-                    body = text
-                content = json.dumps({"http_status": status, "error": body.get("error", body)
-                                      if isinstance(body, dict) else body})
-            messages.append({"role": "tool", "tool_call_id": call["id"], "content": content})
+                    return model.chat.completions.create(**request).choices[0].message.model_dump(exclude_none=True)
+                except openai.APIError:
+                    if attempt == 2:
+                        raise
+            raise AssertionError("unreachable")
+
+        def send(method: str, url: str, body: object) -> tuple[int, str]:
+            for attempt in range(3):
+                try:
+                    response = http.request(method, url, json=body)
+                except httpx.TransportError:
+                    if attempt == 2:
+                        raise
+                    continue
+                if response.status_code < 500 and response.status_code != 429 or attempt == 2:
+                    return response.status_code, response.text
+            raise AssertionError("unreachable")
+
+        return tool_loop(episode.prompt, chat, send, "", episode.env["SHOP_URL"].rstrip("/"), str(episode.seed))
 
 
 if __name__ == "__main__" and sys.argv[1:2] == [LIGHT_FLAG]:
@@ -130,6 +184,9 @@ sys.path.insert(0, str(ROOT / "examples"))
 DEFAULT_TASKS = "refund_order_1001,latest_order_grace,count_orders_ada,refund_turing_delivered"
 
 
+FUNCTION_AGENT = "sdk-function"  # sdk_function_agent, in this process
+
+
 def agent_command(name: str) -> list[str]:
     if name == "light":
         return [sys.executable, str(Path(__file__).resolve()), LIGHT_FLAG]
@@ -138,6 +195,8 @@ def agent_command(name: str) -> list[str]:
 
 def startup_s(name: str, rounds: int = 5) -> float:
     """The agent's fixed cost, the same live and in replay: interpreter start and imports."""
+    if name == FUNCTION_AGENT:
+        return 0.0  # imported once, before the first episode
     command = agent_command(name) + (["--startup"] if name == "light" else ["--help"])
     times = []
     subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)  # warm the caches
@@ -167,6 +226,7 @@ def live_runs(name: str, tasks, latency_ms: float, rounds: int, folder: Path,
     (record, trace) per round and the rounds' totals. The first round is frozen into `store`."""
     from evaluator.rundir import read_run
     from examples.world import world_in_thread
+    from proxy.runner import run_function
     from proxy.runner.run import RunOptions, run
     from replay_store.freeze import freeze
     from scenarios import load_scenario
@@ -179,8 +239,11 @@ def live_runs(name: str, tasks, latency_ms: float, rounds: int, folder: Path,
         for n in range(rounds):
             out = folder / f"run-{name}-{latency_ms:g}-{n}"
             started = time.perf_counter()
-            run(RunOptions(scenario=load_scenario("response_lost"), tasks=tasks, out=out, k=1, parallel=1,
-                           command=agent_command(name), show_progress=False))
+            if name == FUNCTION_AGENT:
+                run_function(sdk_function_agent, tasks, k=1, scenario=load_scenario("response_lost"), out=out)
+            else:
+                run(RunOptions(scenario=load_scenario("response_lost"), tasks=tasks, out=out, k=1, parallel=1,
+                               command=agent_command(name), show_progress=False))
             totals.append(time.perf_counter() - started)
             for record in read_run(out).episodes:
                 live.setdefault(record["key"], []).append((record, out / record["trace"]))
@@ -213,11 +276,14 @@ def bench_agent(name: str, task_ids: list[str], latencies: list[float], rounds: 
     print("  replay ...", file=sys.stderr, flush=True)
     entries = har.read_entries(store)
     replayed: dict[str, list] = {}
+    if name == FUNCTION_AGENT:  # the model URL the recording was made with (the world is gone)
+        os.environ["OPENAI_BASE_URL"] = entries[0].env["OPENAI_BASE_URL"]
+    function = sdk_function_agent if name == FUNCTION_AGENT else None
     with Replayer(ReplayOptions(), entries) as replayer:
         replay_totals = []
         for _ in range(rounds):
             started = time.perf_counter()
-            for result in replayer.replay_all(entries, agent_command(name)):
+            for result in replayer.replay_all(entries, None if function else agent_command(name), agent=function):
                 replayed.setdefault(result.entry.key, []).append(result)
             replay_totals.append(time.perf_counter() - started)
         # (the replay traces live in the replayer's temporary folder, until it closes)
@@ -243,7 +309,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--latency-ms", default="200,1000",
                         help="model latencies per response to run live, comma-separated (default 200,1000)")
-    parser.add_argument("--agents", default="light,naive", help="light and/or naive (default both)")
+    parser.add_argument("--agents", default=f"light,naive,{FUNCTION_AGENT}",
+                        help=f"light, naive and/or {FUNCTION_AGENT} (default all three)")
     parser.add_argument("--tasks", default=DEFAULT_TASKS, help="demo task ids, comma-separated")
     parser.add_argument("--rounds", type=int, default=3, help="runs of each mode; the best of them counts (default 3)")
     parser.add_argument("--json", type=Path, help="also write the rows as JSON")
@@ -273,11 +340,12 @@ def main() -> int:
         rows += bench_agent(name, task_ids, latencies, max(1, args.rounds), folder)
     print_table(rows, latencies, startup)
     print(f"Replay vs live: demo world, scenario response_lost, one episode at a time, best of {args.rounds} "
-          "rounds. Times are the agent process's wall time; 'live @ N ms' has the scripted model answer each request "
+          "rounds. Times are the agent's wall time (its process, or the function call); 'live @ N ms' has the scripted model answer each request "
           "after N ms (the shop at once); 'replay waits' is the time the replay proxy spent on the episode's "
           "exchanges; 'beyond start-up' is replay time minus the agent's own start-up.")
     print("agent start-up alone (interpreter + imports, best of 5): "
-          + ", ".join(f"{name} {seconds:.2f} s" for name, seconds in startup.items()))
+          + ", ".join(f"{name} {seconds:.2f} s" if name != FUNCTION_AGENT else f"{name} none (in process)"
+                      for name, seconds in startup.items()))
     diverged = sum(r.get("diverged", 0) for r in rows)
     blocked = sum(r.get("blocked", 0) for r in rows)
     print(f"replays diverged: {diverged}; upstream connections attempted in replay: {blocked}")

@@ -47,11 +47,12 @@ from proxy.exchange import Exchange
 from proxy.faults import answer
 from proxy.injector import FaultInjector
 from proxy.runner.agent import AgentEnvironment, AgentResult, Usage, fill_placeholders, run_agent
+from proxy.runner.inprocess import FUNCTION_PREFIX, AgentFunction, Episode, call_agent
 from proxy.runner.tasks import Budgets, UnsetVariable, expand
 from proxy.server import ProxyServer
 from proxy.sse import EventSplitter, is_event_stream, map_json_data
 from proxy.trace import read_trace, trace_path
-from replay_store.har import Entry, StoreError
+from replay_store.har import Entry, StoreError, read_entries
 from replay_store.matching import Pool
 from scenarios import Scenario, ScenarioError, load_scenario
 
@@ -278,6 +279,24 @@ class ReplayResult:
                 "duration_s": self.record.get("duration_s"), "verdict": self.verdict}
 
 
+def function_episode(entry: Entry, environment: AgentEnvironment) -> Episode:
+    """What a function agent is given: the recorded episode, behind the replay proxy."""
+    episode = entry.episode
+    return Episode(
+        key=entry.key, task_id=entry.task.id, variant=episode.get("variant", 0), prompt=episode["prompt"],
+        state=episode.get("state"), seed=episode.get("seed") or 0, proxy_url=environment.proxy_url,
+        ca_bundle=environment.ca_bundle, task=episode["task"], env=dict(environment.extra or {}),
+    )
+
+
+def replay_function(agent: AgentFunction, store: Path | Iterable[Entry],
+                    options: ReplayOptions | None = None) -> list[ReplayResult]:
+    """Replay every entry of a store with a function agent, in this process (no start-up per entry)."""
+    entries = list(read_entries(Path(store))) if isinstance(store, (str, Path)) else list(store)
+    with Replayer(options, entries) as replayer:
+        return replayer.replay_all(entries, agent=agent)
+
+
 def _request(d: Mapping[str, Any]) -> str:
     return f"#{d['seq']} {d['method']} {d['url']}"
 
@@ -321,18 +340,20 @@ class Replayer:
     # -- public ----------------------------------------------------------------------------
 
     def replay(self, entry: Entry, command: Sequence[str] | None = None,
-               forced: Iterable[tuple[str, int]] | None = None) -> ReplayResult:
-        return asyncio.run(self.replay_async(entry, command, forced))
+               forced: Iterable[tuple[str, int]] | None = None, agent: AgentFunction | None = None) -> ReplayResult:
+        """Replay one entry with `command` (default: the options', else the entry's own), or with
+        `agent`, a Python function run in this process as `run_function` runs it."""
+        return asyncio.run(self.replay_async(entry, command, forced, agent))
 
     def replay_all(self, entries: Sequence[Entry], command: Sequence[str] | None = None,
-                   repeat: int = 1) -> list[ReplayResult]:
+                   repeat: int = 1, agent: AgentFunction | None = None) -> list[ReplayResult]:
         """Each entry `repeat` times, `options.parallel` at once; results in entry order."""
         async def all_of() -> list[ReplayResult]:
             slots = asyncio.Semaphore(max(1, self.options.parallel))
 
             async def one(entry: Entry) -> ReplayResult:
                 async with slots:
-                    return await self.replay_async(entry, command)
+                    return await self.replay_async(entry, command, agent=agent)
 
             return await asyncio.gather(*(one(e) for e in entries for _ in range(repeat)))
 
@@ -358,7 +379,8 @@ class Replayer:
         return self._scenarios[cache_key]
 
     async def replay_async(self, entry: Entry, command: Sequence[str] | None = None,
-                           forced: Iterable[tuple[str, int]] | None = None) -> ReplayResult:
+                           forced: Iterable[tuple[str, int]] | None = None,
+                           agent: AgentFunction | None = None) -> ReplayResult:
         scenario = self.scenario(entry)
         task = entry.task
         episode = entry.episode
@@ -390,13 +412,21 @@ class Replayer:
                 base_urls={name: self.proxy.reverse_url(attribution, name) for name in self.options.upstreams},
                 extra=task_env,
             )
-            command = fill_placeholders(command, {
-                "prompt": episode["prompt"], "task_id": task.id, "variant": episode.get("variant", 0),
-                "seed": episode.get("seed") or 0, "model": episode.get("model") or "",
-                **{name: f"{float(value):g}" for name, value in (episode.get("params") or {}).items()},
-            })
-            result = await run_agent(command, environment.build(base_env), self._budgets(task.budgets),
-                                     lambda: self._usage(attribution), output_file)
+            if agent is not None:
+                result = await call_agent(agent, function_episode(entry, environment),
+                                          self._budgets(task.budgets).wall_s)
+            elif command[0].startswith(FUNCTION_PREFIX):
+                result = AgentResult(None, "harness_error", 0.0, f"{entry.name} was recorded from the Python "
+                                     f"function {command[0].removeprefix(FUNCTION_PREFIX)}: replay it with "
+                                     "replay_store.replay.replay_function(agent, store), or give a command", None, None)
+            else:
+                command = fill_placeholders(command, {
+                    "prompt": episode["prompt"], "task_id": task.id, "variant": episode.get("variant", 0),
+                    "seed": episode.get("seed") or 0, "model": episode.get("model") or "",
+                    **{name: f"{float(value):g}" for name, value in (episode.get("params") or {}).items()},
+                })
+                result = await run_agent(command, environment.build(base_env), self._budgets(task.budgets),
+                                         lambda: self._usage(attribution), output_file)
         stats = await asyncio.to_thread(self.proxy.end_episode, attribution)
         trace = trace_path(self.out / "flows", attribution)
         cause = "diverged" if replay.diverged else result.cause

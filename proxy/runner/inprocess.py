@@ -5,8 +5,10 @@
     result.pass_all_rate, result.mean_rate
 
 The function gets an `Episode` with the proxy URL and CA bundle to route its own clients
-through; everything else (the log, traces, judging, resume) is the runner's, unchanged. A
-returned bool is the verdict's outcome; a dict is the agent's output, judged like FAULTPROXY_OUTPUT.
+through, and the task's `env` (what a subprocess agent would find in its environment, e.g. a
+tool's per-episode URL); everything else (the log, traces, judging, resume) is the runner's,
+unchanged. A returned bool is the verdict's outcome; a dict is the agent's output, judged like
+FAULTPROXY_OUTPUT. `replay_store.replay.replay_function` replays frozen episodes with the same function.
 """
 
 from __future__ import annotations
@@ -14,8 +16,8 @@ from __future__ import annotations
 import asyncio
 import time
 import traceback
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from evaluator.rundir import read_run
@@ -37,6 +39,7 @@ class Episode:
     proxy_url: str
     ca_bundle: Path
     task: dict
+    env: Mapping[str, str] = field(default_factory=dict)  # the task's env, expanded for this episode
 
 
 @dataclass(frozen=True)
@@ -48,6 +51,11 @@ class FunctionRunResult:
 
 
 AgentFunction = Callable[[Episode], "bool | dict"]
+FUNCTION_PREFIX = "python-function:"  # the logged command of a function agent
+
+
+def function_command(agent: AgentFunction) -> list[str]:
+    return [f"{FUNCTION_PREFIX}{agent.__module__}.{getattr(agent, '__qualname__', repr(agent))}"]
 
 
 def run_function(
@@ -59,8 +67,7 @@ def run_function(
     parallel: int = 1,
 ) -> FunctionRunResult:
     scenario = scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
-    name = getattr(agent, "__qualname__", repr(agent))
-    options = RunOptions(scenario=scenario, tasks=tasks, command=[f"python-function:{agent.__module__}.{name}"],
+    options = RunOptions(scenario=scenario, tasks=tasks, command=function_command(agent),
                          out=out, k=k, parallel=parallel, show_progress=False)
     run(options, runner_class=_function_runner(agent))
     return summarize(out)
@@ -73,6 +80,7 @@ def _function_runner(agent: AgentFunction) -> type[EpisodeRunner]:
                 key=episode.key, task_id=episode.task.id, variant=episode.variant.index,
                 prompt=episode.variant.prompt, state=episode.variant.state, seed=episode.variant.seed,
                 proxy_url=environment.proxy_url, ca_bundle=environment.ca_bundle, task=episode.task.to_json(),
+                env=dict(environment.extra or {}),
             )
             return await call_agent(agent, given, episode.task.budgets.wall_s or self.options.budget_s)
 
