@@ -2,7 +2,9 @@
 
 Forward mode: the proxy credentials, `http://EPISODE:TOKEN@127.0.0.1:PORT`, sent with every
 plain-HTTP request and once with CONNECT, so they are remembered per client connection.
-Reverse mode: a path prefix `/EPISODE/UPSTREAM/...`, stripped before forwarding.
+Reverse mode: a path prefix `/EPISODE/UPSTREAM/...`, stripped before forwarding. A client that
+sends its reverse-mode request through the forward proxy (it honours HTTP_PROXY and was given the
+base URL) is routed the same way: mitmproxy would refuse to connect to its own port.
 We do this ourselves rather than with mitmproxy's proxyauth, which would demand Basic auth
 from reverse-mode clients too (they send their own Authorization header to the API).
 """
@@ -20,6 +22,7 @@ from mitmproxy.proxy.mode_specs import ReverseMode
 
 EPISODE_KEY = "faultproxy_episode"
 DEFAULT_EPISODE = "default"
+LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})  # where the proxy's own reverse port listens
 
 
 def episode_of(flow: http.HTTPFlow) -> str:
@@ -60,11 +63,18 @@ class Attribution:
             self._tunnels[flow.client_conn] = episode
 
     def requestheaders(self, flow: http.HTTPFlow) -> None:
-        if isinstance(flow.client_conn.proxy_mode, ReverseMode):
+        if isinstance(flow.client_conn.proxy_mode, ReverseMode) or self._to_reverse_port(flow):
             self._route_reverse(flow)
             return
         episode = self._take_credentials(flow) or self._tunnels.get(flow.client_conn)
         flow.metadata[EPISODE_KEY] = episode or DEFAULT_EPISODE
+
+    def _to_reverse_port(self, flow: http.HTTPFlow) -> bool:
+        if not self._upstreams or flow.request.host not in LOOPBACK:
+            return False
+        servers = ctx.master.addons.get("proxyserver").servers
+        return any(flow.request.port == port for server in servers if isinstance(server.mode, ReverseMode)
+                   for _, port, *_ in server.listen_addrs)
 
     def _take_credentials(self, flow: http.HTTPFlow) -> str | None:
         header = flow.request.headers.pop("proxy-authorization", None)

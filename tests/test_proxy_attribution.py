@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
+import aiohttp
 import httpx
 import openai
+import requests
 import structlog
 
 from proxy.trace import read_trace, trace_path
@@ -95,6 +99,35 @@ def test_reverse_mode_base_url_with_the_openai_sdk(make_proxy, upstream, tmp_pat
     [exchange] = read_trace(trace_path(tmp_path / "flows", "rev-1"))
     assert exchange["request"]["url"] == f"{server.url}/v1/chat/completions"
     assert exchange["tokens"] == 16
+
+
+def test_a_reverse_mode_base_url_works_through_the_forward_proxy_too(make_proxy, upstream, tmp_path):
+    """Clients that honour HTTP_PROXY send a base-URL request to the forward port: it is routed as
+    reverse mode, not refused as a connection to the proxy itself."""
+    state, server = upstream
+    proxy = make_proxy(scenario("""
+        - name: refunds_reset
+          match: {path: "*/refund"}
+          fault: {type: reset}
+    """), upstreams={"api": server.url})
+    url = proxy.reverse_url("via-forward", "api") + "/items/1"
+    forward = proxy.proxy_url("via-forward")
+
+    async def with_aiohttp() -> int:
+        async with aiohttp.ClientSession() as session, session.get(url, proxy=forward) as response:
+            return response.status
+
+    statuses = [
+        httpx.get(url, proxy=forward).status_code,
+        requests.get(url, proxies={"http": forward}, timeout=10).status_code,
+        urllib.request.build_opener(urllib.request.ProxyHandler({"http": forward})).open(url, timeout=10).status,
+        asyncio.run(with_aiohttp()),
+    ]
+    assert statuses == [200] * 4
+    assert state.hits["GET /items/1"] == 4
+    proxy.end_episode("via-forward")
+    urls = [line["request"]["url"] for line in read_trace(trace_path(tmp_path / "flows", "via-forward"))]
+    assert urls == [f"{server.url}/items/1"] * 4  # one exchange each, recorded as the upstream's URL
 
 
 def test_reverse_mode_unknown_upstream_is_a_clear_404(make_proxy, upstream):
