@@ -78,7 +78,7 @@ def _replay_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
                         help="Set a variable for the agent (over the entry's env).")
     parser.add_argument("--upstream", action="append", default=[], metavar="NAME=URL",
-                        help="Reverse-mode upstream, as given to `faultproxy run`.")
+                        help="Reverse-mode upstream (default: those the entries were recorded with).")
     parser.add_argument("--secret-env", action="append", default=[], metavar="VAR",
                         help="Redact this variable's value from replay traces.")
     parser.add_argument("--budget-s", type=float, help="Wall-time budget per replayed episode (default: the task's, else 300).")

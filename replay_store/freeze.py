@@ -105,6 +105,7 @@ def freeze(run_dir: Path, store: Path, *, failing: bool = False, episodes: Seque
             "expect": wanted,
             "expect_failed": judgeable if wanted == "fail" else [],
             "command": list(plan.get("command") or []),
+            "upstreams": dict(plan.get("upstreams") or {}),
             "env": agent_env(task, env or {}),
             "severity_defaults": plan["tasks"].get("severity") or {},
             "secret_env": secret_names,

@@ -17,6 +17,7 @@ episode.json — what the episode was and what its replay must show:
    "expect_failed": [check names]: the failed checks replay can judge (not end_state); an entry
                 expecting "fail" must fail exactly these,
    "command": the agent command it ran with, "env": {NAME: value} the agent needs (no secrets),
+   "upstreams": {name: url}: the run's reverse-mode upstreams (the agent's base URLs lead there),
    "severity_defaults", "secret_env": names of variables whose values replay redacts,
    "source": {"run", "created", "frozen"},
    "minimal_faults": null | [{"rule", "index", "type", "seq"}] written by `faultproxy minimize`,
@@ -162,6 +163,10 @@ class Entry:
     @property
     def env(self) -> dict[str, str]:
         return dict(self.episode.get("env") or {})
+
+    @property
+    def upstreams(self) -> dict[str, str]:
+        return dict(self.episode.get("upstreams") or {})
 
     @property
     def title(self) -> str:

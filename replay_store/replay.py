@@ -213,7 +213,7 @@ class ReplayOptions:
     command: list[str] | None = None  # None: each entry's own command
     env: dict[str, str] = field(default_factory=dict)  # on top of the environment and the entry's env
     out: Path | None = None  # traces and agent files; None: a temporary folder, removed on close
-    upstreams: dict[str, str] = field(default_factory=dict)  # reverse-mode names, as in `faultproxy run`
+    upstreams: dict[str, str] = field(default_factory=dict)  # reverse-mode names; default: the entries' own
     secret_env: list[str] = field(default_factory=list)
     budget_s: float | None = None
     parallel: int = 1
@@ -309,6 +309,20 @@ def entry_secret_env(entries: Iterable[Entry]) -> list[str]:
     return sorted(names)
 
 
+def entry_upstreams(entries: Iterable[Entry]) -> dict[str, str]:
+    """The reverse-mode upstreams the entries were recorded with; one proxy serves them all, so a
+    name must lead to the same URL in every entry."""
+    upstreams: dict[str, tuple[str, Entry]] = {}
+    for entry in entries:
+        for name, url in entry.upstreams.items():
+            known, first = upstreams.setdefault(name, (url, entry))
+            if known != url:
+                raise StoreError(str(entry.path / "episode.json"), None, f"upstreams.{name}",
+                                 f"is {url}, but {first.name} has {known}: replay them apart, or give "
+                                 f"--upstream {name}=URL")
+    return {name: url for name, (url, _) in upstreams.items()}
+
+
 class Replayer:
     """One replay-mode proxy, for replaying any number of entries (one at a time or side by side)."""
 
@@ -319,8 +333,10 @@ class Replayer:
         self.out.mkdir(parents=True, exist_ok=True)
         self.injector = ReplayInjector()
         self.guard = NoUpstream()
+        entries = list(entries)
         secret_env = sorted(set(self.options.secret_env) | set(entry_secret_env(entries)))
-        self.proxy = ProxyServer(None, trace_dir=self.out / "flows", upstreams=self.options.upstreams,
+        self.upstreams = entry_upstreams(entries) | self.options.upstreams
+        self.proxy = ProxyServer(None, trace_dir=self.out / "flows", upstreams=self.upstreams,
                                  secret_env=secret_env, injector=self.injector, addons=[self.guard])
         self._counter = itertools.count(1)
         self._scenarios: dict[tuple[str, str], Scenario] = {}
@@ -409,7 +425,7 @@ class Replayer:
                 proxy_url=self.proxy.proxy_url(attribution), ca_bundle=self.proxy.ca_bundle, episode=entry.key,
                 task_file=task_file, output_file=output_file, prompt=episode["prompt"],
                 seed=episode.get("seed") or 0, model=episode.get("model"), params=episode.get("params") or {},
-                base_urls={name: self.proxy.reverse_url(attribution, name) for name in self.options.upstreams},
+                base_urls={name: self.proxy.reverse_url(attribution, name) for name in self.upstreams},
                 extra=task_env,
             )
             if agent is not None:

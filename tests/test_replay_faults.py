@@ -38,7 +38,7 @@ AGENT = r'''
 import json, os, sys, time, uuid
 import httpx
 
-base = os.environ["UPSTREAM_URL"]
+base = os.environ.get("FAULTPROXY_API_BASE_URL") or os.environ["UPSTREAM_URL"]  # reverse mode, or forward
 careful, extra, plant = "--careful" in sys.argv, "--extra" in sys.argv, "--plant" in sys.argv
 secret = os.environ.get("PLANTED_KEY", "")
 seen = []
@@ -226,6 +226,38 @@ def test_every_fault_replays_as_it_was_live_over_https_with_no_upstream(world, t
     assert faults["stream_cut"][6] and len(faults["stream_cut"][6]) == 2  # the SSE stream cut after 2 events
     assert "state" in json.loads(faults["item_drift"][5]) and faults["refund_lost"][3] == "reset"
     assert faults["chat_rate_limited"][4] == 429 and faults["item_stale"][3] == "stale"
+
+
+def test_reverse_mode_entries_replay_with_the_upstreams_they_were_recorded_with(world, tmp_path,
+                                                                              upstream_certificate):
+    """A run with `--upstream api=URL` (the agent uses FAULTPROXY_API_BASE_URL, through HTTP_PROXY
+    as most clients do) is frozen with its upstreams; replay needs no --upstream to serve it."""
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(*upstream_certificate)
+    task = {key: value for key, value in TASK.items() if key != "env"}
+    with ServerThread(Upstream().app(), context) as server:
+        run(RunOptions(scenario=load_scenario(world["folder"] / "replayfaults.yaml"),
+                       tasks=task_set_from_json([task]), k=1, command=agent_command(world["agent"]),
+                       out=tmp_path / "run", upstreams={"api": server.url}, upstream_ca=upstream_certificate[0],
+                       show_progress=False))
+        freeze(tmp_path / "run", tmp_path / "store")
+        port = int(server.url.rsplit(":", 1)[1])
+    [record] = read_run(tmp_path / "run").episodes
+    assert record["verdict"]["status"] == "fail"
+    assert record["stats"]["exchanges"] == len(world["entry"].exchanges)  # each request once, as in forward mode
+    [entry] = har.read_entries(tmp_path / "store")
+    assert entry.upstreams == {"api": server.url} and entry.expect_failed == world["entry"].expect_failed
+    with PortWatch([port]) as watch, Replayer(ReplayOptions(out=tmp_path / "out"), [entry]) as replayer:
+        result = replayer.replay(entry, agent_command(world["agent"]))
+    assert result.meets_expectation, result.explain()
+    assert not result.diverged and not result.blocked and watch.accepted == 0
+
+    other = tmp_path / "other" / entry.name
+    shutil.copytree(entry.path, other)
+    document = json.loads((other / "episode.json").read_text())
+    (other / "episode.json").write_text(json.dumps({**document, "upstreams": {"api": "https://elsewhere.test"}}))
+    with pytest.raises(har.StoreError, match="upstreams.api"):
+        Replayer(ReplayOptions(out=tmp_path / "out2"), [entry, har.read_entry(other)])
 
 
 def test_a_request_with_no_recording_diverges_and_is_never_forwarded(world, tmp_path):

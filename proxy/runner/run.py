@@ -90,6 +90,7 @@ def plan_document(options: RunOptions) -> tuple[dict, dict]:
                   "prices": {m: dict(p) for m, p in options.tasks.prices.items()},
                   "items": [task.to_json() for task in options.tasks.tasks]},
         "k": options.k, "grid": grid, "command": options.command, "created": created,
+        "upstreams": dict(options.upstreams),
     }
     header = {"faultproxy_version": __version__, "scenario_digest": options.scenario.digest,
               "tasks_digest": options.tasks.digest, "k": options.k, "grid": grid,
