@@ -2,11 +2,18 @@
 
 Clients given SSL_CERT_FILE replace their whole trust store with it, so the bundle carries
 the usual public roots too, not mitmproxy's CA alone.
+
+Several processes may share one confdir and start at once (parallel runs, Dask workers on a
+host): the CA is created under a lock, so they all end up with the same one.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import certifi
@@ -14,16 +21,21 @@ from mitmproxy.certs import CertStore
 
 CA_NAME = "mitmproxy"
 BUNDLE_NAME = "faultproxy-ca-bundle.pem"
+LOCK_NAME = "faultproxy-ca.lock"
 
 
 def default_confdir() -> Path:
-    return Path(os.environ.get("FAULTPROXY_HOME", Path.home() / ".faultproxy"))
+    return Path(os.environ.get("FAULTPROXY_HOME", Path.home() / ".faultproxy")).expanduser()  # as mitmproxy does
 
 
 def ensure_ca(confdir: Path) -> Path:
-    """Create the CA on first use (mitmproxy does the same on start) and return its certificate."""
-    confdir.mkdir(parents=True, exist_ok=True)
-    CertStore.from_store(confdir, CA_NAME, 2048)
+    """Create the CA on first use and return its certificate.
+
+    Call it before mitmproxy starts on `confdir`: mitmproxy creates a missing CA itself, without
+    a lock, and a second process doing the same at once would make (and write over) another CA.
+    """
+    with _locked(confdir):
+        CertStore.from_store(confdir, CA_NAME, 2048)
     return confdir / f"{CA_NAME}-ca-cert.pem"
 
 
@@ -33,5 +45,31 @@ def ca_bundle(confdir: Path | None = None) -> Path:
     bundle = confdir / BUNDLE_NAME
     content = Path(certifi.where()).read_text() + "\n" + ca_cert.read_text()
     if not bundle.exists() or bundle.read_text() != content:
-        bundle.write_text(content)
+        _write_atomically(bundle, content)
     return bundle
+
+
+@contextmanager
+def _locked(confdir: Path) -> Iterator[None]:
+    """Hold an exclusive lock on `confdir` against other processes.
+
+    flock is released when the file is closed, also when a process dies holding it. Not
+    re-entrant: a second open file in the same process would wait for the first.
+    """
+    confdir.mkdir(parents=True, exist_ok=True)
+    with open(confdir / LOCK_NAME, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def _write_atomically(path: Path, content: str) -> None:
+    """Readers (agents given the bundle by another process) see the old file or the new, never half."""
+    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w") as file:
+            os.fchmod(file.fileno(), 0o644)  # mkstemp makes it private; it holds only public certificates
+            file.write(content)
+        os.replace(temporary, path)
+    except BaseException:
+        os.unlink(temporary)
+        raise

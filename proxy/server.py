@@ -24,7 +24,7 @@ from mitmproxy.master import Master
 from mitmproxy.options import Options
 
 from proxy.attribution import Attribution
-from proxy.ca import ca_bundle, default_confdir
+from proxy.ca import ca_bundle, default_confdir, ensure_ca
 from proxy.injector import FaultInjector
 from scenarios import Scenario, load_scenario
 
@@ -161,6 +161,7 @@ class ProxyServer:
         self._loop.set_exception_handler(_quiet_on_cancel)
         self._master = Master(Options())
         self._master.addons.add(*mitmproxy_addons(), Attribution(), self.injector, *self._extra_addons)
+        ensure_ca(self.confdir)  # so that mitmproxy's TlsConfig only loads the CA, never makes a second one
         self._master.options.update(**self._options, **self._addon_options)
         running = asyncio.create_task(self._master.run())
         await self._wait_listening(running)
