@@ -56,6 +56,33 @@ def test_pool_serves_oldest_first_then_by_endpoint_then_repeats_reads_only():
     assert "nothing recorded for this path" in pool.explain_miss("GET", "http://h/nope", [], None)
 
 
+def rpc(method: str, **params) -> dict:
+    return {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+
+
+def test_pool_tells_mcp_calls_apart_and_repeats_only_what_the_server_marks_read_only():
+    tools = {"jsonrpc": "2.0", "id": 1, "result": {"tools": [
+        {"name": "get_order", "annotations": {"readOnlyHint": True}},
+        {"name": "refund_order", "annotations": {"destructiveHint": True}}]}}
+    pool = Pool([
+        recorded(1, "POST", "http://h/mcp", rpc("tools/list"), text=json.dumps(tools)),
+        recorded(2, "POST", "http://h/mcp", rpc("tools/call", name="get_order", arguments={"id": 1}), text='{"o": 1}'),
+        recorded(3, "POST", "http://h/mcp", rpc("tools/call", name="refund_order", arguments={"id": 1}), text='{"r": 1}'),
+    ])
+    take = lambda body: pool.take("POST", "http://h/mcp", [], json.dumps(body).encode())
+    # another tool is not answered with a recording of the same path: the endpoint names the tool
+    assert take(rpc("tools/call", name="list_orders", arguments={})) is None
+    assert take(rpc("tools/call", name="get_order", arguments={"id": 1})).recorded.seq == 2
+    again = take(rpc("tools/call", name="get_order", arguments={"id": 1}))
+    assert (again.recorded.seq, again.how) == (2, "repeat")  # marked readOnlyHint: a re-read
+    reworded = take(rpc("tools/call", name="refund_order", arguments={"id": 1, "reason": "broken"}))
+    assert (reworded.recorded.seq, reworded.how) == (3, "endpoint")  # same tool, arguments changed
+    assert take(rpc("tools/call", name="refund_order", arguments={"id": 1})) is None  # destructive: never twice
+    assert [take(rpc("tools/list")).how for _ in range(2)] == ["exact", "repeat"]  # listing is a read
+    assert "tools/call:refund_order" in pool.explain_miss("POST", "http://h/mcp", [],
+                                                          json.dumps(rpc("tools/call", name="refund_order")).encode())
+
+
 def test_pool_matches_redacted_recordings_with_the_same_redaction():
     from proxy.redact import Redactor
 
