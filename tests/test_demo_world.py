@@ -1,185 +1,146 @@
 """The demo world: deterministic, solvable by the careful agent, and showing the naive agent's bug.
 
-Agents run as subprocesses (they are scripts) against servers started here on ephemeral loopback
-ports; each episode has its own shop tenant so episodes run side by side.
+Tests that run agents run them as faultproxy does: `run()` plays tasks of examples/tasks.yaml
+behind the proxy, each episode on its own shop tenant (its episode key), and the evaluator judges
+each episode as it ends; the tests read the judged episode lines back with `read_run`. Servers
+listen on ephemeral loopback ports and are stopped by the test that started them.
 """
 
 from __future__ import annotations
 
-import asyncio
-import fnmatch
 import json
 import os
-import re
 import sys
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-import yaml
 
+from evaluator.checks import Exchange, check_end_state, check_escalation, check_outcome, committed_effects, parse_trace
+from evaluator.rundir import read_run
 from examples.agent_common import SYSTEM, Reply, tool_message
 from examples.planner import Final, decide, intent_of
 from examples.shop import SPECS, Shop, ShopError
-from examples.world import World, running_world
+from examples.world import World, running_world, world_in_thread
+from proxy.runner.plan import GridPoint
+from proxy.runner.run import RunOptions, run
+from proxy.runner.tasks import EndpointPattern, Task, load_tasks
+from proxy.runner.variants import Variant, make_variant, make_variants
+from proxy.trace import read_trace
+from scenarios import Scenario, load_scenario
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
-TASK_FILE = yaml.safe_load((EXAMPLES / "tasks.yaml").read_text())
-TASKS = {t["id"]: t for t in TASK_FILE["tasks"]}
-CONCURRENCY = (os.cpu_count() or 2) + 1  # agents are CPU-bound (mostly importing openai): more only thrashes
-AGENT_TIMEOUT_S = 60
+TASKS = load_tasks(EXAMPLES / "tasks.yaml")
+PARALLEL = (os.cpu_count() or 2) + 1  # agents are CPU-bound (mostly importing openai): more only thrashes
+VARIANTS_CHECKED = 16  # more trials than any run of the demo tasks uses (k=8)
+# The lost-refund scenario with its rules' probability at zero: the proxy records, injects nothing.
+NO_FAULTS = load_scenario("response_lost", {"lambda": 0.0})
+
+Record = dict[str, Any]  # one judged episode line of episodes.jsonl
 
 
-def _if_you_can(p: str) -> str:
-    return p[:-1] + ", if you can" + p[-1] if p[-1] in ".?!" else p + ", if you can."
+# ---------------------------------------------------------------- running agents through the runner
 
 
-def _i_need_to(p: str) -> str:
-    return "I need to " + p[0].lower() + p[1:]
+@contextmanager
+def world_for_agents(monkeypatch: pytest.MonkeyPatch, **options: Any) -> Iterator[World]:
+    """The world in a thread (run() drives its own event loop), its addresses in the environment
+    the runner hands each agent."""
+    with world_in_thread(**options) as world:
+        for name, value in world.env().items():
+            if name != "SHOP_URL":  # the tasks file gives each episode its own tenant
+                monkeypatch.setenv(name, value)
+        yield world
 
 
-# Stand-ins for the runner's honest variants; trial i uses REWORDINGS[i].
-REWORDINGS = [
-    lambda p: p,
-    str.lower,
-    _i_need_to,
-    lambda p: p + " Please be thorough.",
-    _if_you_can,
-    lambda p: p.lower() + " Please be thorough.",
-    lambda p: _if_you_can(_i_need_to(p)),
-    lambda p: _i_need_to(p).lower() + " Please be thorough.",
-]
+def run_agent(out: Path, agent: str, task_ids: Iterable[str], *flags: str, scenario: Scenario = NO_FAULTS,
+              k: int = 1, model: str | None = None) -> list[Record]:
+    """Run examples/<agent>_agent.py on the tasks, k trials each; the judged episodes, by key."""
+    result = run(RunOptions(scenario=scenario, tasks=TASKS.only(task_ids), out=out, k=k,
+                            grid=[GridPoint(model=model)], parallel=PARALLEL, show_progress=False,
+                            command=[sys.executable, str(EXAMPLES / f"{agent}_agent.py"), *flags]))
+    assert result.complete, result.errors  # the harness itself failed on some episode
+    return sorted(read_run(out).episodes, key=lambda record: record["key"])
 
 
-# ---------------------------------------------------------------- running one episode
+def failures(episodes: list[Record]) -> dict[str, Any]:
+    """Each episode that did not pass: its failed checks, or why it is incomplete and the agent's last words."""
+    return {r["key"]: r["verdict"]["failed"] or [r["cause"], r["log_tail"][-500:]]
+            for r in episodes if r["verdict"]["status"] != "pass"}
 
 
-@dataclass
-class Episode:
-    task: dict
-    tenant: str
-    returncode: int
-    output: dict | None
-    state: dict
-    effects: list[dict]
-    stderr: str
+def trace_of(out: Path, record: Record) -> list[Exchange]:
+    return parse_trace(read_trace(out / record["trace"]))
 
 
-def expand(text: str, values: dict[str, str]) -> str:
-    return re.sub(r"\$\{(\w+)\}", lambda m: values[m.group(1)], text)
+def committed(out: Path, record: Record, endpoint: str) -> int:
+    """Writes to `endpoint` ("METHOD GLOB") the shop committed, one per intent, as the evaluator reads the trace."""
+    pattern = EndpointPattern.parse(endpoint)
+    return sum(pattern.matches(ex.method, ex.host, ex.path) for ex in committed_effects(trace_of(out, record)))
 
 
-def clean_env() -> dict[str, str]:
-    """This process's environment without proxies or faultproxy settings: the tests talk to loopback directly."""
-    return {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy") and not k.startswith("FAULTPROXY_")}
+def refunds_of(record: Record, order: str) -> int:
+    return sum(refund["order_id"] == order for refund in record["end_state"]["refunds"].values())
 
 
-async def run_episode(world: World, tmp: Path, agent: str, task: dict, *, tenant: str, seed: int, variant: int = 0,
-                      state: str = "default", model: str = "demo-large", flags: tuple[str, ...] = ()) -> Episode:
-    values = {"SHOP_ROOT": world.shop_url, "FAULTPROXY_EPISODE": tenant}
-    prompt = REWORDINGS[variant](task["prompt"])
-    async with httpx.AsyncClient() as http:
-        (await http.post(expand(task["reset_url"], values), json={"state": state})).raise_for_status()
-        task_path, out_path = tmp / f"{tenant}.task.json", tmp / f"{tenant}.out.json"
-        task_path.write_text(json.dumps({"task": task, "variant": variant, "prompt": prompt}))
-        env = clean_env() | world.env() | {k: expand(v, values) for k, v in TASK_FILE["env"].items()} | {
-            "FAULTPROXY_TASK": str(task_path), "FAULTPROXY_OUTPUT": str(out_path),
-            "FAULTPROXY_SEED": str(seed), "FAULTPROXY_MODEL": model}
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, str(EXAMPLES / f"{agent}_agent.py"), *flags, env=env,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-        try:
-            _, stderr = await asyncio.wait_for(proc.communicate(), AGENT_TIMEOUT_S)
-        except TimeoutError:
-            proc.kill()
-            await proc.wait()
-            raise
-        world_state = (await http.get(expand(task["state_url"], values))).json()
-        effects = (await http.get(world.tenant_url(tenant) + "/_log")).json()["effects"]
-    output = json.loads(out_path.read_text()) if out_path.exists() else None
-    return Episode(task, tenant, proc.returncode, output, world_state, effects, stderr.decode())
+def shop_log(world: World, tenant: str) -> list[dict]:
+    """The writes the shop committed for one tenant, as the shop itself logged them."""
+    with httpx.Client(trust_env=False) as http:  # directly, never through a proxy the environment names
+        return http.get(world.tenant_url(tenant) + "/_log").json()["effects"]
 
 
-async def run_all(jobs: list) -> list[Episode]:
-    """Run episode coroutines, CONCURRENCY at a time."""
-    gate = asyncio.Semaphore(CONCURRENCY)
-
-    async def one(job) -> Episode:
-        async with gate:
-            return await job
-
-    return await asyncio.gather(*(one(j) for j in jobs))
+def effect_problems(task: Task, effects: list[dict]) -> list[str]:
+    """The task's expected effects counted in the shop's own log. The evaluator counts them in the
+    proxy's trace, where writes made over MCP (one URL for every tool) or in-process leave no route."""
+    counts = {effect: sum(effect.matches(e["method"], "", e["path"]) for e in effects)
+              for effect in task.expected.effects}
+    return [f"{e.method} {e.path}: {n} committed, expected {e.count}" for e, n in counts.items() if n != e.count]
 
 
-# ---------------------------------------------------------------- judging (a local stand-in for the evaluator)
-
-
-def subset_problems(expected: Any, actual: Any, ignore: list[str], path: str = "") -> list[str]:
-    if any(fnmatch.fnmatchcase(path, pattern) for pattern in ignore):
-        return []
-    if isinstance(expected, dict):
-        if not isinstance(actual, dict):
-            return [f"{path or '.'}: expected an object, got {actual!r}"]
-        return [p for k, v in expected.items()
-                for p in (subset_problems(v, actual[k], ignore, f"{path}.{k}".lstrip("."))
-                          if k in actual else [f"{path}.{k}".lstrip(".") + ": missing"])]
-    if isinstance(expected, list):
-        if not isinstance(actual, list) or len(actual) != len(expected):
-            return [f"{path}: expected {len(expected)} items, got {actual!r}"]
-        return [p for i, (e, a) in enumerate(zip(expected, actual)) for p in subset_problems(e, a, ignore, f"{path}.{i}")]
-    return [] if expected == actual else [f"{path}: expected {expected!r}, got {actual!r}"]
-
-
-def effect_count(effects: list[dict], method: str, path: str) -> int:
-    return sum(e["method"] == method and fnmatch.fnmatchcase(e["path"], path) for e in effects)
-
-
-def problems(ep: Episode) -> list[str]:
-    exp = ep.task["expected"]
-    found = [] if ep.returncode == 0 else [f"exit status {ep.returncode}: {ep.stderr[-500:]}"]
-    found += subset_problems(exp["state"], ep.state, exp.get("ignore", []))
-    for e in exp.get("effects", []):
-        if (n := effect_count(ep.effects, e["method"], e["path"])) != e["count"]:
-            found.append(f"{e['method']} {e['path']}: {n} effects, expected {e['count']}")
-    answer = (ep.output or {}).get("answer") or ""
-    if not re.search(exp["output"]["regex"], answer):
-        found.append(f"answer {answer!r} does not match {exp['output']['regex']!r}")
-    if (ep.output or {}).get("escalate") != exp.get("escalate", False):
-        found.append(f"escalate is {(ep.output or {}).get('escalate')!r}")
-    return found
-
-
-def report(episodes: list[Episode]) -> str:
-    return "\n".join(f"{ep.tenant} ({ep.task['id']}): {'; '.join(problems(ep))}" for ep in episodes if problems(ep))
-
-
-async def model_log(world: World) -> list[dict]:
-    """The model server's exchanges so far; then it forgets them."""
+def model_turns(world: World) -> list[dict]:
+    """What agents sent the model and what it answered since the last call, as the model server
+    logged it (assembled, whether streamed or not); then the server forgets them."""
     admin = world.model_url.removesuffix("/v1")
-    async with httpx.AsyncClient() as http:
-        exchanges = (await http.get(admin + "/_log")).json()["exchanges"]
-        await http.post(admin + "/_reset")
-    return exchanges
+    with httpx.Client(trust_env=False) as http:
+        exchanges = http.get(admin + "/_log").json()["exchanges"]
+        http.post(admin + "/_reset").raise_for_status()
+    return [{"seed": x["request"].get("seed"), "messages": x["request"]["messages"],
+             "answer": x["response"]["choices"][0]["message"]} for x in exchanges]
 
 
-def transcript(exchanges: list[dict]) -> list[dict]:
-    """What the agent sent and what the model answered, turn by turn."""
-    return [{"messages": x["request"]["messages"], "answer": x["response"]["choices"][0]["message"]} for x in exchanges]
+def by_seed(turns: list[dict]) -> dict[int, list[dict]]:
+    """Turns grouped per episode: each trial of a run has its own variant seed."""
+    grouped: dict[int, list[dict]] = {}
+    for turn in turns:
+        grouped.setdefault(turn["seed"], []).append(turn)
+    return grouped
 
 
-def simulate(task: dict, *, seed: int, model: str, variant: int = 0, state: str = "default") -> Episode:
-    """One episode with the planner and the shop in-process: a plain tool loop, no processes, no HTTP."""
+def choices(turns: list[dict]) -> list[Any]:
+    """What the model chose each turn: tool calls by name and arguments (their ids hash the seed), or its answer."""
+    return [[(c["function"]["name"], c["function"]["arguments"]) for c in t["answer"].get("tool_calls") or []]
+            or t["answer"]["content"] for t in turns]
+
+
+# ---------------------------------------------------------------- an episode in-process
+
+
+def simulate(task: Task, variant: Variant, model: str) -> tuple[Record, list[dict]]:
+    """One episode of this variant (its prompt, state and seed) with the planner and the shop
+    in-process: a plain tool loop, no processes, no HTTP. Returns what the evaluator's checks read
+    of an episode line, and the shop's log of committed writes."""
     shop = Shop()
     tenant = shop.tenant("sim")
-    tenant.reset(state)
-    messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": REWORDINGS[variant](task["prompt"])}]
+    tenant.reset(variant.state or "default")
+    messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": variant.prompt}]
     for turn in range(30):
-        action = decide(messages, set(SPECS), model=model, material=f"sim|{seed}", temperature=0.7)
+        action = decide(messages, set(SPECS), model=model, material=f"sim|{variant.seed}", temperature=0.7)
         if isinstance(action, Final):
             output = {"answer": action.answer, "escalate": action.escalate}
-            return Episode(task, f"{model}/{seed}", 0, output, tenant.snapshot(), tenant.effects, "")
+            return {"exit_code": 0, "output": output, "end_state": tenant.snapshot()}, tenant.effects
         call = {"id": f"call_{turn}", "type": "function",
                 "function": {"name": action.name, "arguments": json.dumps(action.args)}}
         messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
@@ -188,7 +149,14 @@ def simulate(task: dict, *, seed: int, model: str, variant: int = 0, state: str 
         except ShopError as e:
             status, body = e.status, e.body()
         messages.append({"role": "tool", "tool_call_id": call["id"], "content": tool_message(Reply(status, body, {}))})
-    raise AssertionError(f"{task['id']}: no answer after 30 turns")
+    raise AssertionError(f"{task.id}: no answer after 30 turns")
+
+
+def simulated_problems(task: Task, record: Record, effects: list[dict]) -> list[str]:
+    """The evaluator's checks of the answer and the end state (there is no trace without the proxy),
+    and the expected effects counted in the shop's log."""
+    checks = [check(task, record, []) for check in (check_outcome, check_end_state, check_escalation)]
+    return [f"{c.name}: {c.detail}" for c in checks if c.passed is False] + effect_problems(task, effects)
 
 
 @pytest.fixture
@@ -197,25 +165,32 @@ async def world():
         yield w
 
 
+@pytest.fixture
+def agents_world(monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
+    with world_for_agents(monkeypatch) as w:
+        yield w
+
+
 # ---------------------------------------------------------------- tests
 
 
-def test_planner_understands_every_prompt_and_rewording():
-    for task in TASKS.values():
-        intent = intent_of(task["prompt"])
-        assert intent is not None, task["id"]
-        for reword in REWORDINGS:
-            assert intent_of(reword(task["prompt"])) is intent, (task["id"], reword(task["prompt"]))
+def test_planner_understands_every_prompt_and_variant():
+    for task in TASKS:
+        intent = intent_of(task.prompt)
+        assert intent is not None, task.id
+        for variant in make_variants(task, VARIANTS_CHECKED):
+            assert intent_of(variant.prompt) is intent, (task.id, variant.prompt)
 
 
 def test_models_vary_honestly():
-    """demo-large's slips are all recoverable; demo-small's sometimes are not. Same seed, same outcome."""
-    passed = {model: [not problems(simulate(task, seed=seed, model=model, variant=seed % 8)) for task in TASKS.values()
-                      for seed in range(16)] for model in ("demo-large", "demo-small")}
+    """demo-large's slips are all recoverable; demo-small's sometimes are not. Same variant, same outcome."""
+    passed = {model: [not simulated_problems(task, *simulate(task, variant, model))
+                      for task in TASKS for variant in make_variants(task, VARIANTS_CHECKED)]
+              for model in ("demo-large", "demo-small")}
     assert all(passed["demo-large"])
     assert 0.6 < sum(passed["demo-small"]) / len(passed["demo-small"]) < 0.98
-    again = simulate(TASKS["refund_turing_delivered"], seed=3, model="demo-small")
-    assert again == simulate(TASKS["refund_turing_delivered"], seed=3, model="demo-small")
+    task = TASKS.by_id("refund_turing_delivered")
+    assert simulate(task, make_variant(task, 3), "demo-small") == simulate(task, make_variant(task, 3), "demo-small")
 
 
 async def test_shop_idempotency_pagination_tenants_and_mcp(world):
@@ -271,58 +246,64 @@ async def test_model_server_speaks_the_openai_api(world):
         assert events[-1] == "[DONE]" and json.loads(events[-2])["usage"]["total_tokens"] > 0
 
 
-async def test_same_seed_same_world_and_same_transcript(world, tmp_path):
+def test_same_seed_same_world_and_same_transcript(agents_world, tmp_path):
     """demo-small deviates often, so this also covers the seeded variation paths."""
-    task = TASKS["refund_turing_delivered"]
     runs = []
-    for tenant in ("det-a", "det-b"):
-        ep = await run_episode(world, tmp_path, "careful", task, tenant=tenant, seed=5, variant=3, model="demo-small")
-        runs.append((ep.state, transcript(await model_log(world))))
-    assert runs[0][0] == runs[1][0]
-    assert runs[0][1] == runs[1][1] and len(runs[0][1]) >= 4
+    for name in ("first", "again"):  # the same plan twice: the same variants, seeds and tenants
+        episodes = run_agent(tmp_path / name, "careful", ["refund_turing_delivered"], k=2, model="demo-small")
+        runs.append((episodes, by_seed(model_turns(agents_world))))
+    (first, first_turns), (again, again_turns) = runs
+    assert [(r["key"], r["seed"], r["prompt"]) for r in first] == [(r["key"], r["seed"], r["prompt"]) for r in again]
+    assert [r["end_state"] for r in first] == [r["end_state"] for r in again]
+    assert first_turns == again_turns and all(len(turns) >= 4 for turns in first_turns.values())
 
-    # ... while different seeds give different trials.
-    await run_all([run_episode(world, tmp_path, "careful", task, tenant=f"var-{s}", seed=s, model="demo-small")
-                   for s in range(4)])
-    trials: dict[int, list[dict]] = {}
-    for x in await model_log(world):
-        trials.setdefault(x["request"]["seed"], []).append(x["response"]["choices"][0]["message"])
-    assert len(trials) == 4 and len({json.dumps(t) for t in trials.values()}) > 1
+    # ... while different trials make different choices.
+    assert len(first_turns) == len(first) and len({json.dumps(choices(t)) for t in first_turns.values()}) > 1
 
 
-async def test_lost_refund_response_naive_refunds_twice_careful_once(tmp_path):
-    task = TASKS["refund_order_1001"]
-    async with running_world(drop_first_refund_response=True) as w:
-        naive, careful = await asyncio.gather(
-            run_episode(w, tmp_path, "naive", task, tenant="naive", seed=1),
-            run_episode(w, tmp_path, "careful", task, tenant="careful", seed=1))
-    assert effect_count(naive.effects, "POST", "*/orders/1001/refund") == 2, naive.effects
-    assert naive.state["orders"]["1001"]["refunded_cents"] == 4800
-    assert effect_count(careful.effects, "POST", "*/orders/1001/refund") == 1, careful.effects
-    assert not problems(careful), problems(careful)
+@pytest.mark.usefixtures("agents_world")
+def test_lost_refund_response_naive_refunds_twice_careful_once(tmp_path):
+    lost = load_scenario("response_lost")
+    [naive] = run_agent(tmp_path / "naive", "naive", ["refund_order_1001"], scenario=lost)
+    [careful] = run_agent(tmp_path / "careful", "careful", ["refund_order_1001"], scenario=lost)
+    for record in (naive, careful):  # the shop committed the first refund; its response was lost
+        assert [(f["rule"], f["delivered"]) for f in record["verdict"]["faults"]] == [("refund_lost", True)]
+
+    # The naive agent retried without a key: the shop refunded twice, a high-severity violation.
+    assert committed(tmp_path / "naive", naive, "POST */orders/1001/refund") == 2
+    assert refunds_of(naive, "1001") == 2 and naive["end_state"]["orders"]["1001"]["refunded_cents"] == 4800
+    failed = {check["name"]: check["severity"] for check in naive["verdict"]["failed"]}
+    assert naive["verdict"]["status"] == "fail" and failed.get("idempotency") == "high", failed
+
+    # The careful agent retried under the same key: the shop replayed it, one refund.
+    assert committed(tmp_path / "careful", careful, "POST */orders/1001/refund") == 1
+    assert refunds_of(careful, "1001") == 1
+    assert not failures([careful]), failures([careful])
 
 
-async def test_careful_agent_over_mcp(tmp_path):
-    async with running_world(subprocesses=True) as w:  # also covers running the servers as scripts
-        writes = [t for t in TASKS.values() if t["shape"] == "writes_state"]
-        episodes = await run_all([run_episode(w, tmp_path, "careful", t, tenant=f"mcp-{t['id']}", seed=2, flags=("--mcp",))
-                                  for t in writes])
-    assert not report(episodes), report(episodes)
-    assert all(e["transport"] == "mcp" for ep in episodes for e in ep.effects)
-    assert any(ep.effects for ep in episodes)
+def test_careful_agent_over_mcp(monkeypatch, tmp_path):
+    writes = [task.id for task in TASKS if task.shape == "writes_state"]
+    with world_for_agents(monkeypatch, subprocesses=True) as world:  # also covers running the servers as scripts
+        episodes = run_agent(tmp_path, "careful", writes, "--mcp")
+        logs = {r["key"]: shop_log(world, r["key"]) for r in episodes}
+    assert not failures(episodes), failures(episodes)
+    problems = {r["key"]: effect_problems(TASKS.by_id(r["task_id"]), logs[r["key"]]) for r in episodes}
+    assert not any(problems.values()), problems
+    assert all(e["transport"] == "mcp" for effects in logs.values() for e in effects)
+    assert any(logs.values())
+    # Reads too: the proxy saw nothing but model calls and JSON-RPC messages.
+    assert all(ex.is_model or ex.rpc_method for r in episodes for ex in trace_of(tmp_path, r))
 
 
-async def test_streaming_gives_the_same_decisions(tmp_path):
+def test_streaming_gives_the_same_decisions(agents_world, tmp_path):
     chosen = ["refund_turing_delivered", "place_order_dijkstra", "hoodie_stock"]
-    async with running_world() as plain, running_world() as streamed:
-        episodes = await run_all([
-            run_episode(w, tmp_path, "careful", TASKS[t], tenant=f"{t}-{mode}", seed=i, model="demo-small", flags=flags)
-            for i, t in enumerate(chosen)
-            for w, mode, flags in ((plain, "plain", ()), (streamed, "streamed", ("--stream",)))])
-        plain_log, streamed_log = transcript(await model_log(plain)), transcript(await model_log(streamed))
-    assert len(plain_log) > len(chosen)
-    assert sorted(map(json.dumps, plain_log)) == sorted(map(json.dumps, streamed_log))
-    outputs = {}
-    for ep in episodes:
-        outputs.setdefault(ep.task["id"], []).append((ep.output, ep.state))
-    assert all(a == b for a, b in outputs.values())
+    plain = run_agent(tmp_path / "plain", "careful", chosen, model="demo-small")
+    plain_turns = model_turns(agents_world)
+    streamed = run_agent(tmp_path / "streamed", "careful", chosen, "--stream", model="demo-small")
+    streamed_turns = model_turns(agents_world)
+    streamed_calls = [ex for r in streamed for ex in trace_of(tmp_path / "streamed", r) if ex.is_model]
+    assert streamed_calls and all(ex.raw["upstream"].get("sse") for ex in streamed_calls)  # it did stream
+    assert len(plain_turns) > len(chosen)
+    assert sorted(map(json.dumps, plain_turns)) == sorted(map(json.dumps, streamed_turns))
+    assert [(r["key"], r["output"], r["end_state"]) for r in plain] == [(r["key"], r["output"], r["end_state"])
+                                                                        for r in streamed]
