@@ -317,6 +317,9 @@ def main() -> int:
     args = parser.parse_args()
 
     from examples.agent_common import SPECS, SYSTEM
+    from proxy.logs import configure_logging
+
+    configure_logging()  # the proxy's fault events to stderr: stdout is the table
 
     folder = Path(tempfile.mkdtemp(prefix="faultproxy-replay-bench-"))
     os.environ.setdefault("FAULTPROXY_HOME", str(folder / "home"))
