@@ -396,7 +396,7 @@ class Bench:
 
         scenario = self.work / "bench_overhead.yaml"
         scenario.write_text(SCENARIO)
-        # Each proxy gets its own CA folder: processes creating one CA side by side can race.
+        # Each proxy gets its own faultproxy home (CA, bundle), as on separate machines.
         env = dict(os.environ, PYTHONUNBUFFERED="1")
 
         direct = Config("direct", "direct (no proxy)", port=self.upstream_port, proxied=False)

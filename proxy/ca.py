@@ -35,8 +35,20 @@ def ensure_ca(confdir: Path) -> Path:
     a lock, and a second process doing the same at once would make (and write over) another CA.
     """
     with _locked(confdir):
-        CertStore.from_store(confdir, CA_NAME, 2048)
+        if not (confdir / f"{CA_NAME}-ca.pem").exists():
+            _create_ca(confdir)
+        CertStore.from_store(confdir, CA_NAME, 2048)  # also writes the DH parameters mitmproxy wants
     return confdir / f"{CA_NAME}-ca-cert.pem"
+
+
+def _create_ca(confdir: Path) -> None:
+    """mitmproxy's CA files, made aside and moved in with the key file last: mitmproxy takes the
+    key file's presence for a whole CA, so a process killed midway must not leave it alone."""
+    with tempfile.TemporaryDirectory(dir=confdir, prefix=".ca-") as staging:
+        CertStore.create_store(Path(staging), CA_NAME, 2048)
+        key_file = Path(staging) / f"{CA_NAME}-ca.pem"
+        for made in sorted(Path(staging).iterdir(), key=lambda path: path == key_file):
+            os.replace(made, confdir / made.name)
 
 
 def ca_bundle(confdir: Path | None = None) -> Path:

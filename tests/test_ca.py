@@ -8,10 +8,12 @@ from multiprocessing.synchronize import Barrier
 from pathlib import Path
 
 import certifi
+import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives.serialization import load_pem_private_key
 from mitmproxy.certs import CertStore
 
+import proxy.ca
 from proxy.ca import BUNDLE_NAME, CA_NAME, ca_bundle
 
 WORKERS = 8
@@ -52,3 +54,28 @@ def assert_key_matches(ca_file: Path, ca_cert: str) -> None:
     cert = x509.load_pem_x509_certificate(ca_cert.encode())
     assert x509.load_pem_x509_certificates(raw)[0] == cert
     assert load_pem_private_key(raw, password=None).public_key() == cert.public_key()
+
+
+def test_a_ca_creation_cut_short_leaves_no_half_ca_behind(tmp_path, monkeypatch):
+    """mitmproxy takes the key file for a whole CA: it must arrive last, or a process killed while
+    creating the CA would leave every later start without a certificate to hand out."""
+    moves = []
+
+    def crash_after_two(source, target):
+        if len(moves) == 2:
+            raise KeyboardInterrupt("killed while moving the CA in")
+        moves.append(Path(target).name)
+        return real_replace(source, target)
+
+    real_replace = proxy.ca.os.replace
+    monkeypatch.setattr(proxy.ca.os, "replace", crash_after_two)
+    with pytest.raises(KeyboardInterrupt):
+        ca_bundle(tmp_path)
+    assert len(moves) == 2 and f"{CA_NAME}-ca.pem" not in moves
+    assert not (tmp_path / f"{CA_NAME}-ca.pem").exists()
+
+    monkeypatch.setattr(proxy.ca.os, "replace", real_replace)
+    bundle = ca_bundle(tmp_path).read_text()
+    ca_cert = (tmp_path / f"{CA_NAME}-ca-cert.pem").read_text()
+    assert bundle.endswith(ca_cert)
+    assert_key_matches(tmp_path / f"{CA_NAME}-ca.pem", ca_cert)  # the next start made a whole, consistent CA
