@@ -7,9 +7,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from proxy.episodes import EpisodeState
+from proxy.match import parse_json_body
 from proxy.redact import Redactor
 from proxy.trace import encode_body
 from scenarios import Rule, Scenario
+
+_UNPARSED = object()
 
 
 @dataclass
@@ -20,7 +23,6 @@ class Exchange:
     url: str
     request_headers: list[tuple[str, str]]
     request_body: bytes | None
-    body_json: Any
     scenario: Scenario
     rule: Rule | None = None
     decision: float | None = None
@@ -41,6 +43,14 @@ class Exchange:
     perturbation: list[str] | None = None
     error: str | None = None
     written: bool = False
+    _body_json: Any = field(default=_UNPARSED, init=False, repr=False)
+
+    def body_json(self) -> Any:
+        """The request body as JSON, or NO_BODY; parsed on first use: a model request carries the
+        whole conversation, and most requests never need it parsed."""
+        if self._body_json is _UNPARSED:
+            self._body_json = parse_json_body(self.request_body)
+        return self._body_json
 
     @property
     def fault_type(self) -> str | None:

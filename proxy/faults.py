@@ -303,7 +303,8 @@ class JsonRpcError(Fault):
     type = "jsonrpc_error"
 
     async def request(self, flow: http.HTTPFlow, ex: Exchange) -> None:
-        rpc_id = ex.body_json.get("id") if isinstance(ex.body_json, dict) else None
+        request_json = ex.body_json()
+        rpc_id = request_json.get("id") if isinstance(request_json, dict) else None
         if self.params["mode"] == "tool_error":
             body = responses.jsonrpc_tool_error(rpc_id, self.params["message"])
         else:

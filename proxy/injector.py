@@ -20,7 +20,7 @@ from proxy.attribution import episode_of
 from proxy.episodes import Episodes, EpisodeState, StoredResponse
 from proxy.exchange import Exchange
 from proxy.faults import FAULT_CLASSES, WRITE_METHODS, Fault, answer, read_key
-from proxy.match import parse_json_body, request_matches
+from proxy.match import request_matches
 from proxy.perturb import perturb_response
 from proxy.redact import Redactor
 from proxy.relay import Relay
@@ -189,7 +189,6 @@ class FaultInjector:
             url=flow.request.url,
             request_headers=header_pairs(flow.request.headers),
             request_body=raw or None,
-            body_json=parse_json_body(raw),
             scenario=episode.scenario or self.scenario,
         )
         flow.metadata[EXCHANGE_KEY] = ex

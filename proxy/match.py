@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from scenarios import MatchSpec
@@ -22,8 +22,11 @@ def parse_json_body(raw: bytes | None) -> Any:
 
 
 def request_matches(
-    spec: MatchSpec, method: str, host: str, port: int, path: str, headers: Mapping[str, str], body: Any
+    spec: MatchSpec, method: str, host: str, port: int, path: str, headers: Mapping[str, str],
+    body_json: Callable[[], Any],
 ) -> bool:
+    """`body_json()` gives the parsed body; it is called only when a body predicate needs it,
+    as parsing a model request (the whole conversation) costs more than all the other checks."""
     if spec.methods and method.upper() not in spec.methods:
         return False
     if spec.host and not (spec.host.matches(host) or spec.host.matches(f"{host}:{port}")):
@@ -34,6 +37,7 @@ def request_matches(
         value = headers.get(name)
         if value is None or not pattern.matches(value):
             return False
-    if spec.body and body is NO_BODY:
-        return False
-    return all(predicate.matches(body) for predicate in spec.body)
+    if not spec.body:
+        return True
+    body = body_json()
+    return body is not NO_BODY and all(predicate.matches(body) for predicate in spec.body)

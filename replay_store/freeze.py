@@ -14,6 +14,7 @@ the verdict and, for a failure, the failed checks that can be judged from the tr
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import time
@@ -180,7 +181,7 @@ def compute_decisions(scenario: Scenario, key: str, trace: Iterable[Mapping[str,
         parts = urlsplit(request.get("url") or "")
         headers = _Headers((str(k).lower(), str(v)) for k, v in request.get("headers") or ())
         forced = headers.get(FORCE_HEADER)
-        body = parse_json_body(decode_body(request))
+        body = functools.cache(functools.partial(parse_json_body, decode_body(request)))
         port = parts.port or _DEFAULT_PORTS.get(parts.scheme, 80)
         path = parts.path + (f"?{parts.query}" if parts.query else "")
         fault = line.get("fault")

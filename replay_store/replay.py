@@ -136,7 +136,7 @@ class ReplayInjector(FaultInjector):
         if recorded.status is None:  # forwarded, but the upstream never answered: neither does replay
             flow.kill()
             return
-        flow.response = recorded_response(recorded, ex.body_json)
+        flow.response = recorded_response(recorded, ex.body_json())
 
     def _diverge(self, flow: http.HTTPFlow, ex: Exchange, replay: EpisodeReplay | None, why: str) -> None:
         url = self.redactor.url(ex.url)
