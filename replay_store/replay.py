@@ -19,8 +19,8 @@ service is not there), so effects, idempotency, policy, retry etiquette, outcome
 are judged; end_state is not.
 
 What replay does not reproduce: upstream timing (responses come at once; SSE events in one
-piece, after the same shaping), slow_stream's pacing, and a stream cut with `end: reset`
-arrives as a reset before any event rather than after some.
+piece, after the same shaping; slow_stream's pacing is the fault's, so it is reproduced), and a
+stream cut with `end: reset` arrives as a reset before any event rather than after some.
 """
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ from proxy import decide
 from proxy.exchange import Exchange
 from proxy.faults import answer
 from proxy.injector import FaultInjector
+from proxy.relay import Relay
 from proxy.runner.agent import AgentEnvironment, AgentResult, Usage, fill_placeholders, run_agent
 from proxy.runner.inprocess import FUNCTION_PREFIX, AgentFunction, Episode, call_agent
 from proxy.runner.tasks import Budgets, UnsetVariable, expand
@@ -136,7 +137,11 @@ class ReplayInjector(FaultInjector):
         if recorded.status is None:  # forwarded, but the upstream never answered: neither does replay
             flow.kill()
             return
-        flow.response = recorded_response(recorded, ex.body_json())
+        response = recorded_response(recorded, ex.body_json())
+        if self.relay.routes(flow):  # slow_stream sent it to the pacing relay: pace the recording there
+            self.relay.supply(flow, response)
+            return
+        flow.response = response
 
     def _diverge(self, flow: http.HTTPFlow, ex: Exchange, replay: EpisodeReplay | None, why: str) -> None:
         url = self.redactor.url(ex.url)
@@ -193,13 +198,17 @@ def _events(body: bytes) -> list[bytes]:
 
 
 class NoUpstream:
-    """Refuses every upstream connection mitmproxy is about to open, and counts the attempts."""
+    """Refuses every upstream connection mitmproxy is about to open, and counts the attempts;
+    the proxy's own pacing relay (on loopback, serving recordings) excepted."""
 
-    def __init__(self) -> None:
+    def __init__(self, relay: Relay) -> None:
+        self.relay = relay
         self.attempts: list[str] = []
 
     def server_connect(self, data) -> None:
         address = data.server.address
+        if address and address[0] == "127.0.0.1" and address[1] == self.relay.port:
+            return
         self.attempts.append(f"{address[0]}:{address[1]}" if address else "?")
         data.server.error = "faultproxy replay: upstream connections are disabled"
         log.error("replay refused an upstream connection", address=self.attempts[-1])
@@ -332,7 +341,7 @@ class Replayer:
         self.out = Path(tempfile.mkdtemp(prefix="faultproxy-replay-")) if self._own_out else Path(self.options.out)
         self.out.mkdir(parents=True, exist_ok=True)
         self.injector = ReplayInjector()
-        self.guard = NoUpstream()
+        self.guard = NoUpstream(self.injector.relay)
         entries = list(entries)
         secret_env = sorted(set(self.options.secret_env) | set(entry_secret_env(entries)))
         self.upstreams = entry_upstreams(entries) | self.options.upstreams

@@ -260,6 +260,39 @@ def test_reverse_mode_entries_replay_with_the_upstreams_they_were_recorded_with(
         Replayer(ReplayOptions(out=tmp_path / "out2"), [entry, har.read_entry(other)])
 
 
+def sse_offsets(trace: Path) -> list[tuple[float, str]]:
+    [streamed] = [line for line in read_trace(trace) if (line["upstream"] or {}).get("sse")]
+    return [(offset, event) for offset, event in streamed["upstream"]["sse"]]
+
+
+def test_slow_stream_replays_paced_as_it_was_live(world, tmp_path, upstream_certificate, monkeypatch):
+    """slow_stream's pacing is the fault's, not the upstream's: replay paces the recorded events too."""
+    scenario = tmp_path / "slow.yaml"
+    scenario.write_text(SCENARIO.replace("type: partial_response, events: 2, end: clean",
+                                         "type: slow_stream, first_event_ms: 300, between_events_ms: 60"))
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(*upstream_certificate)
+    with ServerThread(Upstream().app(), context) as server:
+        monkeypatch.setenv("TEST_UPSTREAM", server.url)
+        run(RunOptions(scenario=load_scenario(scenario), tasks=task_set_from_json([TASK]), k=1,
+                       command=agent_command(world["agent"]), out=tmp_path / "run",
+                       upstream_ca=upstream_certificate[0], show_progress=False))
+        freeze(tmp_path / "run", tmp_path / "store")
+        port = int(server.url.rsplit(":", 1)[1])
+    [entry] = har.read_entries(tmp_path / "store")
+    with PortWatch([port]) as watch, Replayer(ReplayOptions(out=tmp_path / "out"), [entry]) as replayer:
+        result = replayer.replay(entry, agent_command(world["agent"]))
+    assert result.meets_expectation, result.explain()
+    assert not result.blocked and watch.accepted == 0
+    [record] = read_run(tmp_path / "run").episodes
+    live, replayed = sse_offsets(tmp_path / "run" / record["trace"]), sse_offsets(result.trace)
+    assert [event for _, event in replayed] == [event for _, event in live] and len(live) >= 3
+    for offsets in (live, replayed):
+        assert offsets[0][0] >= 0.3 * 0.9  # the first event waited first_event_ms
+        gaps = [b - a for (a, _), (b, _) in zip(offsets, offsets[1:])]
+        assert min(gaps) >= 0.06 * 0.8  # and each next one between_events_ms
+
+
 def test_a_request_with_no_recording_diverges_and_is_never_forwarded(world, tmp_path):
     entry = world["entry"]
     with PortWatch([world["port"]]) as watch, Replayer(ReplayOptions(out=tmp_path / "out"), [entry]) as replayer:
