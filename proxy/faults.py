@@ -24,6 +24,7 @@ from proxy.relay import Relay
 from proxy.sse import is_event_stream, map_json_data
 
 WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+SUPPLIED_KEY = "faultproxy_supplied"  # flow.metadata: the upstream response came from supply_response, not the network
 
 
 def request_id(ex: Exchange) -> str:
@@ -213,7 +214,12 @@ class PartialResponse(Fault):
             return
         reset = self.params["end"] == "reset"
         if flow.response.stream:
-            if ex.delivered and reset:
+            if ex.delivered and reset and flow.metadata.get(SUPPLIED_KEY):
+                # A supplied body (replay) is sent whole after this hook: send the kept events,
+                # then break the read, as killing a live stream midway does.
+                _promise_more(flow.response, len(flow.response.raw_content or b"") + 1)
+                ex.outcome = "reset"
+            elif ex.delivered and reset:
                 flow.kill()
                 ex.outcome = "reset"
             elif ex.delivered:
@@ -231,11 +237,15 @@ class PartialResponse(Fault):
         flow.response.raw_content = raw[:limit]
         flow.response.headers.pop("transfer-encoding", None)
         if reset:
-            # Promise the whole body, send part of it, close: the client sees a broken read.
-            flow.response.headers["content-length"] = str(len(raw))
-            flow.response.headers["connection"] = "close"
+            _promise_more(flow.response, len(raw))
         else:
             flow.response.headers["content-length"] = str(limit)
+
+
+def _promise_more(response: http.Response, length: int) -> None:
+    """Announce `length` bytes, send what the body holds, close: the client sees a broken read."""
+    response.headers["content-length"] = str(length)
+    response.headers["connection"] = "close"
 
 
 class SlowStream(Fault):

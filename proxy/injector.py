@@ -19,7 +19,7 @@ from proxy import decide
 from proxy.attribution import episode_of
 from proxy.episodes import Episodes, EpisodeState, StoredResponse
 from proxy.exchange import Exchange
-from proxy.faults import FAULT_CLASSES, WRITE_METHODS, Fault, answer, read_key
+from proxy.faults import FAULT_CLASSES, SUPPLIED_KEY, WRITE_METHODS, Fault, answer, read_key
 from proxy.match import request_matches
 from proxy.perturb import perturb_response
 from proxy.redact import Redactor
@@ -30,7 +30,6 @@ from scenarios import Rule, Scenario, ScenarioError, load_scenario
 
 FORCE_HEADER = "x-faultproxy-force"
 EXCHANGE_KEY = "faultproxy_exchange"
-SUPPLIED_KEY = "faultproxy_supplied"  # the upstream response came from supply_response, not the network
 
 log = structlog.get_logger("faultproxy")
 

@@ -19,8 +19,8 @@ service is not there), so effects, idempotency, policy, retry etiquette, outcome
 are judged; end_state is not.
 
 What replay does not reproduce: upstream timing (responses come at once; SSE events in one
-piece, after the same shaping; slow_stream's pacing is the fault's, so it is reproduced), and a
-stream cut with `end: reset` arrives as a reset before any event rather than after some.
+piece, after the same shaping). Timing that is the faults' own is: delays, slow_stream's pacing
+(through the pacing relay), and a stream cut with `end: reset` breaks after the kept events.
 """
 
 from __future__ import annotations

@@ -293,6 +293,51 @@ def test_slow_stream_replays_paced_as_it_was_live(world, tmp_path, upstream_cert
         assert min(gaps) >= 0.06 * 0.8  # and each next one between_events_ms
 
 
+STREAM_AGENT = r'''
+"""Reads one SSE stream and says what arrived before the stream ended or broke."""
+import json, os
+import httpx
+
+lines, error = [], None
+request = {"model": "m", "stream": True, "messages": [{"role": "user", "content": "s"}]}
+try:
+    with httpx.Client(timeout=10).stream("POST", os.environ["UPSTREAM_URL"] + "/v1/chat/completions", json=request) as r:
+        for line in r.iter_lines():
+            lines += [line] if line else []
+except httpx.HTTPError as e:
+    error = type(e).__name__
+open(os.environ["FAULTPROXY_OUTPUT"], "w").write(json.dumps({"answer": "streamed", "lines": lines, "error": error}))
+'''
+
+
+def test_a_stream_reset_after_some_events_replays_after_the_same_events(tmp_path, upstream_certificate, monkeypatch):
+    agent = tmp_path / "stream_agent.py"
+    agent.write_text(STREAM_AGENT)
+    scenario = tmp_path / "reset.yaml"
+    scenario.write_text(SCENARIO.split("rules:")[0] + """rules:
+  - name: stream_reset
+    match: {method: POST, path: "/v1/chat/completions", body: {stream: true}}
+    fault: {type: partial_response, events: 2, end: reset}
+""")
+    task = {"id": "stream_once", "prompt": "Stream.", "env": {"UPSTREAM_URL": "${TEST_UPSTREAM}"}}
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(*upstream_certificate)
+    with ServerThread(Upstream().app(), context) as server:
+        monkeypatch.setenv("TEST_UPSTREAM", server.url)
+        run(RunOptions(scenario=load_scenario(scenario), tasks=task_set_from_json([task]), k=1,
+                       command=agent_command(agent), out=tmp_path / "run", upstream_ca=upstream_certificate[0],
+                       show_progress=False))
+        freeze(tmp_path / "run", tmp_path / "store")
+    [record] = read_run(tmp_path / "run").episodes
+    live = record["output"]
+    assert len(live["lines"]) == 2 and live["error"] == "RemoteProtocolError"  # two events, then a broken read
+    [entry] = har.read_entries(tmp_path / "store")
+    with Replayer(ReplayOptions(out=tmp_path / "out"), [entry]) as replayer:
+        result = replayer.replay(entry, agent_command(agent))
+    assert result.record["output"] == live and not result.blocked and not result.diverged
+    assert client_view(result.trace) == client_view(tmp_path / "run" / record["trace"])
+
+
 def test_a_request_with_no_recording_diverges_and_is_never_forwarded(world, tmp_path):
     entry = world["entry"]
     with PortWatch([world["port"]]) as watch, Replayer(ReplayOptions(out=tmp_path / "out"), [entry]) as replayer:
