@@ -143,7 +143,7 @@ def proxy_params(args: argparse.Namespace) -> dict[str, float]:
 
 
 def cmd_proxy(args: argparse.Namespace) -> int:
-    from proxy.server import ProxyServer
+    from proxy.server import ProxyServer, ProxyStartError
 
     upstreams = parse_pairs(args.upstream, "--upstream")
     scenario = load_scenario(args.scenario, proxy_params(args))
@@ -151,13 +151,19 @@ def cmd_proxy(args: argparse.Namespace) -> int:
         scenario, trace_dir=args.trace_dir, host=args.host, port=args.port, reverse_port=args.reverse_port,
         upstreams=upstreams, secret_env=args.secret_env, ssl_insecure=args.insecure_upstream,
     )
-    with server:
+    try:
+        server.start()
+    except ProxyStartError as error:
+        raise UsageError(f"{error}; choose another port") from None
+    try:
         print(f"faultproxy: scenario {scenario.name} ({len(scenario.rules)} rules), traces in {args.trace_dir}/")
         print(f"  forward proxy: HTTPS_PROXY=http://EPISODE:x@{args.host}:{server.port}  (trust {server.ca_bundle})")
         for name in upstreams:
             print(f"  {name}: base URL {server.reverse_url('default', name)}")
         print("  Ctrl-C stops.", flush=True)
         threading.Event().wait()
+    finally:
+        server.stop()
     return 0
 
 

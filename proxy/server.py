@@ -175,6 +175,11 @@ class ProxyServer:
             if running.done():
                 running.result()
                 raise ProxyStartError("mitmproxy stopped during start-up")
+            failed = [s for s in servers if s.last_exception]
+            if failed:  # e.g. the port is taken: say so now rather than time out
+                error = failed[0].last_exception
+                raise ProxyStartError(f"cannot listen on {self.host} ({failed[0].mode.full_spec}): "
+                                      f"{getattr(error, 'strerror', None) or error}")
             addresses = {s.mode.type_name: s.listen_addrs for s in servers if s.listen_addrs}
             if len(addresses) == len(self._modes):
                 self.port = addresses["regular"][0][1]

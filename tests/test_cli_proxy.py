@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -91,6 +92,17 @@ def test_proxy_command_injects_the_bundled_rate_limit(background, upstream, tmp_
     assert response.json()["error"]["code"] == "rate_limit_exceeded"
     assert state.hits["POST /v1/chat/completions"] == 0
     assert (tmp_path / "flows" / "cli-ep.jsonl").exists()
+
+
+def test_proxy_command_on_a_taken_port_says_so_exit_2():
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = run("proxy", "--scenario", "rate_limit", "--port", str(port))
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    [line] = result.stderr.splitlines()
+    assert f"regular@{port}" in line and "in use" in line.lower() and "another port" in line
 
 
 def test_proxy_command_bad_param_is_exit_2(tmp_path):
