@@ -227,6 +227,16 @@ async def test_shop_idempotency_pagination_tenants_and_mcp(world):
         assert len((await http.get(world.tenant_url("another") + "/_state")).json()["orders"]) > 23
 
 
+async def test_shop_can_drop_the_first_refund_response_without_the_proxy():
+    """The shop's own stand-in for response_lost (examples/README): it commits, then hangs up."""
+    async with running_world(drop_first_refund_response=True) as world, \
+            httpx.AsyncClient(base_url=world.tenant_url("dropping"), trust_env=False) as http:
+        with pytest.raises(httpx.TransportError):
+            await http.post("/orders/1001/refund", json={})
+        assert (await http.post("/orders/1001/refund", json={})).status_code == 201  # the retry refunds again
+        assert [e["path"] for e in (await http.get("/_log")).json()["effects"]] == ["/orders/1001/refund"] * 2
+
+
 async def test_model_server_speaks_the_openai_api(world):
     async with httpx.AsyncClient(base_url=world.model_url) as http:
         assert {"demo-large", "demo-small"} <= {m["id"] for m in (await http.get("/models")).json()["data"]}
