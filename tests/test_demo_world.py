@@ -291,6 +291,26 @@ def test_lost_refund_response_naive_refunds_twice_careful_once(tmp_path):
     assert not failures([careful]), failures([careful])
 
 
+@pytest.mark.usefixtures("agents_world")
+def test_without_faults_careful_passes_every_task_in_8_of_8_trials(tmp_path):
+    episodes = run_agent(tmp_path, "careful", [task.id for task in TASKS], k=8)
+    assert len(episodes) == 8 * len(TASKS) == 96
+    assert len({(r["task_id"], r["prompt"]) for r in episodes}) > 12 * 4  # honest variants, not one prompt 8 times
+    assert not failures(episodes), failures(episodes)
+
+
+@pytest.mark.usefixtures("agents_world")
+def test_mcp_errors_reach_the_careful_agent_over_mcp_through_the_proxy(tmp_path):
+    mcp_errors = load_scenario("mcp_errors", {"lambda": 0.5})  # at this seed: some calls fail, not all
+    [record] = run_agent(tmp_path, "careful", ["refund_order_1001"], "--mcp", scenario=mcp_errors)
+    trace = trace_of(tmp_path, record)
+    assert all(ex.is_model or ex.rpc_method for ex in trace)  # every tool call went over MCP
+    assert record["verdict"]["faults"], "mcp_errors injected nothing"
+    assert refunds_of(record, "1001") == 1
+    passed = {check["name"]: check["passed"] for check in record["verdict"]["checks"]}
+    assert passed["outcome"] and passed["end_state"]
+
+
 def test_careful_agent_over_mcp(monkeypatch, tmp_path):
     writes = [task.id for task in TASKS if task.shape == "writes_state"]
     with world_for_agents(monkeypatch, subprocesses=True) as world:  # also covers running the servers as scripts
