@@ -60,13 +60,13 @@ from urllib.parse import urlsplit
 
 from evaluator.equivalence import canonical_json, subset_equal
 from evaluator.metrics import endpoint_class
+from proxy.models import MODEL_PATH_SUFFIXES
 from proxy.redact import MASK, SECRET_HEADERS
 
 SEVERITIES = ("low", "medium", "high")
 SEVERITY_RANK = {"low": 0, "medium": 1, "high": 2}
 # The check names, as `severity:` in a tasks file may name them.
 CHECK_NAMES = ("outcome", "end_state", "effects", "idempotency", "policy", "tool_calls", "retry", "escalation")
-MODEL_PATH_SUFFIXES = ("/chat/completions", "/v1/messages", "/responses")
 IDEMPOTENCY_HEADERS = ("idempotency-key", "x-idempotency-key")
 _IDEMPOTENCY_BODY_KEYS = ("idempotency_key", "idempotencyKey")
 # Keys whose values change between two sends of the same intent (compared lower-case, - and _ dropped).

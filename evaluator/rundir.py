@@ -10,7 +10,8 @@ written for another plan is refused rather than mixed.
 plan.json: {"faultproxy_version", "scenario": {"name", "digest", "path", "params"},
   "tasks": {"path", "digest", "severity", "prices", "items": [Task.to_json(), ...]},
   "k", "grid": [{"label", "params": {name: value}, "model"}], "command": [...], "created",
-  "upstreams": {name: url} (reverse mode, `--upstream`)}
+  "upstreams": {name: url} (reverse mode, `--upstream`),
+  "rewrite_model": bool (the proxy set model API requests' `model` to each episode's)}
 
 episodes.jsonl header: {"type": "header", "faultproxy_version", "scenario_digest", "tasks_digest",
   "k", "grid", "command", "created"}

@@ -75,6 +75,9 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--budget-s", type=float, help="Wall-time budget per episode, seconds.")
     parser.add_argument("--no-proxy", default="", metavar="HOSTS", help="Comma-separated hosts the agent reaches directly.")
     parser.add_argument("--variants", metavar="MODULE:FUNCTION", help="Your own variant function.")
+    parser.add_argument("--rewrite-model", action="store_true",
+                        help="Make the proxy set the `model` of every model API request to the episode's model "
+                             "(--model, --models), for agents that do not read FAULTPROXY_MODEL.")
     add_proxy_options(parser)
     add_executor_options(parser)
     parser.add_argument("agent", nargs=argparse.REMAINDER, metavar="-- CMD...", help="The agent command.")

@@ -21,6 +21,7 @@ from proxy.episodes import Episodes, EpisodeState, StoredResponse
 from proxy.exchange import Exchange
 from proxy.faults import FAULT_CLASSES, SUPPLIED_KEY, WRITE_METHODS, Fault, answer, read_key
 from proxy.match import request_matches
+from proxy.models import rewrite_model
 from proxy.perturb import perturb_response
 from proxy.redact import Redactor
 from proxy.relay import Relay
@@ -73,8 +74,8 @@ class FaultInjector:
             self._faults[key] = FAULT_CLASSES[rule.fault.type](dict(rule.fault.params), scenario.seed, self.relay)
         return self._faults[key]
 
-    def begin_episode(self, key: str, scenario: Scenario | None = None) -> None:
-        self.episodes.begin(key, scenario)
+    def begin_episode(self, key: str, scenario: Scenario | None = None, model: str | None = None) -> None:
+        self.episodes.begin(key, scenario, model)
 
     def end_episode(self, key: str) -> EpisodeState | None:
         return self.episodes.end(key)
@@ -180,6 +181,8 @@ class FaultInjector:
 
     def _open_exchange(self, flow: http.HTTPFlow) -> Exchange:
         episode = self.episodes.get(episode_of(flow))
+        if episode.model:
+            rewrite_model(flow.request, episode.model)  # before anything reads or records the request
         raw = flow.request.get_content(strict=False)
         ex = Exchange(
             episode=episode,

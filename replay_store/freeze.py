@@ -107,6 +107,7 @@ def freeze(run_dir: Path, store: Path, *, failing: bool = False, episodes: Seque
             "expect_failed": judgeable if wanted == "fail" else [],
             "command": list(plan.get("command") or []),
             "upstreams": dict(plan.get("upstreams") or {}),
+            "rewrite_model": bool(plan.get("rewrite_model")),
             "env": agent_env(task, env or {}),
             "severity_defaults": plan["tasks"].get("severity") or {},
             "secret_env": secret_names,

@@ -18,6 +18,7 @@ episode.json — what the episode was and what its replay must show:
                 expecting "fail" must fail exactly these,
    "command": the agent command it ran with, "env": {NAME: value} the agent needs (no secrets),
    "upstreams": {name: url}: the run's reverse-mode upstreams (the agent's base URLs lead there),
+   "rewrite_model": the proxy rewrote model API requests to ask "model" (`--rewrite-model`),
    "severity_defaults", "secret_env": names of variables whose values replay redacts,
    "source": {"run", "created", "frozen"},
    "minimal_faults": null | [{"rule", "index", "type", "seq"}] written by `faultproxy minimize`,
@@ -167,6 +168,11 @@ class Entry:
     @property
     def upstreams(self) -> dict[str, str]:
         return dict(self.episode.get("upstreams") or {})
+
+    @property
+    def rewritten_model(self) -> str | None:
+        """The model the proxy made every model API request ask for, if the run rewrote them."""
+        return self.episode.get("model") if self.episode.get("rewrite_model") else None
 
     @property
     def title(self) -> str:

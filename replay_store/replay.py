@@ -95,10 +95,10 @@ class ReplayInjector(FaultInjector):
         with self._lock:
             self._staged[attribution_key] = replay
 
-    def begin_episode(self, key: str, scenario: Scenario | None = None) -> None:
+    def begin_episode(self, key: str, scenario: Scenario | None = None, model: str | None = None) -> None:
         with self._lock:
             replay = self._staged.pop(key, None)
-        super().begin_episode(key, scenario)
+        super().begin_episode(key, scenario, model)
         if replay is not None:
             state = self.episodes.peek(key)
             # Attribution uses a key of this replay's own (replays may run side by side), but
@@ -422,7 +422,7 @@ class Replayer:
         base_env = {**os.environ, **entry.env, **self.options.env, "FAULTPROXY_REPLAY": "1"}
         blocked_before = len(self.guard.attempts)
         self.injector.stage(attribution, replay)
-        await asyncio.to_thread(self.proxy.begin_episode, attribution, scenario)
+        await asyncio.to_thread(self.proxy.begin_episode, attribution, scenario, entry.rewritten_model)
         started = time.time()
         try:
             task_env = {name: expand(value, {**base_env, "FAULTPROXY_EPISODE": entry.key})

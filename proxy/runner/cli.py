@@ -31,6 +31,8 @@ def run_options(args: argparse.Namespace, scenario: Scenario, grid: list[GridPoi
         raise UsageError("--k and --parallel must be at least 1")
     if args.budget_s is not None and not args.budget_s > 0:
         raise UsageError("--budget-s must be a positive number of seconds")
+    if args.rewrite_model and not any(point.model for point in grid):
+        raise UsageError("--rewrite-model needs a model to ask for: --model (run) or --models (sweep)")
     try:
         tasks = load_tasks(args.tasks) if args.tasks else single_task(" ".join(command))
         if args.only:
@@ -43,6 +45,7 @@ def run_options(args: argparse.Namespace, scenario: Scenario, grid: list[GridPoi
         parallel=args.parallel, budget_s=args.budget_s, upstreams=parse_pairs(args.upstream, "--upstream"),
         no_proxy=[h for h in args.no_proxy.split(",") if h], variant_function=variant_function,
         secret_env=args.secret_env, insecure_upstream=args.insecure_upstream, show_progress=sys.stderr.isatty(),
+        rewrite_model=args.rewrite_model,
         **executor_options(args),
     )
 

@@ -59,6 +59,7 @@ class RunOptions:
     secret_env: list[str] = field(default_factory=list)
     insecure_upstream: bool = False
     upstream_ca: Path | None = None
+    rewrite_model: bool = False  # the proxy sets model API requests' `model` to the grid point's model
     show_progress: bool = True
     executor: str = "local"  # "local" (a pool of agent processes here) or "dask" (see executors.py)
     scheduler: str | None = None  # the Dask scheduler's address, tcp://HOST:PORT
@@ -90,7 +91,7 @@ def plan_document(options: RunOptions) -> tuple[dict, dict]:
                   "prices": {m: dict(p) for m, p in options.tasks.prices.items()},
                   "items": [task.to_json() for task in options.tasks.tasks]},
         "k": options.k, "grid": grid, "command": options.command, "created": created,
-        "upstreams": dict(options.upstreams),
+        "upstreams": dict(options.upstreams), "rewrite_model": options.rewrite_model,
     }
     header = {"faultproxy_version": __version__, "scenario_digest": options.scenario.digest,
               "tasks_digest": options.tasks.digest, "k": options.k, "grid": grid,
@@ -200,7 +201,8 @@ class EpisodeRunner:
         task_file.write_text(json.dumps({"task": task.to_json(), "variant": variant.index, "prompt": variant.prompt,
                                          "state": variant.state, "seed": variant.seed}))
         reset_error = await self._reset(task, variant.state, url_env)
-        await asyncio.to_thread(self.proxy.begin_episode, episode.key, self._scenario_for(point))
+        await asyncio.to_thread(self.proxy.begin_episode, episode.key, self._scenario_for(point),
+                                point.model if self.options.rewrite_model else None)
         environment = AgentEnvironment(
             proxy_url=self.proxy.proxy_url(episode.key), ca_bundle=self.proxy.ca_bundle, episode=episode.key,
             task_file=task_file, output_file=output_file, prompt=variant.prompt, seed=variant.seed,
