@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.runner_throughput import AGENT, start_model  # noqa: E402
 from evaluator.rundir import read_run  # noqa: E402
-from proxy.runner.executors import ProcessCluster  # noqa: E402
+from proxy.runner.cluster import ProcessCluster  # noqa: E402
 from proxy.runner.run import RunOptions, run  # noqa: E402
 from proxy.runner.tasks import task_set_from_json  # noqa: E402
 from scenarios import load_scenario  # noqa: E402

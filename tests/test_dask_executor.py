@@ -26,7 +26,7 @@ pytest.importorskip("distributed")
 from distributed import Client  # noqa: E402
 
 from evaluator.rundir import read_run  # noqa: E402
-from proxy.runner.executors import ProcessCluster  # noqa: E402
+from proxy.runner.cluster import ProcessCluster  # noqa: E402
 from proxy.runner.plan import build_grid  # noqa: E402
 from proxy.runner.run import RunOptions, run  # noqa: E402
 from proxy.runner.tasks import load_tasks  # noqa: E402
