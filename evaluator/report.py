@@ -24,7 +24,7 @@ Rules that keep the numbers honest:
 Memory: per task a count per distinct outcome and trajectory and one float per episode per
 resource; never a whole record, never a trace for an episode that carries a verdict.
 
-Speed (a million episodes should take seconds, not minutes): the runner writes the verdict as a
+Speed (a million episodes should take seconds, not minutes): the log (rundir) writes the verdict as a
 record's last key and judge.py fixes the verdict's key order, so one compiled pattern reads the
 fields the report needs straight from the line's bytes — the prompt, output, end state and the
 checks' details are never decoded. A line of any other shape (an older verdict, no verdict, a

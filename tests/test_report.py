@@ -238,6 +238,16 @@ def test_line_with_verdict_not_last_is_parsed_whole(tmp_path, complete_run):
     assert report["run"]["status"] == {"pass": 7, "fail": 1, "incomplete": 0, "not_run": 0}
 
 
+def test_the_log_writes_the_verdict_last_whatever_order_it_was_given(tmp_path):
+    log = EpisodeLog(tmp_path, {"faultproxy_version": "test"})
+    log.append({"key": "a", "verdict": {"status": "pass"}, "task_id": "t", "trial": 0})
+    log.append({"key": "b", "task_id": "t", "trial": 1})  # not judged yet: nothing added
+    log.close()
+    episodes = [json.loads(line) for line in (tmp_path / "episodes.jsonl").read_text().splitlines()[1:]]
+    assert [list(e)[-1] for e in episodes] == ["verdict", "trial"]
+    assert episodes[0]["verdict"] == {"status": "pass"} and "verdict" not in episodes[1]
+
+
 def test_several_grid_labels_are_reported_apart(tmp_path):
     labels = ("lambda=0.1", "lambda=0.5")
     run_dir = make_run(tmp_path / "run", [LOOKUP], 3, {
