@@ -209,13 +209,13 @@ def startup_s(name: str, rounds: int = 5) -> float:
 
 def waits(trace: Path) -> float:
     """Time the proxy spent on the episode's exchanges (the upstream's latency live; the lookup in replay)."""
-    from proxy.trace import read_trace
+    from faultproxy.formats.trace import read_trace
 
     return sum(line["duration_s"] for line in read_trace(trace))
 
 
 def model_calls(trace: Path) -> int:
-    from proxy.trace import read_trace
+    from faultproxy.formats.trace import read_trace
 
     return sum(1 for line in read_trace(trace) if line["request"]["url"].split("?")[0].endswith("/chat/completions"))
 
@@ -224,12 +224,12 @@ def live_runs(name: str, tasks, latency_ms: float, rounds: int, folder: Path,
               store: Path | None) -> tuple[dict, list[float]]:
     """The episodes run live `rounds` times against the demo world; returns each episode's
     (record, trace) per round and the rounds' totals. The first round is frozen into `store`."""
-    from evaluator.rundir import read_run
+    from faultproxy.formats.rundir import read_run
     from examples.world import world_in_thread
-    from proxy.runner import run_function
-    from proxy.runner.run import RunOptions, run
-    from replay_store.freeze import freeze
-    from scenarios import load_scenario
+    from faultproxy import run_function
+    from faultproxy import RunOptions, run
+    from faultproxy.replay_store.freeze import freeze
+    from faultproxy.scenarios import load_scenario
 
     saved = {k: os.environ.get(k) for k in ("SHOP_ROOT", "OPENAI_BASE_URL", "OPENAI_API_KEY")}
     live: dict[str, list[tuple[dict, Path]]] = {}
@@ -258,9 +258,10 @@ def live_runs(name: str, tasks, latency_ms: float, rounds: int, folder: Path,
 
 
 def bench_agent(name: str, task_ids: list[str], latencies: list[float], rounds: int, folder: Path) -> list[dict]:
-    from replay_store import har
-    from replay_store.replay import Replayer, ReplayOptions
-    from proxy.runner.tasks import load_tasks
+    from faultproxy.replay_store import har
+    from faultproxy.replay_store.replay import ReplayOptions
+from faultproxy.runner.replay import Replayer
+    from faultproxy.tasks.model import load_tasks
 
     tasks = load_tasks(ROOT / "examples" / "tasks.yaml")
     tasks = replace(tasks, tasks=tuple(t for t in tasks.tasks if t.id in task_ids))
@@ -317,7 +318,7 @@ def main() -> int:
     args = parser.parse_args()
 
     from examples.agent_common import SPECS, SYSTEM
-    from proxy.logs import configure_logging
+    from faultproxy.formats.logs import configure_logging
 
     configure_logging()  # the proxy's fault events to stderr: stdout is the table
 

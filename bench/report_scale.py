@@ -39,9 +39,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from evaluator.judge import judge_episode  # noqa: E402
-from evaluator.rundir import LOG_FILE, EpisodeLog, write_plan  # noqa: E402
-from proxy.runner.tasks import Effect, EndpointPattern, Expected, OutputSpec, Task  # noqa: E402
+from faultproxy.evaluator.judge import judge_episode  # noqa: E402
+from faultproxy.formats.rundir import LOG_FILE, EpisodeLog, write_plan  # noqa: E402
+from faultproxy.tasks.model import Effect, EndpointPattern, Expected, OutputSpec, Task  # noqa: E402
 
 SHOP, MODEL = "http://127.0.0.1:8100", "http://127.0.0.1:8200"
 SHAPES = ("lookup", "multi_step", "writes_state", "long_horizon", "needs_tool")
@@ -185,7 +185,7 @@ def generate(run_dir: Path, n_tasks: int, k: int) -> None:
 
 
 def measure(run_dir: Path) -> None:
-    from evaluator.report import build_report
+    from faultproxy.evaluator.report import build_report
 
     jobs = int(os.environ["REPORT_JOBS"]) if os.environ.get("REPORT_JOBS") else None
     with open("/proc/loadavg") if Path("/proc/loadavg").exists() else open(os.devnull) as f:

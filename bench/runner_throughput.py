@@ -27,10 +27,10 @@ from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from evaluator.rundir import read_run  # noqa: E402
-from proxy.runner.run import RunOptions, run  # noqa: E402
-from proxy.runner.tasks import task_set_from_json  # noqa: E402
-from scenarios import load_scenario  # noqa: E402
+from faultproxy.formats.rundir import read_run  # noqa: E402
+from faultproxy import RunOptions, run  # noqa: E402
+from faultproxy.tasks.model import task_set_from_json  # noqa: E402
+from faultproxy.scenarios import load_scenario  # noqa: E402
 
 AGENT = [sys.executable, str(Path(__file__).with_name("waiting_agent.py"))]
 

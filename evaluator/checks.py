@@ -58,10 +58,10 @@ from functools import cached_property
 from typing import Any
 from urllib.parse import urlsplit
 
-from evaluator.equivalence import canonical_json, subset_equal
-from evaluator.metrics import endpoint_class
-from proxy.models import MODEL_PATH_SUFFIXES
-from proxy.redact import MASK, SECRET_HEADERS
+from faultproxy.evaluator.equivalence import canonical_json, subset_equal
+from faultproxy.evaluator.metrics import endpoint_class
+from faultproxy.formats.redact import MASK, SECRET_HEADERS
+from faultproxy.formats.trace import MODEL_PATH_SUFFIXES
 
 SEVERITIES = ("low", "medium", "high")
 SEVERITY_RANK = {"low": 0, "medium": 1, "high": 2}

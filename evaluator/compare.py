@@ -11,7 +11,7 @@ import math
 from collections.abc import Hashable, Mapping, Sequence
 from typing import TypeVar
 
-from evaluator.stats import binary_entropy
+from faultproxy.evaluator.stats import binary_entropy
 
 TaskId = TypeVar("TaskId", bound=Hashable)
 

@@ -31,7 +31,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from evaluator.stats import fisher_exact_less
+from faultproxy.evaluator.stats import fisher_exact_less
 
 EXACT_FLIPS = 16
 RANDOM_FLIPS = 20_000

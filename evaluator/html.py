@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from evaluator.report import trace_file
+from faultproxy.evaluator.report import trace_file
+from faultproxy.formats.trace import read_trace
 
 TIMELINE_LIMIT = 300  # exchanges shown per episode
 
@@ -410,8 +411,6 @@ def _timeline(ep: Mapping[str, Any], run_dir: Path | str | None) -> str:
     path = trace_file(Path(run_dir), ep)
     if path is None or not path.exists():
         return '<p class="muted small">No trace on disk for this episode.</p>'
-    from proxy.trace import read_trace
-
     exchanges = []
     more = 0
     try:

@@ -35,8 +35,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from evaluator import checks as C
-from evaluator.stats import percentile
+from faultproxy.evaluator import checks as C
+from faultproxy.evaluator.stats import percentile
+from faultproxy.tasks.model import Task
 
 VERDICT_VERSION = 1
 EPISODE_FIELDS = ("key", "task_id", "trial", "grid_label", "duration_s")
@@ -46,8 +47,6 @@ REPORT_CUT_KEY = "escalated"
 
 def _as_task(task: Any) -> Any:
     if isinstance(task, Mapping):
-        from proxy.runner.tasks import Task
-
         return Task.from_json(task)
     return task
 

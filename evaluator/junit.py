@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
-from evaluator.report import EpisodeSink
+from faultproxy.evaluator.report import EpisodeSink
 
 # Characters XML 1.0 cannot carry at all, even escaped.
 _INVALID_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")

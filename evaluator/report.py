@@ -53,10 +53,17 @@ from itertools import groupby, repeat
 from pathlib import Path
 from typing import Any
 
-from evaluator import metrics, stats
-from evaluator.judge import (EPISODE_FIELDS, REPORT_CUT_KEY, VERDICT_VERSION, judge_episode,
-                             reported_confidence)
-from evaluator.rundir import FLOWS_DIR, LOG_FILE, PLAN_FILE, RunDirError
+from faultproxy.evaluator import metrics, stats
+from faultproxy.evaluator.judge import (
+    EPISODE_FIELDS,
+    REPORT_CUT_KEY,
+    VERDICT_VERSION,
+    judge_episode,
+    reported_confidence,
+)
+from faultproxy.formats.rundir import FLOWS_DIR, LOG_FILE, PLAN_FILE, RunDirError
+from faultproxy.formats.trace import read_trace, trace_path
+from faultproxy.tasks.model import Task
 
 REPORT_VERSION = 1
 MAX_FULL_K = 100
@@ -259,8 +266,6 @@ class Plan:
     def task(self, task_id: str) -> Any:
         """The Task object (proxy.runner.tasks), built on first use: only judging needs it."""
         if task_id not in self._task_objects:
-            from proxy.runner.tasks import Task
-
             item = next((t for t in self.tasks if t["id"] == task_id), None)
             if item is None:
                 raise RunDirError(f"{self.path}: episode of task '{task_id}', which the plan does not list")
@@ -736,8 +741,6 @@ def _drill(verdict: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _judge(run_dir: Path, plan: Plan, record: Mapping[str, Any]) -> dict[str, Any]:
-    from proxy.trace import read_trace
-
     trace = record.get("trace")
     path = run_dir / trace if trace else None
     exchanges: Iterable[Mapping[str, Any]] = read_trace(path) if path else ()
@@ -1082,6 +1085,4 @@ def trace_file(run_dir: Path, episode: Mapping[str, Any]) -> Path | None:
     key = episode.get("key")
     if not key:
         return None
-    from proxy.trace import trace_path
-
     return trace_path(Path(run_dir) / FLOWS_DIR, key)

@@ -50,9 +50,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from evaluator import compare, metrics, stats
-from evaluator.report import EpisodeSink, build_report, read_plan
-from evaluator.rundir import RunDirError
+from faultproxy.evaluator import compare, metrics, stats
+from faultproxy.evaluator.report import EpisodeSink, build_report, read_plan
+from faultproxy.formats.errors import UserError
+from faultproxy.formats.rundir import RunDirError
 
 SWEEP_VERSION = 1
 SWEEP_FILE = "sweep.json"
@@ -62,7 +63,7 @@ TOLERANCE = 1e-9  # float noise, never a real difference between two rates
 DISAGREEMENT_ROWS = 12
 
 
-class SweepError(Exception):
+class SweepError(UserError):
     """A sweep that cannot be analysed or checked as asked; the message says why."""
 
 

@@ -17,7 +17,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from evaluator.html import CSS
+from faultproxy.evaluator.html import CSS
 
 PALETTE = ["#0969da", "#8250df", "#bf3989", "#1a7f37", "#bc4c00", "#57606a", "#0a7ea4", "#9a6700"]
 FLAG = "#d4a72c"

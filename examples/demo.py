@@ -39,7 +39,7 @@ console = Console(width=120)
 
 def faultproxy(*args: str) -> int:
     console.print(f"[dim]$ faultproxy {shlex.join(args)}[/]")
-    return subprocess.call([sys.executable, "-m", "proxy.cli", *args], cwd=ROOT)
+    return subprocess.call([sys.executable, "-m", "faultproxy", *args], cwd=ROOT)
 
 
 def run_section(scenario: str, tasks: str, k: int, what: str, summary: Table) -> None:

@@ -9,8 +9,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from proxy.trace import TraceWriter, trace_path
-from scenarios import Scenario
+from faultproxy.formats.trace import TraceWriter, trace_path
+from faultproxy.scenarios import Scenario
 
 
 @dataclass(frozen=True)

@@ -6,11 +6,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from proxy.episodes import EpisodeState
-from proxy.match import parse_json_body
-from proxy.redact import Redactor
-from proxy.trace import encode_body
-from scenarios import Rule, Scenario
+from faultproxy.formats.redact import Redactor
+from faultproxy.formats.trace import encode_body
+from faultproxy.proxy.episodes import EpisodeState
+from faultproxy.proxy.match import parse_json_body
+from faultproxy.scenarios import Rule, Scenario
 
 _UNPARSED = object()
 

@@ -15,13 +15,12 @@ import time
 from collections.abc import Callable
 from typing import Any, ClassVar
 
+from faultproxy.proxy import decide, responses
+from faultproxy.proxy.drift import apply_drift
+from faultproxy.proxy.exchange import Exchange
+from faultproxy.proxy.relay import Relay
+from faultproxy.proxy.sse import is_event_stream, map_json_data
 from mitmproxy import http
-
-from proxy import decide, responses
-from proxy.drift import apply_drift
-from proxy.exchange import Exchange
-from proxy.relay import Relay
-from proxy.sse import is_event_stream, map_json_data
 
 WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 SUPPLIED_KEY = "faultproxy_supplied"  # flow.metadata: the upstream response came from supply_response, not the network

@@ -13,21 +13,27 @@ import time
 from pathlib import Path
 
 import structlog
+from faultproxy.formats.redact import Redactor
+from faultproxy.proxy import decide
+from faultproxy.proxy.attribution import episode_of
+from faultproxy.proxy.episodes import Episodes, EpisodeState, StoredResponse
+from faultproxy.proxy.exchange import Exchange
+from faultproxy.proxy.faults import (
+    FAULT_CLASSES,
+    SUPPLIED_KEY,
+    WRITE_METHODS,
+    Fault,
+    answer,
+    read_key,
+)
+from faultproxy.proxy.match import request_matches
+from faultproxy.proxy.models import rewrite_model
+from faultproxy.proxy.perturb import perturb_response
+from faultproxy.proxy.relay import Relay
+from faultproxy.proxy.sse import EventSplitter, data_payloads, is_event_stream
+from faultproxy.proxy.usage import tokens_in_body, tokens_in_events
+from faultproxy.scenarios import Rule, Scenario, ScenarioError, load_scenario
 from mitmproxy import ctx, exceptions, http
-
-from proxy import decide
-from proxy.attribution import episode_of
-from proxy.episodes import Episodes, EpisodeState, StoredResponse
-from proxy.exchange import Exchange
-from proxy.faults import FAULT_CLASSES, SUPPLIED_KEY, WRITE_METHODS, Fault, answer, read_key
-from proxy.match import request_matches
-from proxy.models import rewrite_model
-from proxy.perturb import perturb_response
-from proxy.redact import Redactor
-from proxy.relay import Relay
-from proxy.sse import EventSplitter, data_payloads, is_event_stream
-from proxy.usage import tokens_in_body, tokens_in_events
-from scenarios import Rule, Scenario, ScenarioError, load_scenario
 
 FORCE_HEADER = "x-faultproxy-force"
 EXCHANGE_KEY = "faultproxy_exchange"

@@ -6,7 +6,7 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from scenarios import MatchSpec
+from faultproxy.scenarios import MatchSpec
 
 NO_BODY = object()
 

@@ -4,7 +4,7 @@
         --set faultproxy_trace_dir=runs/mitmdump/flows --set connection_strategy=lazy
 """
 
-from proxy.attribution import Attribution
-from proxy.injector import FaultInjector
+from faultproxy.proxy.attribution import Attribution
+from faultproxy.proxy.injector import FaultInjector
 
 addons = [Attribution(), FaultInjector()]

@@ -9,16 +9,10 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
+from faultproxy.formats.trace import is_model_call
+
 if TYPE_CHECKING:
     from mitmproxy import http
-
-# OpenAI chat completions and responses, Anthropic messages (with or without a /v1 prefix).
-MODEL_PATH_SUFFIXES = ("/chat/completions", "/v1/messages", "/responses")
-
-
-def is_model_call(path: str) -> bool:
-    return path.split("?", 1)[0].rstrip("/").endswith(MODEL_PATH_SUFFIXES)
-
 
 def rewrite_model(request: http.Request, model: str) -> str | None:
     """Ask `model` instead: returns the model the request named, None when it is not a model

@@ -17,9 +17,8 @@ from collections.abc import AsyncIterator
 
 import aiohttp
 from aiohttp import web
+from faultproxy.proxy.sse import EventSplitter
 from mitmproxy import ctx, http
-
-from proxy.sse import EventSplitter
 
 TARGET_HEADER = "x-faultproxy-relay"
 _HOP_BY_HOP = frozenset(

@@ -19,14 +19,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
-from mitmproxy.addons import block, core, disable_h2c, next_layer, proxyserver, tlsconfig, update_alt_svc
+from faultproxy.proxy.attribution import Attribution
+from faultproxy.proxy.ca import ca_bundle, default_confdir, ensure_ca
+from faultproxy.proxy.injector import FaultInjector
+from faultproxy.scenarios import Scenario, load_scenario
+from mitmproxy.addons import (
+    block,
+    core,
+    disable_h2c,
+    next_layer,
+    proxyserver,
+    tlsconfig,
+    update_alt_svc,
+)
 from mitmproxy.master import Master
 from mitmproxy.options import Options
-
-from proxy.attribution import Attribution
-from proxy.ca import ca_bundle, default_confdir, ensure_ca
-from proxy.injector import FaultInjector
-from scenarios import Scenario, load_scenario
 
 PLACEHOLDER_UPSTREAM = "http://127.0.0.1:9"  # reverse mode needs a target; attribution replaces it
 

@@ -25,18 +25,18 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from evaluator.judge import judge_episode
-from evaluator.rundir import read_run
-from proxy import decide
-from proxy.injector import FORCE_HEADER
-from proxy.match import parse_json_body, request_matches
-from proxy.redact import Redactor
-from proxy.runner.tasks import Task, template_variables
-from proxy.trace import decode_body, read_trace
-from replay_store import har
-from replay_store.har import StoreError
-from replay_store.replay import NO_END_STATE, UNJUDGEABLE
-from scenarios import Scenario, ScenarioError, load_scenario
+from faultproxy.evaluator.judge import judge_episode
+from faultproxy.formats.redact import Redactor
+from faultproxy.formats.rundir import read_run
+from faultproxy.formats.trace import decode_body, read_trace
+from faultproxy.proxy import decide
+from faultproxy.proxy.injector import FORCE_HEADER
+from faultproxy.proxy.match import parse_json_body, request_matches
+from faultproxy.replay_store import har
+from faultproxy.replay_store.har import StoreError
+from faultproxy.replay_store.replay import NO_END_STATE, UNJUDGEABLE
+from faultproxy.scenarios import Scenario, ScenarioError, load_scenario
+from faultproxy.tasks.model import Task, template_variables
 
 _SECRET_NAME = re.compile(r"(?i)(api[_-]?key|secret|password|passwd|token|authorization|credential|cookie)")
 _DEFAULT_PORTS = {"http": 80, "https": 443}

@@ -58,10 +58,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-from proxy import __version__
-from proxy.redact import Redactor
-from proxy.runner.tasks import Task
-from scenarios.reader import InputError
+from faultproxy.formats import __version__
+from faultproxy.formats.errors import InputError
+from faultproxy.formats.redact import Redactor
+from faultproxy.tasks.model import Task
 
 FORMAT = "faultproxy-replay-entry"
 VERSION = 1

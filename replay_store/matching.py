@@ -36,9 +36,9 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-from evaluator.checks import mcp_tool_hints, parse_trace
-from proxy.redact import Redactor
-from replay_store.har import Recorded
+from faultproxy.evaluator.checks import mcp_tool_hints, parse_trace
+from faultproxy.formats.redact import Redactor
+from faultproxy.replay_store.har import Recorded
 
 VOLATILE = frozenset({"timestamp", "ts", "nonce", "requestid", "reqid", "traceid", "spanid",
                       "clientrequestid", "createdat", "updatedat", "sentat", "idempotencykey", "xrequestid",

@@ -18,11 +18,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from replay_store import har
-from replay_store.har import Decision, Entry, StoreError
-from replay_store.replay import Replayer, ReplayResult
+from faultproxy.replay_store import har
+from faultproxy.replay_store.har import Decision, Entry, StoreError
+from faultproxy.replay_store.replay import ReplayResult
 
 T = TypeVar("T")
+# Replays the entry with exactly these (rule, index) fault decisions forced on.
+ReplayForced = Callable[[Entry, list[tuple[str, int]]], ReplayResult]
 
 
 def ddmin(items: Sequence[T], reproduces: Callable[[list[T]], bool]) -> list[T]:
@@ -89,7 +91,7 @@ class MinimizeResult:
     trials: list[Trial] = field(default_factory=list)
 
 
-def minimize(entry: Entry, replayer: Replayer, command: Sequence[str] | None = None,
+def minimize(entry: Entry, replay_forced: ReplayForced,
              checks: Sequence[str] = (), progress: Callable[[Trial], None] | None = None,
              write: bool = True) -> MinimizeResult:
     if entry.expect != "fail" and not checks:
@@ -104,7 +106,7 @@ def minimize(entry: Entry, replayer: Replayer, command: Sequence[str] | None = N
 
     def reproduces(subset: list[Decision]) -> bool:
         started = time.monotonic()
-        replayed: ReplayResult = replayer.replay(entry, command, forced=[d.ident for d in subset])
+        replayed = replay_forced(entry, [d.ident for d in subset])
         trial = Trial([d.ident for d in subset], replayed.fails_like(target, exactly=False), replayed.status,
                       replayed.failed, len(replayed.diverged), round(time.monotonic() - started, 3))
         result.trials.append(trial)

@@ -1,7 +1,13 @@
 """Scenario registry: the YAML schema, its loader, and the bundled scenarios in this folder."""
 
-from .loader import BUNDLED_DIR, ScenarioError, bundled_names, load_scenario, resolve_scenario_path
-from .model import (
+from faultproxy.scenarios.loader import (
+    BUNDLED_DIR,
+    ScenarioError,
+    bundled_names,
+    load_scenario,
+    resolve_scenario_path,
+)
+from faultproxy.scenarios.model import (
     FAULT_TYPES,
     BodyPredicate,
     DriftOp,

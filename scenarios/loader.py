@@ -15,10 +15,17 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
-
-from .reader import InputError
-from .model import (
+from faultproxy.formats.errors import InputError
+from faultproxy.formats.yaml_input import (
+    NULL_TAG,
+    YamlReader,
+    describe_value,
+    is_int,
+    is_number,
+    line_of,
+    suggest,
+)
+from faultproxy.scenarios.model import (
     DRIFT_OPS,
     FAULT_TYPES,
     JSON_TYPES,
@@ -33,7 +40,7 @@ from .model import (
     TextPattern,
     When,
 )
-from .reader import NULL_TAG, YamlReader, describe_value, is_int, is_number, line_of, suggest
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 BUNDLED_DIR = Path(__file__).parent
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from proxy.server import ProxyServer
+from faultproxy.proxy.server import ProxyServer
 from tests.upstream import ServerThread, Upstream, make_certificate
 
 

@@ -13,8 +13,8 @@ from cryptography import x509
 from cryptography.hazmat.primitives.serialization import load_pem_private_key
 from mitmproxy.certs import CertStore
 
-import proxy.ca
-from proxy.ca import BUNDLE_NAME, CA_NAME, ca_bundle
+from faultproxy.proxy import ca as proxy_ca
+from faultproxy.proxy.ca import BUNDLE_NAME, CA_NAME, ca_bundle
 
 WORKERS = 8
 _start: Barrier | None = None  # set in each worker process: a barrier cannot travel in a task
@@ -67,14 +67,14 @@ def test_a_ca_creation_cut_short_leaves_no_half_ca_behind(tmp_path, monkeypatch)
         moves.append(Path(target).name)
         return real_replace(source, target)
 
-    real_replace = proxy.ca.os.replace
-    monkeypatch.setattr(proxy.ca.os, "replace", crash_after_two)
+    real_replace = proxy_ca.os.replace
+    monkeypatch.setattr(proxy_ca.os, "replace", crash_after_two)
     with pytest.raises(KeyboardInterrupt):
         ca_bundle(tmp_path)
     assert len(moves) == 2 and f"{CA_NAME}-ca.pem" not in moves
     assert not (tmp_path / f"{CA_NAME}-ca.pem").exists()
 
-    monkeypatch.setattr(proxy.ca.os, "replace", real_replace)
+    monkeypatch.setattr(proxy_ca.os, "replace", real_replace)
     bundle = ca_bundle(tmp_path).read_text()
     ca_cert = (tmp_path / f"{CA_NAME}-ca-cert.pem").read_text()
     assert bundle.endswith(ca_cert)

@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from evaluator.checks import parse_trace
-from evaluator.judge import judge_episode
-from proxy.redact import MASK
-from proxy.runner.tasks import Effect, EndpointPattern, Expected, OutputSpec, Task
-from proxy.trace import TraceWriter, read_trace
+from faultproxy.evaluator.checks import parse_trace
+from faultproxy.evaluator.judge import judge_episode
+from faultproxy.formats.redact import MASK
+from faultproxy.tasks.model import Effect, EndpointPattern, Expected, OutputSpec, Task
+from faultproxy.formats.trace import TraceWriter, read_trace
 
 SHOP = "http://127.0.0.1:8100"
 MODEL = "http://127.0.0.1:8200"

@@ -12,10 +12,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from proxy.server import free_port
-from scenarios import BUNDLED_DIR
+from faultproxy.proxy.server import free_port
+from faultproxy.scenarios import BUNDLED_DIR
 
-FAULTPROXY = [sys.executable, "-m", "proxy.cli"]
+FAULTPROXY = [sys.executable, "-m", "faultproxy"]
 MITMDUMP = Path(sys.executable).with_name("mitmdump")
 
 

@@ -5,8 +5,8 @@ from itertools import combinations
 
 import pytest
 
-from evaluator.compare import diagnostic_selection, disagreement, pass_at_M, pass_hat_M
-from evaluator.stats import (binary_entropy, brier_score, calibration_buckets,
+from faultproxy.evaluator.compare import diagnostic_selection, disagreement, pass_at_M, pass_hat_M
+from faultproxy.evaluator.stats import (binary_entropy, brier_score, calibration_buckets,
                              coefficient_of_variation, fisher_exact_less, percentile,
                              wilson_interval)
 

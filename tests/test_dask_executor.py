@@ -25,18 +25,18 @@ pytest.importorskip("distributed")
 
 from distributed import Client  # noqa: E402
 
-from evaluator.rundir import read_run  # noqa: E402
-from proxy.runner.cluster import ProcessCluster  # noqa: E402
-from proxy.runner.plan import build_grid  # noqa: E402
-from proxy.runner.run import RunOptions, run  # noqa: E402
-from proxy.runner.tasks import load_tasks  # noqa: E402
-from proxy.trace import read_trace  # noqa: E402
-from scenarios import load_scenario  # noqa: E402
+from faultproxy.formats.rundir import read_run  # noqa: E402
+from faultproxy.runner.cluster import ProcessCluster  # noqa: E402
+from faultproxy.runner.plan import build_grid  # noqa: E402
+from faultproxy import RunOptions, run  # noqa: E402
+from faultproxy.tasks.model import load_tasks  # noqa: E402
+from faultproxy.formats.trace import read_trace  # noqa: E402
+from faultproxy.scenarios import load_scenario  # noqa: E402
 from tests.conftest import scenario  # noqa: E402
 from tests.upstream import ServerThread, Upstream  # noqa: E402
 
 PROBE_AGENT = [sys.executable, str(Path(__file__).parent / "agents" / "probe_agent.py")]
-FAULTPROXY = [sys.executable, "-m", "proxy.cli"]
+FAULTPROXY = [sys.executable, "-m", "faultproxy"]
 # Kills the worker process it runs under (its parent): every worker that tries it dies.
 WORKER_KILLER = [sys.executable, "-c", "import os, signal; os.kill(os.getppid(), signal.SIGKILL)"]
 

@@ -19,18 +19,18 @@ from typing import Any
 import httpx
 import pytest
 
-from evaluator.checks import Exchange, check_end_state, check_escalation, check_outcome, committed_effects, parse_trace
-from evaluator.rundir import read_run
+from faultproxy.evaluator.checks import Exchange, check_end_state, check_escalation, check_outcome, committed_effects, parse_trace
+from faultproxy.formats.rundir import read_run
 from examples.agent_common import SYSTEM, Reply, tool_message
 from examples.planner import Final, decide, intent_of
 from examples.shop import SPECS, Shop, ShopError
 from examples.world import World, running_world, world_in_thread
-from proxy.runner.plan import GridPoint
-from proxy.runner.run import RunOptions, run
-from proxy.runner.tasks import EndpointPattern, Task, load_tasks
-from proxy.runner.variants import Variant, make_variant, make_variants
-from proxy.trace import read_trace
-from scenarios import Scenario, load_scenario
+from faultproxy.runner.plan import GridPoint
+from faultproxy import RunOptions, run
+from faultproxy.tasks.model import EndpointPattern, Task, load_tasks
+from faultproxy.runner.variants import Variant, make_variant, make_variants
+from faultproxy.formats.trace import read_trace
+from faultproxy.scenarios import Scenario, load_scenario
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 TASKS = load_tasks(EXAMPLES / "tasks.yaml")

@@ -14,7 +14,7 @@ import openai
 import pytest
 import requests
 
-from proxy.trace import read_trace, trace_path
+from faultproxy.formats.trace import read_trace, trace_path
 from tests.conftest import scenario
 
 

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from evaluator.commands import main as cli
-from evaluator.gate import evaluate_gate, sign_flip_p
-from evaluator.report import build_report
+from faultproxy.cli.main import main as cli
+from faultproxy.evaluator.gate import evaluate_gate, sign_flip_p
+from faultproxy.evaluator.report import build_report
 from tests.test_report import LOOKUP, REFUND, lookup_ok, lookup_wrong, make_run, refund_ok, refund_twice
 
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import httpx
 
-from proxy.runner import Episode, run_function, task_set_from_json
-from scenarios import load_scenario
+from faultproxy import Episode, run_function
+from faultproxy.tasks.model import task_set_from_json
+from faultproxy.scenarios import load_scenario
 from tests.conftest import scenario
 
 pytest_plugins = ["pytester"]

@@ -5,7 +5,7 @@ from itertools import combinations
 
 import pytest
 
-from evaluator.metrics import (SEVERITY_WEIGHTS, TaskTally, endpoint_class, mean_pass_rate,
+from faultproxy.evaluator.metrics import (SEVERITY_WEIGHTS, TaskTally, endpoint_class, mean_pass_rate,
                                pass_at_k, pass_hat_k, pass_k_curve, safety_score,
                                trajectory_consistency)
 

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from proxy.decide import decision_value
-from proxy.perturb import (KINDS, is_json_content_type, iter_forms, number_form, perturb_json, perturb_json_body,
+from faultproxy.proxy.decide import decision_value
+from faultproxy.proxy.perturb import (KINDS, is_json_content_type, iter_forms, number_form, perturb_json, perturb_json_body,
                            perturb_response)
 
 BODIES = [

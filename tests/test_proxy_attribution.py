@@ -13,7 +13,7 @@ import openai
 import requests
 import structlog
 
-from proxy.trace import read_trace, trace_path
+from faultproxy.formats.trace import read_trace, trace_path
 from tests.conftest import scenario
 
 COIN_FLIPS = scenario("""

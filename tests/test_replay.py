@@ -15,14 +15,15 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from evaluator.rundir import read_run
+from faultproxy.formats.rundir import read_run
 from examples.world import world_in_thread
-from proxy.runner.run import RunOptions, run
-from proxy.runner.tasks import load_tasks
-from replay_store import har
-from replay_store.freeze import freeze
-from replay_store.replay import Replayer, ReplayOptions
-from scenarios import load_scenario
+from faultproxy import RunOptions, run
+from faultproxy.tasks.model import load_tasks
+from faultproxy.replay_store import har
+from faultproxy.replay_store.freeze import freeze
+from faultproxy.replay_store.replay import ReplayOptions
+from faultproxy.runner.replay import Replayer
+from faultproxy.scenarios import load_scenario
 from tests.test_replay_faults import PortWatch
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"

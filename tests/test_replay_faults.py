@@ -21,16 +21,17 @@ from pathlib import Path
 
 import pytest
 
-from evaluator.rundir import read_run
-from proxy.cli import main as faultproxy_main
-from proxy.runner.run import RunOptions, run
-from proxy.runner.tasks import task_set_from_json
-from proxy.trace import read_trace
-from replay_store import har
-from replay_store.freeze import freeze
-from replay_store.minimize import minimize
-from replay_store.replay import DIVERGED_STATUS, Replayer, ReplayOptions
-from scenarios import load_scenario
+from faultproxy.formats.rundir import read_run
+from faultproxy.cli.main import main as faultproxy_main
+from faultproxy import RunOptions, run
+from faultproxy.tasks.model import task_set_from_json
+from faultproxy.formats.trace import read_trace
+from faultproxy.replay_store import har
+from faultproxy.replay_store.freeze import freeze
+from faultproxy.replay_store.minimize import minimize
+from faultproxy.replay_store.replay import DIVERGED_STATUS, ReplayOptions
+from faultproxy.runner.replay import Replayer
+from faultproxy.scenarios import load_scenario
 from tests.upstream import ServerThread, Upstream
 
 AGENT = r'''
@@ -387,7 +388,7 @@ def test_minimize_finds_the_one_fault_the_double_refund_needs(world, tmp_path):
     entry = har.read_entry(entry_dir)
     command = agent_command(world["agent"])
     with Replayer(ReplayOptions(out=tmp_path / "out"), [entry]) as replayer:
-        result = minimize(entry, replayer, command, checks=["effects", "idempotency"])
+        result = minimize(entry, lambda e, forced: replayer.replay(e, command, forced=forced), checks=["effects", "idempotency"])
         again = replayer.replay(entry, command, forced=[d.ident for d in result.minimal])
     assert [d.ident for d in result.minimal] == [("refund_lost", 1)]
     assert len(result.trials) <= 8 < 2 ** len(entry.fired)  # ddmin, not every subset of 6 faults

@@ -16,11 +16,12 @@ import httpx
 import pytest
 
 from examples.world import world_in_thread
-from proxy.runner import Episode, run_function
-from proxy.runner.tasks import load_tasks
-from replay_store import har
-from replay_store.freeze import freeze
-from replay_store.replay import Replayer, ReplayOptions, replay_function
+from faultproxy import Episode, run_function
+from faultproxy.tasks.model import load_tasks
+from faultproxy.replay_store import har
+from faultproxy.replay_store.freeze import freeze
+from faultproxy.replay_store.replay import ReplayOptions
+from faultproxy.runner.replay import Replayer, replay_function
 from tests.test_replay_faults import PortWatch
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"

@@ -7,11 +7,11 @@ import json
 
 import pytest
 
-from proxy.cli import main as faultproxy_main
-from replay_store import har
-from replay_store.har import Recorded, StoreError
-from replay_store.matching import Pool, identity_of
-from replay_store.minimize import ddmin
+from faultproxy.cli.main import main as faultproxy_main
+from faultproxy.replay_store import har
+from faultproxy.replay_store.har import Recorded, StoreError
+from faultproxy.replay_store.matching import Pool, identity_of
+from faultproxy.replay_store.minimize import ddmin
 
 
 def recorded(seq: int, method: str, url: str, body: dict | None = None, status: int | None = 200,
@@ -84,7 +84,7 @@ def test_pool_tells_mcp_calls_apart_and_repeats_only_what_the_server_marks_read_
 
 
 def test_pool_matches_redacted_recordings_with_the_same_redaction():
-    from proxy.redact import Redactor
+    from faultproxy.formats.redact import Redactor
 
     redactor = Redactor(["hunter2-secret"])
     pool = Pool([recorded(1, "POST", "http://h/x?api_key=[REDACTED]", {"api_key": "[REDACTED]", "note": "[REDACTED]"})],
@@ -140,7 +140,7 @@ def test_an_answer_the_proxy_made_is_not_recorded_as_the_upstreams(make_proxy, u
     injector must not take an injected 429 for what the upstream said (replay would serve it)."""
     import httpx
 
-    from proxy.trace import read_trace, trace_path
+    from faultproxy.formats.trace import read_trace, trace_path
     from tests.conftest import scenario
 
     state, server = upstream

@@ -19,15 +19,15 @@ from typing import Any
 
 import pytest
 
-from evaluator import metrics
-from evaluator.commands import main as cli
-from evaluator.html import render
-from evaluator.judge import judge_episode
-from evaluator.junit import JUnitWriter
-from evaluator.report import build_report, k_points, trajectory_consistency_grouped
-from evaluator.rundir import EpisodeLog, write_plan
-from proxy.runner.tasks import Effect, EndpointPattern, Expected, OutputSpec, Task
-from proxy.trace import read_trace, trace_path
+from faultproxy.evaluator import metrics
+from faultproxy.cli.main import main as cli
+from faultproxy.evaluator.html import render
+from faultproxy.evaluator.judge import judge_episode
+from faultproxy.evaluator.junit import JUnitWriter
+from faultproxy.evaluator.report import build_report, k_points, trajectory_consistency_grouped
+from faultproxy.formats.rundir import EpisodeLog, write_plan
+from faultproxy.tasks.model import Effect, EndpointPattern, Expected, OutputSpec, Task
+from faultproxy.formats.trace import read_trace, trace_path
 from tests.test_checks import REFUND_URL, SHOP, exchange, fault, model_call, record, write_trace
 
 LOOKUP = Task(id="lookup_a", prompt="What is the status of order 1002?", shape="lookup",
@@ -336,8 +336,8 @@ def test_report_bad_input_is_one_line_and_exit_2(tmp_path, complete_run, capsys,
 PARALLEL_AND_SEQUENTIAL = """
 import sys
 from pathlib import Path
-from evaluator import report
-from evaluator.junit import JUnitWriter
+from faultproxy.evaluator import report
+from faultproxy.evaluator.junit import JUnitWriter
 
 assert report._can_fork(), "this child has one thread, so it must read the log with forked workers"
 run_dir, out = Path(sys.argv[1]), Path(sys.argv[2])
@@ -392,8 +392,8 @@ def test_fast_path_survives_awkward_text_and_agrees_with_json(tmp_path):
 def test_resource_summary_equals_the_stats_functions_on_sorted_values():
     from array import array
 
-    from evaluator import stats
-    from evaluator.report import _summary
+    from faultproxy.evaluator import stats
+    from faultproxy.evaluator.report import _summary
 
     rng = random.Random(5)
     for values in (array("d", [rng.randint(1, 9) for _ in range(20000)]),

@@ -13,16 +13,17 @@ import anthropic
 import httpx
 import openai
 
-from evaluator.rundir import read_run
-from proxy.cli import main as faultproxy_main
-from proxy.runner.plan import GridPoint
-from proxy.runner.run import RunOptions, run
-from proxy.runner.tasks import task_set_from_json
-from proxy.trace import read_trace, trace_path
-from replay_store import har
-from replay_store.freeze import freeze
-from replay_store.replay import Replayer, ReplayOptions
-from scenarios import load_scenario
+from faultproxy.formats.rundir import read_run
+from faultproxy.cli.main import main as faultproxy_main
+from faultproxy.runner.plan import GridPoint
+from faultproxy import RunOptions, run
+from faultproxy.tasks.model import task_set_from_json
+from faultproxy.formats.trace import read_trace, trace_path
+from faultproxy.replay_store import har
+from faultproxy.replay_store.freeze import freeze
+from faultproxy.replay_store.replay import ReplayOptions
+from faultproxy.runner.replay import Replayer
+from faultproxy.scenarios import load_scenario
 from tests.conftest import scenario
 from tests.upstream import ServerThread, Upstream
 

@@ -12,16 +12,16 @@ from pathlib import Path
 
 import pytest
 
-from evaluator.rundir import read_run
-from proxy.runner.plan import GridPoint
-from proxy.runner.run import RunOptions, run
-from proxy.runner.tasks import load_tasks
-from proxy.trace import read_trace
-from scenarios import load_scenario
+from faultproxy.formats.rundir import read_run
+from faultproxy.runner.plan import GridPoint
+from faultproxy import RunOptions, run
+from faultproxy.tasks.model import load_tasks
+from faultproxy.formats.trace import read_trace
+from faultproxy.scenarios import load_scenario
 from tests.conftest import scenario
 
 PROBE_AGENT = [sys.executable, str(Path(__file__).parent / "agents" / "probe_agent.py")]
-FAULTPROXY = [sys.executable, "-m", "proxy.cli"]
+FAULTPROXY = [sys.executable, "-m", "faultproxy"]
 
 REFUND_FLAKY = scenario("""
     - name: refund-503

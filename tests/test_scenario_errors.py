@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from scenarios import ScenarioError, load_scenario
+from faultproxy.scenarios import ScenarioError, load_scenario
 
 # Each case: id, YAML text, expected line (1-based, None if none), field (None if none),
 # a phrase the message must contain, and param overrides passed to load_scenario.

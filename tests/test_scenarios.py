@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from scenarios import (
+from faultproxy.scenarios import (
     BUNDLED_DIR,
     FAULT_TYPES,
     BodyPredicate,

@@ -12,14 +12,15 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from evaluator import compare, metrics, stats
-from evaluator.rundir import EpisodeLog, write_plan
-from evaluator.sweep import (OutcomeSink, Outcomes, SweepError, acceptance_rules, analyse, analyse_sweep,
+from faultproxy.evaluator import compare, metrics, stats
+from faultproxy.formats.rundir import EpisodeLog, write_plan
+from faultproxy.evaluator.sweep import (OutcomeSink, Outcomes, SweepError, acceptance_rules, analyse, analyse_sweep,
                              exit_status, is_sweep, print_sweep)
-from proxy.cli import main
-from proxy.runner.plan import build_grid, episode_key
-from proxy.runner.sweep import parse_levels, rule_params
-from scenarios import load_scenario
+from faultproxy.cli.main import main
+from faultproxy.runner.plan import build_grid, episode_key
+from faultproxy.cli.sweep import parse_levels
+from faultproxy.runner.sweep import rule_params
+from faultproxy.scenarios import load_scenario
 
 SCENARIO = """\
 name: sweepable

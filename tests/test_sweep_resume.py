@@ -1,4 +1,4 @@
-"""A real sweep (`python -m proxy.cli sweep`, the probe agent, the test upstream): SIGKILLed mid-way
+"""A real sweep (`python -m faultproxy.cli.main sweep`, the probe agent, the test upstream): SIGKILLed mid-way
 and rerun, it ends with the same per-level numbers as a sweep that was never interrupted."""
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from evaluator.rundir import read_log, read_run
+from faultproxy.formats.rundir import read_log, read_run
 
 PROBE_AGENT = [sys.executable, str(Path(__file__).parent / "agents" / "probe_agent.py")]
-FAULTPROXY = [sys.executable, "-m", "proxy.cli"]
+FAULTPROXY = [sys.executable, "-m", "faultproxy"]
 
 SCENARIO = """\
 name: refund_flaky

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from proxy.runner.tasks import (
+from faultproxy.tasks.model import (
     Budgets,
     Effect,
     EndpointPattern,

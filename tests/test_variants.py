@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from proxy.runner.tasks import Task
-from proxy.runner.variants import (
+from faultproxy.tasks.model import Task
+from faultproxy.runner.variants import (
     Variant,
     load_variant_function,
     make_variant,
@@ -70,8 +70,8 @@ def test_variants_do_not_depend_on_order_or_on_other_tasks() -> None:
 def test_variants_are_the_same_in_another_process() -> None:
     code = textwrap.dedent("""\
         import json, sys
-        from proxy.runner.tasks import Task
-        from proxy.runner.variants import make_variant
+        from faultproxy.tasks.model import Task
+        from faultproxy.runner.variants import make_variant
         tasks = [Task.from_json(t) for t in json.load(sys.stdin)]
         print(json.dumps([make_variant(t, i).to_json() for t in tasks for i in range(10)]))
         """)

@@ -11,8 +11,8 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from proxy.runner.tasks import Task
-from proxy.runner.variants import Variant
+from faultproxy.runner.variants import Variant
+from faultproxy.tasks.model import Task
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
 

@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from proxy.redact import Redactor
+from faultproxy.formats.redact import Redactor
 
 FORMAT_VERSION = 1
 _SAFE_NAME = re.compile(r"[^A-Za-z0-9_.-]")
@@ -76,3 +76,11 @@ def read_trace(path: Path) -> Iterator[dict[str, Any]]:
             if not line.endswith("\n"):
                 return
             yield json.loads(line)
+
+
+# OpenAI chat completions and responses, Anthropic messages (with or without a /v1 prefix).
+MODEL_PATH_SUFFIXES = ("/chat/completions", "/v1/messages", "/responses")
+
+
+def is_model_call(path: str) -> bool:
+    return path.split("?", 1)[0].rstrip("/").endswith(MODEL_PATH_SUFFIXES)

@@ -48,14 +48,14 @@ from pathlib import Path
 from typing import Any
 
 import structlog
-
-from evaluator.rundir import FLOWS_DIR, EpisodeLog
-from proxy import __version__
-from proxy.errors import UsageError
-from proxy.runner.plan import PlannedEpisode
-from proxy.runner.run import EpisodeRunner, RunOptions, _task_secrets, unfinished_record
-from proxy.server import ProxyServer
-from proxy.trace import trace_path
+from faultproxy.formats import __version__
+from faultproxy.formats.errors import UsageError
+from faultproxy.formats.rundir import FLOWS_DIR, EpisodeLog
+from faultproxy.formats.trace import trace_path
+from faultproxy.proxy.server import ProxyServer
+from faultproxy.runner.plan import PlannedEpisode
+from faultproxy.runner.episode import EpisodeRunner, unfinished_record
+from faultproxy.runner.options import RunOptions, task_secret_names
 
 log = structlog.get_logger("faultproxy.executors")
 
@@ -109,7 +109,7 @@ def make_executor(options: RunOptions, runner_class: type[EpisodeRunner] = Episo
 def proxy_for(options: RunOptions, trace_dir: Path) -> ProxyServer:
     return ProxyServer(
         options.scenario, trace_dir=trace_dir, upstreams=options.upstreams,
-        secret_env=options.secret_env + _task_secrets(options.tasks), ssl_insecure=options.insecure_upstream,
+        secret_env=options.secret_env + task_secret_names(options.tasks), ssl_insecure=options.insecure_upstream,
         upstream_ca=options.upstream_ca,
     )
 
@@ -283,7 +283,7 @@ def worker_payload(options: RunOptions, runner_class: type[EpisodeRunner]) -> by
     # pickles the same bytes and reuses the workers' proxies.
     tasks = dataclasses.replace(options.tasks, tasks=(), path="", digest="")
     worker_options = dataclasses.replace(
-        options, tasks=tasks, out=Path(), secret_env=options.secret_env + _task_secrets(options.tasks),
+        options, tasks=tasks, out=Path(), secret_env=options.secret_env + task_secret_names(options.tasks),
         variant_function=None, show_progress=False, executor="local", scheduler=None,
     )
     return cloudpickle.dumps((worker_options, runner_class))

@@ -37,6 +37,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from faultproxy.formats.errors import UserError
+
 PLAN_FILE = "plan.json"
 LOG_FILE = "episodes.jsonl"
 FLOWS_DIR = "flows"
@@ -44,7 +46,7 @@ FLOWS_DIR = "flows"
 PLAN_IDENTITY = ("faultproxy_version", "scenario_digest", "tasks_digest", "k", "grid", "command")
 
 
-class RunDirError(Exception):
+class RunDirError(UserError):
     """A run directory that cannot be used as asked; the message says why and what to do."""
 
 

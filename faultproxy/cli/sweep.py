@@ -17,8 +17,7 @@ an epsilon outside [0, 1], a level or model given twice, an expect block that ca
 on this grid. Exit status after a sweep: 0, or 1 when the scenario's expect block is violated
 (or pending on a sweep not fully run), 130 when interrupted.
 
-Imports of the runner (and so of mitmproxy) happen inside the handlers: registering the commands
-costs the CLI nothing.
+The grid itself is the runner's (runner/sweep.py); the analysis is the evaluator's.
 """
 
 from __future__ import annotations
@@ -30,14 +29,26 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from proxy.errors import UsageError
-
-EPSILON = "epsilon"
+from faultproxy.cli.options import add_run_options, run_options
+from faultproxy.cli.run import run_and_tell
+from faultproxy.evaluator import sweep_html
+from faultproxy.evaluator.report import read_plan
+from faultproxy.evaluator.sweep import (
+    SWEEP_FILE,
+    SWEEP_HTML,
+    analyse_sweep,
+    exit_status,
+    is_sweep,
+    print_sweep,
+    write_json,
+)
+from faultproxy.formats.errors import UsageError
+from faultproxy.runner.sweep import plan_grid, rule_params
+from faultproxy.scenarios import load_scenario
 
 
 def register(commands: Any) -> None:
     """Add `sweep` and `sweep-report` to the faultproxy command's subparsers."""
-    from proxy.cli import add_run_options
     sweep = commands.add_parser(
         "sweep", help="Run an agent at every combination of param levels (and models): curves, surface, pass^M.",
         description="Run every combination of --param levels and --models as one resumable run, then report "
@@ -113,53 +124,10 @@ def parse_models(text: str) -> list[str]:
     return models
 
 
-def rule_params(scenario: Any) -> set[str]:
-    """The params a scenario's rules name (as their probability)."""
-    return {rule.when.probability for rule in scenario.rules if isinstance(rule.when.probability, str)}
-
-
-def check_levels(scenario: Any, levels: dict[str, list[float]]) -> None:
-    """Load the scenario at every level, so a level that breaks it fails now, in one line."""
-    from scenarios import load_scenario
-
-    for name, values in levels.items():
-        if name == EPSILON:
-            outside = [v for v in values if not 0 <= v <= 1]
-            if outside:
-                raise UsageError(f"--param {EPSILON}: level {outside[0]:g} is outside [0, 1]; epsilon is the share "
-                                 "of JSON responses the proxy perturbs")
-        for value in values:
-            load_scenario(scenario.path, {name: value})  # raises ScenarioError (exit 2) naming file and field
-
-
-def plan_grid(scenario: Any, levels: dict[str, list[float]], models: list[str]) -> list[Any]:
-    """Validated levels and models -> the runner's grid; UsageError for anything that cannot run."""
-    from evaluator.sweep import SweepError, acceptance_rules
-    from proxy.runner.plan import build_grid
-
-    if not levels and not models:
-        raise UsageError("nothing to sweep: give --param NAME=V1,V2,... and/or --models A,B")
-    check_levels(scenario, levels)
-    grid = build_grid(levels, models)
-    suffixes: dict[str, str] = {}
-    for point in grid:
-        if point.key_suffix in suffixes:
-            raise UsageError(f"grid points {suffixes[point.key_suffix]!r} and {point.label!r} would share episode "
-                             "keys; rename a model")
-        suffixes[point.key_suffix] = point.label
-    try:
-        acceptance_rules(scenario.expect, {name: sorted(values) for name, values in levels.items()})
-    except SweepError as error:
-        raise UsageError(f"{scenario.path}: {error}") from None
-    return grid
-
-
 # --- commands -----------------------------------------------------------------------------------
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    from proxy.runner.cli import run_and_tell, run_options
-    from scenarios import load_scenario
 
     scenario = load_scenario(args.scenario)
     levels = parse_levels(args.param)
@@ -175,15 +143,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def cmd_sweep_report(args: argparse.Namespace) -> int:
-    from evaluator.report import read_plan
-    from evaluator.rundir import RunDirError
-    from evaluator.sweep import is_sweep
-    from scenarios import load_scenario
 
-    try:
-        plan = read_plan(args.run_dir)
-    except RunDirError as error:
-        raise UsageError(str(error)) from None
+    plan = read_plan(args.run_dir)
     if not is_sweep(plan.document):
         raise UsageError(f"{args.run_dir} is not a sweep (one grid point, no params); use: faultproxy report "
                          f"{args.run_dir}")
@@ -201,13 +162,8 @@ def cmd_sweep_report(args: argparse.Namespace) -> int:
 
 def report_sweep(run_dir: Path, scenario: Any, out: Path, html: bool = True, console: Any = None) -> int:
     """Analyse, print, write sweep.json (and sweep.html); the exit status the acceptance sets."""
-    from evaluator import sweep_html
-    from evaluator.sweep import SWEEP_FILE, SWEEP_HTML, SweepError, analyse_sweep, exit_status, print_sweep, write_json
 
-    try:
-        analysis = analyse_sweep(run_dir, expect=scenario.expect, rule_params=rule_params(scenario))
-    except SweepError as error:
-        raise UsageError(str(error)) from None
+    analysis = analyse_sweep(run_dir, expect=scenario.expect, rule_params=rule_params(scenario))
     print_sweep(analysis, console)
     try:
         out.mkdir(parents=True, exist_ok=True)

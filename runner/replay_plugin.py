@@ -23,8 +23,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from faultproxy.replay_store.har import EPISODE_FILE, read_entry
+from faultproxy.replay_store.replay import ReplayOptions
+from faultproxy.runner.options import parse_pairs
+from faultproxy.runner.replay import Replayer
 
-EPISODE_FILE = "episode.json"  # replay_store.har.EPISODE_FILE; imported lazily to keep pytest start-up light
 _STATE = pytest.StashKey["_ReplayState"]()
 
 
@@ -84,8 +87,6 @@ class _ReplayState:
 
     def get_replayer(self):
         if self.replayer is None:
-            from proxy.cli import parse_pairs
-            from replay_store.replay import Replayer, ReplayOptions
 
             out = self.config.getoption("faultproxy_replay_out")
             options = ReplayOptions(command=self.command(), out=Path(out) if out else None,
@@ -102,7 +103,6 @@ class _ReplayState:
 
 class ReplayEntryFile(pytest.File):
     def collect(self):
-        from replay_store.har import read_entry
 
         state: _ReplayState = self.config.stash[_STATE]
         entry = read_entry(self.path.parent)

@@ -1,30 +1,33 @@
 """`faultproxy report` and `faultproxy gate`: the evaluator's commands.
 
-    from evaluator.commands import register
     register(subparsers)          # in proxy/cli.py's build_parser
 
 Each subcommand sets `handler`, a function of the parsed arguments returning the exit status.
-Bad input (a missing or unreadable run directory, a damaged log) raises EvaluatorInputError
-inside; the registered handlers turn it into one line on stderr and exit status 2 themselves,
-so they behave the same whether or not the caller also catches it.
+Bad input (a missing or unreadable run directory, a damaged log) raises a UserError, which
+faultproxy/cli/main.py prints in one line with exit status 2.
 """
 
 from __future__ import annotations
 
 import argparse
-import functools
 import os
 import sys
-from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from rich.console import Console
+from rich.table import Table
+
+from faultproxy.evaluator import html, sweep, sweep_html
+from faultproxy.evaluator import report as report_module
+from faultproxy.evaluator.gate import evaluate_gate
+from faultproxy.evaluator.junit import JUnitWriter
+from faultproxy.evaluator.report import build_report, read_plan
+from faultproxy.formats.errors import UsageError
+from faultproxy.formats.rundir import PLAN_FILE
+
 EXIT_OK, EXIT_BLOCKED, EXIT_BAD_INPUT = 0, 1, 2
 TASK_ROWS = 25
-
-
-class EvaluatorInputError(Exception):
-    """Bad input to an evaluator command: reported in one line, exit status 2."""
 
 
 def register(subparsers: Any) -> None:
@@ -41,7 +44,7 @@ def register(subparsers: Any) -> None:
     report.add_argument("--quiet", action="store_true", help="Print only where the files went.")
     report.add_argument("--jobs", type=_positive, metavar="N",
                         help="Processes reading the log (default: by its size, up to one per CPU).")
-    report.set_defaults(handler=guarded(cmd_report))
+    report.set_defaults(handler=cmd_report)
 
     gate = subparsers.add_parser(
         "gate", help="Exit 1 if a run regressed against a baseline run (beyond noise) or had a high-severity "
@@ -57,7 +60,7 @@ def register(subparsers: Any) -> None:
     gate.add_argument("--allow-incomplete", action="store_true",
                       help="Do not block a run with planned episodes not yet run.")
     gate.add_argument("--jobs", type=_positive, metavar="N", help="Processes reading each log (default: by size).")
-    gate.set_defaults(handler=guarded(cmd_gate))
+    gate.set_defaults(handler=cmd_gate)
 
 
 def _probability(text: str) -> float:
@@ -80,34 +83,15 @@ def _positive(text: str) -> int:
     return value
 
 
-def guarded(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
-    @functools.wraps(handler)
-    def run(args: argparse.Namespace) -> int:
-        try:
-            return handler(args)
-        except EvaluatorInputError as error:
-            print(f"faultproxy: {error}", file=sys.stderr)
-            return EXIT_BAD_INPUT
-
-    return run
-
-
 def _build(run_dir: Path, **options: Any) -> dict[str, Any]:
-    from evaluator.report import build_report
-    from evaluator.rundir import RunDirError
 
     try:
         return build_report(run_dir, **options)
-    except RunDirError as error:
-        raise EvaluatorInputError(str(error)) from None
     except OSError as error:
-        raise EvaluatorInputError(f"{run_dir}: {error.strerror or error}") from None
+        raise UsageError(f"{run_dir}: {error.strerror or error}") from None
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from evaluator import html, report as report_module
-    from evaluator.junit import JUnitWriter
-    from evaluator.rundir import PLAN_FILE
 
     run_dir: Path = args.run_dir
     out: Path = args.out or run_dir
@@ -116,7 +100,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as error:
-        raise EvaluatorInputError(f"{out}: cannot create: {error.strerror or error}") from None
+        raise UsageError(f"{out}: cannot create: {error.strerror or error}") from None
     sinks = [] if args.no_junit else [JUnitWriter(out / "junit.xml")]
     try:
         report = _build(run_dir, rejudge=args.rejudge, sinks=sinks, jobs=args.jobs)
@@ -139,8 +123,6 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def _sweep_sections(run_dir: Path) -> list[str]:
     """A sweep's curves, surface and model matrix belong in its report.html too."""
-    from evaluator import sweep, sweep_html
-    from evaluator.report import read_plan
 
     if not sweep.is_sweep(read_plan(run_dir).document):
         return []
@@ -148,11 +130,10 @@ def _sweep_sections(run_dir: Path) -> list[str]:
 
 
 def cmd_gate(args: argparse.Namespace) -> int:
-    from evaluator.gate import evaluate_gate
 
     for what, path in (("run", args.run_dir), ("baseline", args.baseline)):
         if not path.exists():
-            raise EvaluatorInputError(f"{what} directory {path} does not exist")
+            raise UsageError(f"{what} directory {path} does not exist")
     run = _build(args.run_dir, jobs=args.jobs)
     base = _build(args.baseline, jobs=args.jobs)
     result = evaluate_gate(run, base, alpha=args.alpha, min_pass_rate=args.min_pass_rate,
@@ -169,8 +150,6 @@ def _pct(value: float | None) -> str:
 
 
 def print_summary(report: dict[str, Any], console: Any = None) -> None:
-    from rich.console import Console
-    from rich.table import Table
 
     if console is None:
         console = Console()
@@ -253,15 +232,3 @@ def print_gate(result: Any, run_dir: Path, baseline: Path, stream: Any = None) -
         print(f"  {line.verdict:<5} {where + ': ' if where else ''}{line.message}", file=stream)
     blocked = sum(1 for ln in result.lines if ln.verdict == "BLOCK")
     print(f"gate: BLOCKED ({blocked} reason(s))" if result.blocked else "gate: passed", file=stream)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """`python -m evaluator.commands report|gate ...`, for use without the faultproxy CLI."""
-    parser = argparse.ArgumentParser(prog="faultproxy")
-    register(parser.add_subparsers(dest="command", required=True, metavar="COMMAND"))
-    args = parser.parse_args(argv)
-    return args.handler(args)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -20,12 +20,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from evaluator.rundir import read_run
-from proxy.runner.agent import AgentEnvironment, AgentResult
-from proxy.runner.plan import PlannedEpisode
-from proxy.runner.run import EpisodeRunner, RunOptions, run
-from proxy.runner.tasks import TaskSet
-from scenarios import Scenario, load_scenario
+from faultproxy.formats.rundir import read_run
+from faultproxy.runner.agent import AgentEnvironment, AgentResult
+from faultproxy.runner.plan import PlannedEpisode
+from faultproxy.runner.episode import EpisodeRunner
+from faultproxy.runner.options import RunOptions
+from faultproxy.runner.run import run
+from faultproxy.scenarios import Scenario, load_scenario
+from faultproxy.tasks.model import TaskSet
 
 
 @dataclass(frozen=True)

@@ -33,18 +33,6 @@ _MAP_TAG = "tag:yaml.org,2002:map"
 ErrorFactory = Callable[[str, int | None, str | None, str], Exception]
 
 
-class InputError(Exception):
-    """A bad input file: str(e) is "FILE:LINE: FIELD: message", leaving out parts that are None."""
-
-    def __init__(self, path: str, line: int | None, field: str | None, message: str) -> None:
-        self.path, self.line, self.field, self.message = path, line, field, message
-        where = path if line is None else f"{path}:{line}"
-        super().__init__(": ".join(part for part in (where, field, message) if part is not None))
-
-    def __reduce__(self) -> tuple[Any, ...]:  # keep it picklable for process and Dask executors
-        return type(self), (self.path, self.line, self.field, self.message)
-
-
 def join_field(field: str | None, key: str) -> str:
     """The dotted name of `key` inside `field` (just `key` at the top level)."""
     return f"{field}.{key}" if field else key

@@ -26,9 +26,16 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from faultproxy.formats.errors import InputError
+from faultproxy.formats.yaml_input import (
+    YamlReader,
+    describe_value,
+    is_number,
+    join_field,
+    line_of,
+    suggest,
+)
 from yaml.nodes import MappingNode, Node, ScalarNode
-
-from scenarios.reader import InputError, YamlReader, describe_value, is_number, join_field, line_of, suggest
 
 SEVERITIES = ("low", "medium", "high")
 OUTPUT_KINDS = ("regex", "json", "checker")

@@ -4,17 +4,22 @@
     faultproxy replay replay_store/ -- python agent.py          # exit 0: every entry as expected
     faultproxy minimize replay_store/ENTRY -- python agent.py
 
-proxy/cli.py calls `register(commands)`; heavy imports wait until a command runs.
+faultproxy/cli/main.py calls `register(commands)`.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
-from proxy.errors import UsageError
+from faultproxy.cli.options import parse_pairs
+from faultproxy.formats.errors import UsageError
+from faultproxy.replay_store import har
+from faultproxy.replay_store.freeze import freeze
+from faultproxy.replay_store.minimize import minimize
+from faultproxy.replay_store.replay import ReplayOptions
+from faultproxy.runner.replay import Replayer
 
 EXIT_MISMATCH = 1
 
@@ -111,17 +116,10 @@ def _split_remainder(args: argparse.Namespace) -> None:
             setattr(args, name, getattr(args, name) + value if isinstance(default, list) else value)
 
 
-def _pairs(specs: list[str], what: str) -> dict[str, str]:
-    from proxy.cli import parse_pairs
-
-    return parse_pairs(specs, what)
-
-
 def _options(args: argparse.Namespace):
-    from replay_store.replay import ReplayOptions
 
-    return ReplayOptions(command=_command(args.agent), env=_pairs(args.env, "--env"), out=args.out,
-                         upstreams=_pairs(args.upstream, "--upstream"), secret_env=args.secret_env,
+    return ReplayOptions(command=_command(args.agent), env=parse_pairs(args.env, "--env"), out=args.out,
+                         upstreams=parse_pairs(args.upstream, "--upstream"), secret_env=args.secret_env,
                          budget_s=args.budget_s, parallel=max(1, getattr(args, "parallel", 1)))
 
 
@@ -129,8 +127,6 @@ def _options(args: argparse.Namespace):
 
 
 def cmd_freeze(args: argparse.Namespace) -> int:
-    from evaluator.rundir import RunDirError
-    from replay_store.freeze import freeze
 
     env: dict[str, str | None] = {}
     for spec in args.env:
@@ -138,11 +134,8 @@ def cmd_freeze(args: argparse.Namespace) -> int:
         if not name:
             raise UsageError(f"--env {spec!r} is not NAME or NAME=VALUE")
         env[name] = value if sep else None
-    try:
-        frozen = freeze(args.run_dir, args.to, failing=args.failing, episodes=args.episode, expect=args.expect,
-                        env=env, secret_env=args.secret_env)
-    except RunDirError as error:
-        raise UsageError(str(error)) from None
+    frozen = freeze(args.run_dir, args.to, failing=args.failing, episodes=args.episode, expect=args.expect,
+                    env=env, secret_env=args.secret_env)
     for entry in frozen:
         failed = f" ({', '.join(entry.expect_failed)})" if entry.expect_failed else ""
         print(f"{entry.path}: {entry.key}, expect {entry.expect}{failed}")
@@ -156,8 +149,6 @@ def cmd_freeze(args: argparse.Namespace) -> int:
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
-    from replay_store import har
-    from replay_store.replay import Replayer
 
     _split_remainder(args)
     if args.parallel < 1 or args.repeat < 1:
@@ -180,7 +171,6 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 def accept(results) -> int:
     """Make each entry expect what its replay showed (not for a diverged or incomplete replay)."""
-    from replay_store import har
 
     code = 0
     for result in results:
@@ -226,9 +216,6 @@ def print_results(results) -> None:
 
 
 def cmd_minimize(args: argparse.Namespace) -> int:
-    from replay_store import har
-    from replay_store.minimize import minimize
-    from replay_store.replay import Replayer
 
     _split_remainder(args)
     entry = har.read_entry(args.entry) if har.is_entry(args.entry) else None
@@ -244,19 +231,10 @@ def cmd_minimize(args: argparse.Namespace) -> int:
 
     print(f"{entry.name}: {len(entry.fired)} fault(s) fired; minimizing for {', '.join(args.check or entry.expect_failed)}")
     with Replayer(options, [entry]) as replayer:
-        result = minimize(entry, replayer, options.command, args.check, progress, write=not args.dry_run)
+        result = minimize(entry, lambda e, forced: replayer.replay(e, options.command, forced=forced), args.check,
+                          progress, write=not args.dry_run)
     minimal = ", ".join(f"{d.rule}#{d.index} ({d.type}, exchange {d.seq})" for d in result.minimal) or "none"
     print(f"minimal faults ({len(result.minimal)} of {len(result.fired)}, {len(result.trials)} trials): {minimal}")
     if not args.dry_run:
         print(f"written to {entry.path / har.EPISODE_FILE} (minimal_faults)")
     return 0
-
-
-def main(argv: list[str] | None = None) -> int:  # for `python -m replay_store.commands`
-    from proxy.cli import main as faultproxy_main
-
-    return faultproxy_main(argv)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

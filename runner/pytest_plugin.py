@@ -17,8 +17,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-
-from proxy.server import ProxyServer
+from faultproxy.proxy.server import ProxyServer
 
 try:
     import pytest_asyncio

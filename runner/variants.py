@@ -29,8 +29,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from proxy.runner.tasks import Task
-from scenarios.reader import suggest
+from faultproxy.formats.yaml_input import suggest
+from faultproxy.tasks.model import Task
 
 VariantFunction = Callable[[dict, int], "Mapping[str, Any] | None"]
 

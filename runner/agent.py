@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from proxy.runner.tasks import Budgets
+from faultproxy.tasks.model import Budgets
 
 POLL_S = 0.05
 LOG_TAIL_BYTES = 4000

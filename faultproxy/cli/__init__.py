@@ -1,0 +1,1 @@
+"""The `faultproxy` command: thin commands over the library."""

@@ -1,0 +1,117 @@
+"""The `faultproxy` command."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from faultproxy.cli import evaluate, replay, sweep
+from faultproxy.cli.options import (
+    add_proxy_options,
+    add_run_options,
+    parse_pairs,
+    proxy_params,
+)
+from faultproxy.cli.run import run_command
+from faultproxy.formats.errors import UsageError, UserError
+from faultproxy.formats.logs import configure_logging
+from faultproxy.proxy.ca import ca_bundle
+from faultproxy.proxy.server import ProxyServer, ProxyStartError
+from faultproxy.scenarios import load_scenario
+
+EXIT_BAD_INPUT = 2
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    configure_logging(json_lines=getattr(args, "log_json", False))
+    try:
+        return args.handler(args)
+    except UserError as error:
+        print(f"faultproxy: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        return 130
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="faultproxy", description="Chaos proxy and reliability harness for AI agents.")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    check = _command(commands, "check", cmd_check, "Validate scenario files.")
+    check.add_argument("files", nargs="+", metavar="FILE")
+
+    ca = _command(commands, "ca", cmd_ca, "Print the path of a CA bundle (system roots + faultproxy's CA) to trust.")
+    ca.add_argument("--confdir", type=Path, help="Where the CA lives (default: $FAULTPROXY_HOME or ~/.faultproxy).")
+
+    proxy = _command(commands, "proxy", cmd_proxy, "Run the chaos proxy in the foreground.")
+    proxy.add_argument("--scenario", required=True, help="Scenario file, or the name of a bundled one.")
+    proxy.add_argument("--host", default="127.0.0.1", help="Address to listen on (default: loopback only).")
+    proxy.add_argument("--port", type=int, default=8080, help="Forward-proxy port (0: any free port).")
+    proxy.add_argument("--reverse-port", type=int, default=0, help="Reverse-mode port, used with --upstream.")
+    proxy.add_argument("--param", action="append", default=[], metavar="NAME=VALUE", help="Override a scenario param.")
+    add_proxy_options(proxy)
+    proxy.add_argument("--trace-dir", type=Path, default=Path("runs/proxy/flows"), help="Where episode traces go.")
+
+    run = _command(commands, "run", cmd_run, "Run an agent behind the proxy: tasks x k variants, one resumable log.")
+    run.add_argument("--param", action="append", default=[], metavar="NAME=VALUE", help="Override a scenario param.")
+    run.add_argument("--model", help="Model name handed to the agent as FAULTPROXY_MODEL.")
+    add_run_options(run)
+
+    evaluate.register(commands)
+    sweep.register(commands)
+    replay.register(commands)
+    return parser
+
+
+def _command(commands, name: str, handler: Callable[[argparse.Namespace], int], help_text: str) -> argparse.ArgumentParser:
+    parser = commands.add_parser(name, help=help_text, description=help_text)
+    parser.set_defaults(handler=handler)
+    return parser
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    for file in args.files:
+        scenario = load_scenario(file)
+        print(f"{file}: ok ({scenario.name}: {len(scenario.rules)} rules, params {dict(scenario.params) or 'none'})")
+    return 0
+
+
+def cmd_ca(args: argparse.Namespace) -> int:
+    print(ca_bundle(args.confdir))
+    return 0
+
+
+def cmd_proxy(args: argparse.Namespace) -> int:
+    upstreams = parse_pairs(args.upstream, "--upstream")
+    scenario = load_scenario(args.scenario, proxy_params(args))
+    server = ProxyServer(
+        scenario, trace_dir=args.trace_dir, host=args.host, port=args.port, reverse_port=args.reverse_port,
+        upstreams=upstreams, secret_env=args.secret_env, ssl_insecure=args.insecure_upstream,
+    )
+    try:
+        server.start()
+    except ProxyStartError as error:
+        raise UsageError(f"{error}; choose another port") from None
+    try:
+        print(f"faultproxy: scenario {scenario.name} ({len(scenario.rules)} rules), traces in {args.trace_dir}/")
+        print(f"  forward proxy: HTTPS_PROXY=http://EPISODE:x@{args.host}:{server.port}  (trust {server.ca_bundle})")
+        for name in upstreams:
+            print(f"  {name}: base URL {server.reverse_url('default', name)}")
+        print("  Ctrl-C stops.", flush=True)
+        threading.Event().wait()
+    finally:
+        server.stop()
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    return run_command(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,101 @@
+"""Command-line options shared by several commands, and turning them into library values."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from faultproxy.formats.errors import UsageError
+from faultproxy.proxy.injector import parse_params
+from faultproxy.runner.options import RunOptions, parse_pairs
+from faultproxy.runner.plan import GridPoint
+from faultproxy.runner.variants import load_variant_function
+from faultproxy.scenarios import Scenario
+from faultproxy.tasks.model import TaskError, load_tasks, single_task
+
+
+def add_run_options(parser: argparse.ArgumentParser) -> None:
+    """Options shared by `run` and `sweep`: what to run, how, and where to log it."""
+    parser.add_argument("--scenario", required=True, help="Scenario file, or the name of a bundled one.")
+    parser.add_argument("--tasks", type=Path, help="Tasks file (YAML or JSON Lines); without it CMD is one task.")
+    parser.add_argument("--only", default="", metavar="IDS", help="Comma-separated task ids: run just these.")
+    parser.add_argument("--k", type=int, default=1, help="Trials (honest variants) per task (default 1).")
+    parser.add_argument("--parallel", type=int, default=1, help="Episodes at once, through one proxy (default 1).")
+    parser.add_argument("--out", type=Path, help="Run directory (default under runs/); rerun to resume.")
+    parser.add_argument("--budget-s", type=float, help="Wall-time budget per episode, seconds.")
+    parser.add_argument("--no-proxy", default="", metavar="HOSTS", help="Comma-separated hosts the agent reaches directly.")
+    parser.add_argument("--variants", metavar="MODULE:FUNCTION", help="Your own variant function.")
+    parser.add_argument("--rewrite-model", action="store_true",
+                        help="Make the proxy set the `model` of every model API request to the episode's model "
+                             "(--model, --models), for agents that do not read FAULTPROXY_MODEL.")
+    add_proxy_options(parser)
+    add_executor_options(parser)
+    parser.add_argument("agent", nargs=argparse.REMAINDER, metavar="-- CMD...", help="The agent command.")
+
+
+def add_proxy_options(parser: argparse.ArgumentParser) -> None:
+    """Options shared by every command that starts a proxy."""
+    parser.add_argument("--upstream", action="append", default=[], metavar="NAME=URL",
+                        help="Reverse-mode upstream; clients use http://HOST:PORT/EPISODE/NAME as base URL.")
+    parser.add_argument("--secret-env", action="append", default=[], metavar="VAR",
+                        help="Redact the value of this environment variable from everything written.")
+    parser.add_argument("--insecure-upstream", action="store_true", help="Do not verify upstream TLS (tests only).")
+    parser.add_argument("--log-json", action="store_true", help="Log one JSON object per line.")
+
+
+def add_executor_options(parser: argparse.ArgumentParser) -> None:
+    """Where episodes run (`run` and `sweep`); executor_options(args) hands the choice to RunOptions."""
+    parser.add_argument("--executor", choices=("local", "dask"), default="local",
+                        help="local: agent processes on this machine (default); dask: on a Dask cluster, each worker "
+                             "behind its own proxy (episodes at once = the workers' threads; --parallel is unused).")
+    parser.add_argument("--scheduler", metavar="tcp://HOST:PORT",
+                        help="The Dask scheduler for --executor dask (default: $DASK_SCHEDULER_ADDRESS).")
+
+
+def executor_options(args: argparse.Namespace) -> dict[str, str | None]:
+    """RunOptions fields from add_executor_options' arguments."""
+    executor, scheduler = getattr(args, "executor", "local"), getattr(args, "scheduler", None)
+    if scheduler and executor != "dask":
+        raise UsageError("--scheduler is for --executor dask")
+    return {"executor": executor, "scheduler": scheduler}
+
+
+def proxy_params(args: argparse.Namespace) -> dict[str, float]:
+    try:
+        return parse_params(args.param)
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+
+
+def agent_command(remainder: list[str]) -> list[str]:
+    command = remainder[1:] if remainder[:1] == ["--"] else remainder
+    if not command:
+        raise UsageError("no agent command: put it after --, e.g. faultproxy run --scenario S -- python agent.py")
+    return command
+
+
+def run_options(args: argparse.Namespace, scenario: Scenario, grid: list[GridPoint], default_out: Path) -> RunOptions:
+    """RunOptions from the arguments add_run_options declared; bad input raises UsageError."""
+    command = agent_command(args.agent)
+    if args.k < 1 or args.parallel < 1:
+        raise UsageError("--k and --parallel must be at least 1")
+    if args.budget_s is not None and not args.budget_s > 0:
+        raise UsageError("--budget-s must be a positive number of seconds")
+    if args.rewrite_model and not any(point.model for point in grid):
+        raise UsageError("--rewrite-model needs a model to ask for: --model (run) or --models (sweep)")
+    try:
+        tasks = load_tasks(args.tasks) if args.tasks else single_task(" ".join(command))
+        if args.only:
+            tasks = tasks.only(i for i in args.only.split(",") if i)
+        variant_function = load_variant_function(args.variants) if args.variants else None
+    except (TaskError, ValueError) as error:
+        raise UsageError(str(error)) from None
+    return RunOptions(
+        scenario=scenario, tasks=tasks, command=command, out=args.out or default_out, k=args.k, grid=grid,
+        parallel=args.parallel, budget_s=args.budget_s, upstreams=parse_pairs(args.upstream, "--upstream"),
+        no_proxy=[h for h in args.no_proxy.split(",") if h], variant_function=variant_function,
+        secret_env=args.secret_env, insecure_upstream=args.insecure_upstream, show_progress=sys.stderr.isatty(),
+        rewrite_model=args.rewrite_model,
+        **executor_options(args),
+    )

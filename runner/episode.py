@@ -1,0 +1,157 @@
+"""One episode: reset the world, start the episode in the proxy, run the agent, close the trace,
+read the end state, judge, and build the episode's log line."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import httpx
+from faultproxy.evaluator.judge import judge_episode
+from faultproxy.formats.rundir import FLOWS_DIR, EpisodeLog
+from faultproxy.formats.trace import read_trace, trace_path
+from faultproxy.proxy.server import ProxyServer
+from faultproxy.runner.agent import (
+    AgentEnvironment,
+    AgentResult,
+    Usage,
+    fill_placeholders,
+    run_agent,
+)
+from faultproxy.runner.options import RunOptions
+from faultproxy.runner.plan import GridPoint, PlannedEpisode
+from faultproxy.scenarios import Scenario, load_scenario
+from faultproxy.tasks.model import Budgets, expand
+
+DIRECT_TIMEOUT_S = 10.0
+
+
+class EpisodeRunner:
+    def __init__(self, options: RunOptions, proxy: ProxyServer, episode_log: EpisodeLog, counts: Counter) -> None:
+        self.options, self.proxy, self.log, self.counts = options, proxy, episode_log, counts
+        self.scenarios: dict[str, Scenario] = {}
+        self.direct = httpx.AsyncClient(trust_env=False, timeout=DIRECT_TIMEOUT_S)  # never through the proxy
+
+    async def aclose(self) -> None:
+        await self.direct.aclose()
+
+    async def run_episode(self, episode: PlannedEpisode) -> dict[str, Any]:
+        task, variant, point = episode.task, episode.variant, episode.point
+        harness_env = {**os.environ, "FAULTPROXY_EPISODE": episode.key}
+        task_env = {name: expand(value, harness_env) for name, value in {**self.options.tasks.env, **task.env}.items()}
+        url_env = {**harness_env, **task_env}
+        files = self.options.out / "episodes" / episode.key
+        files.mkdir(parents=True, exist_ok=True)
+        task_file, output_file = files / "task.json", files / "output.json"
+        output_file.unlink(missing_ok=True)
+        task_file.write_text(json.dumps({"task": task.to_json(), "variant": variant.index, "prompt": variant.prompt,
+                                         "state": variant.state, "seed": variant.seed}))
+        reset_error = await self._reset(task, variant.state, url_env)
+        await asyncio.to_thread(self.proxy.begin_episode, episode.key, self._scenario_for(point),
+                                point.model if self.options.rewrite_model else None)
+        environment = AgentEnvironment(
+            proxy_url=self.proxy.proxy_url(episode.key), ca_bundle=self.proxy.ca_bundle, episode=episode.key,
+            task_file=task_file, output_file=output_file, prompt=variant.prompt, seed=variant.seed,
+            model=point.model, params=dict(point.params), no_proxy=self.options.no_proxy,
+            base_urls={name: self.proxy.reverse_url(episode.key, name) for name in self.options.upstreams},
+            extra=task_env,
+        )
+        started = time.time()
+        result = await self.launch(episode, environment)
+        stats = await asyncio.to_thread(self.proxy.end_episode, episode.key)
+        end_state, state_error = await self._fetch_state(task, url_env)
+        record = {
+            **episode_identity(episode),
+            "completed": result.cause is None and reset_error is None,
+            "cause": result.cause or ("harness_error" if reset_error else None),
+            "exit_code": result.exit_code, "started": round(started, 3), "duration_s": round(result.duration_s, 3),
+            "output": result.output, "output_error": result.output_error,
+            "end_state": end_state, "state_error": state_error or reset_error,
+            "stats": {"exchanges": stats.exchanges if stats else 0, "tokens": stats.tokens if stats else 0,
+                      "faults": stats.faults if stats else 0},
+            "trace": f"{FLOWS_DIR}/{trace_path(Path(), episode.key).name}",
+            "log_tail": self.proxy.injector.redactor.text(result.log_tail),
+        }
+        trace = read_trace(self.options.out / record["trace"])
+        record["verdict"] = judge_episode(task, record, trace, self.options.tasks.severity)
+        return record
+
+    async def launch(self, episode: PlannedEpisode, environment: AgentEnvironment) -> AgentResult:
+        """Run the agent command as a process of its own."""
+        variant, point = episode.variant, episode.point
+        command = fill_placeholders(self.options.command, {
+            "prompt": variant.prompt, "task_id": episode.task.id, "variant": variant.index, "seed": variant.seed,
+            **{name: f"{value:g}" for name, value in point.params}, "model": point.model or "",
+        })
+        return await run_agent(
+            command, environment.build(os.environ), self._budgets(episode.task.budgets),
+            lambda: self._usage(episode.key), environment.output_file,
+        )
+
+    def _scenario_for(self, point: GridPoint) -> Scenario | None:
+        if not point.params:
+            return None
+        label = point.label
+        if label not in self.scenarios:
+            self.scenarios[label] = load_scenario(self.options.scenario.path, dict(point.params))
+        return self.scenarios[label]
+
+    def _budgets(self, budgets: Budgets) -> Budgets:
+        if self.options.budget_s is None:
+            return budgets
+        return Budgets(self.options.budget_s, budgets.requests, budgets.tokens)
+
+    def _usage(self, key: str) -> Usage | None:
+        stats = self.proxy.episode_stats(key)
+        return Usage(stats.exchanges, stats.tokens) if stats else None
+
+    async def _reset(self, task, state: str | None, env: dict[str, str]) -> str | None:
+        if not task.reset_url:
+            return None
+        url = expand(task.reset_url, env)
+        try:
+            response = await self.direct.post(url, json={"state": state} if state else None)
+            response.raise_for_status()
+        except httpx.HTTPError as error:
+            return f"reset {url} failed: {error}"
+        return None
+
+    async def _fetch_state(self, task, env: dict[str, str]) -> tuple[Any, str | None]:
+        if not task.state_url:
+            return None, None
+        url = expand(task.state_url, env)
+        try:
+            response = await self.direct.get(url)
+            response.raise_for_status()
+            return response.json(), None
+        except (httpx.HTTPError, ValueError) as error:
+            return None, f"state {url} unavailable: {error}"
+
+
+def episode_identity(episode: PlannedEpisode) -> dict[str, Any]:
+    """The fields of an episode line that the plan fixes, before anything runs."""
+    task, variant, point = episode.task, episode.variant, episode.point
+    return {
+        "key": episode.key, "task_id": task.id, "trial": episode.trial, "variant": variant.index,
+        "seed": variant.seed, "prompt": variant.prompt, "state": variant.state, "shape": task.shape,
+        "grid_label": point.label, "params": dict(point.params), "model": point.model,
+    }
+
+
+def unfinished_record(options: RunOptions, episode: PlannedEpisode, cause: str, detail: str) -> dict[str, Any]:
+    """The line for an episode that ended without a result from its agent (e.g. `worker_lost`):
+    incomplete with `cause`, no trace, judged like any other."""
+    record = {
+        **episode_identity(episode),
+        "completed": False, "cause": cause, "exit_code": None, "started": round(time.time(), 3), "duration_s": 0.0,
+        "output": None, "output_error": None, "end_state": None, "state_error": None,
+        "stats": {"exchanges": 0, "tokens": 0, "faults": 0},
+        "trace": f"{FLOWS_DIR}/{trace_path(Path(), episode.key).name}", "log_tail": detail[-4000:],
+    }
+    record["verdict"] = judge_episode(episode.task, record, [], options.tasks.severity)
+    return record

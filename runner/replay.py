@@ -1,0 +1,252 @@
+"""Replaying frozen episodes: the agent runs as in `faultproxy run` (same environment, same
+episode key, so the same URLs) behind a replay-mode proxy (replay_store.replay), as a process or
+as a Python function in this process.
+
+    with Replayer(ReplayOptions(env={"SHOP_ROOT": ...}), entries) as replayer:
+        result = replayer.replay(entry, ["python", "agent.py"])
+        result.meets_expectation, result.verdict["status"], result.diverged
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from faultproxy.evaluator.judge import judge_episode
+from faultproxy.formats.trace import read_trace, trace_path
+from faultproxy.proxy.server import ProxyServer
+from faultproxy.replay_store.har import Entry, StoreError, read_entries
+from faultproxy.replay_store.matching import Pool
+from faultproxy.replay_store.replay import (
+    DEFAULT_WALL_S,
+    NO_END_STATE,
+    EpisodeReplay,
+    NoUpstream,
+    ReplayInjector,
+    ReplayOptions,
+    ReplayResult,
+)
+from faultproxy.runner.agent import (
+    AgentEnvironment,
+    AgentResult,
+    Usage,
+    fill_placeholders,
+    run_agent,
+)
+from faultproxy.runner.inprocess import (
+    FUNCTION_PREFIX,
+    AgentFunction,
+    Episode,
+    call_agent,
+)
+from faultproxy.scenarios import Scenario, ScenarioError, load_scenario
+from faultproxy.tasks.model import Budgets, UnsetVariable, expand
+
+
+def function_episode(entry: Entry, environment: AgentEnvironment) -> Episode:
+    """What a function agent is given: the recorded episode, behind the replay proxy."""
+    episode = entry.episode
+    return Episode(
+        key=entry.key, task_id=entry.task.id, variant=episode.get("variant", 0), prompt=episode["prompt"],
+        state=episode.get("state"), seed=episode.get("seed") or 0, proxy_url=environment.proxy_url,
+        ca_bundle=environment.ca_bundle, task=episode["task"], env=dict(environment.extra or {}),
+    )
+
+
+def replay_function(agent: AgentFunction, store: Path | Iterable[Entry],
+                    options: ReplayOptions | None = None) -> list[ReplayResult]:
+    """Replay every entry of a store with a function agent, in this process (no start-up per entry)."""
+    entries = list(read_entries(Path(store))) if isinstance(store, (str, Path)) else list(store)
+    with Replayer(options, entries) as replayer:
+        return replayer.replay_all(entries, agent=agent)
+
+
+def replay(store: Path | Iterable[Entry], command: Sequence[str] | None = None,
+           options: ReplayOptions | None = None) -> list[ReplayResult]:
+    """Replay every entry of a store with the agent `command` (default: each entry's own), with
+    no network; each result says whether the entry showed what it expects."""
+    entries = list(read_entries(Path(store))) if isinstance(store, (str, Path)) else list(store)
+    with Replayer(options, entries) as replayer:
+        return replayer.replay_all(entries, command)
+
+
+def entry_secret_env(entries: Iterable[Entry]) -> list[str]:
+    names: set[str] = set()
+    for entry in entries:
+        names.update(entry.episode.get("secret_env") or ())
+        names.update(entry.episode["task"].get("secrets") or ())
+    return sorted(names)
+
+
+def entry_upstreams(entries: Iterable[Entry]) -> dict[str, str]:
+    """The reverse-mode upstreams the entries were recorded with; one proxy serves them all, so a
+    name must lead to the same URL in every entry."""
+    upstreams: dict[str, tuple[str, Entry]] = {}
+    for entry in entries:
+        for name, url in entry.upstreams.items():
+            known, first = upstreams.setdefault(name, (url, entry))
+            if known != url:
+                raise StoreError(str(entry.path / "episode.json"), None, f"upstreams.{name}",
+                                 f"is {url}, but {first.name} has {known}: replay them apart, or give "
+                                 f"--upstream {name}=URL")
+    return {name: url for name, (url, _) in upstreams.items()}
+
+
+class Replayer:
+    """One replay-mode proxy, for replaying any number of entries (one at a time or side by side)."""
+
+    def __init__(self, options: ReplayOptions | None = None, entries: Iterable[Entry] = ()) -> None:
+        self.options = options or ReplayOptions()
+        self._own_out = self.options.out is None
+        self.out = Path(tempfile.mkdtemp(prefix="faultproxy-replay-")) if self._own_out else Path(self.options.out)
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.injector = ReplayInjector()
+        self.guard = NoUpstream(self.injector.relay)
+        entries = list(entries)
+        secret_env = sorted(set(self.options.secret_env) | set(entry_secret_env(entries)))
+        self.upstreams = entry_upstreams(entries) | self.options.upstreams
+        self.proxy = ProxyServer(None, trace_dir=self.out / "flows", upstreams=self.upstreams,
+                                 secret_env=secret_env, injector=self.injector, addons=[self.guard])
+        self._counter = itertools.count(1)
+        self._scenarios: dict[tuple[str, str], Scenario] = {}
+
+    def __enter__(self) -> Replayer:
+        self.proxy.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.proxy.stop()
+        if self._own_out:
+            shutil.rmtree(self.out, ignore_errors=True)
+
+    # -- public ----------------------------------------------------------------------------
+
+    def replay(self, entry: Entry, command: Sequence[str] | None = None,
+               forced: Iterable[tuple[str, int]] | None = None, agent: AgentFunction | None = None) -> ReplayResult:
+        """Replay one entry with `command` (default: the options', else the entry's own), or with
+        `agent`, a Python function run in this process as `run_function` runs it."""
+        return asyncio.run(self.replay_async(entry, command, forced, agent))
+
+    def replay_all(self, entries: Sequence[Entry], command: Sequence[str] | None = None,
+                   repeat: int = 1, agent: AgentFunction | None = None) -> list[ReplayResult]:
+        """Each entry `repeat` times, `options.parallel` at once; results in entry order."""
+        async def all_of() -> list[ReplayResult]:
+            slots = asyncio.Semaphore(max(1, self.options.parallel))
+
+            async def one(entry: Entry) -> ReplayResult:
+                async with slots:
+                    return await self.replay_async(entry, command, agent=agent)
+
+            return await asyncio.gather(*(one(e) for e in entries for _ in range(repeat)))
+
+        return asyncio.run(all_of())
+
+    def scenario(self, entry: Entry) -> Scenario:
+        """The entry's scenario, reloaded from its stored YAML and checked against its digest."""
+        spec = entry.scenario
+        cache_key = (str(entry.path), spec.get("digest") or "")
+        if cache_key not in self._scenarios:
+            folder = self.out / "scenarios"
+            folder.mkdir(parents=True, exist_ok=True)
+            path = folder / f"{entry.name}.yaml"
+            path.write_text(spec["source"], encoding="utf-8")
+            where = str(entry.path / "episode.json")
+            try:
+                scenario = load_scenario(path, {k: float(v) for k, v in (spec.get("params") or {}).items()})
+            except ScenarioError as error:
+                raise StoreError(where, None, "scenario.source", f"does not load: {error}") from None
+            if spec.get("digest") and scenario.digest != spec["digest"]:
+                raise StoreError(where, None, "scenario.digest", "differs from the stored scenario's content")
+            self._scenarios[cache_key] = scenario
+        return self._scenarios[cache_key]
+
+    async def replay_async(self, entry: Entry, command: Sequence[str] | None = None,
+                           forced: Iterable[tuple[str, int]] | None = None,
+                           agent: AgentFunction | None = None) -> ReplayResult:
+        scenario = self.scenario(entry)
+        task = entry.task
+        episode = entry.episode
+        attribution = f"{entry.key}.r{next(self._counter)}"
+        replay = EpisodeReplay(entry.key, Pool(list(entry.exchanges)),
+                               frozenset(forced) if forced is not None else None)
+        files = self.out / "episodes" / attribution
+        files.mkdir(parents=True, exist_ok=True)
+        task_file, output_file = files / "task.json", files / "output.json"
+        task_file.write_text(json.dumps({"task": episode["task"], "variant": episode.get("variant", 0),
+                                         "prompt": episode["prompt"], "state": episode.get("state"),
+                                         "seed": episode.get("seed")}))
+        command = list(command or self.options.command or entry.command)
+        base_env = {**os.environ, **entry.env, **self.options.env, "FAULTPROXY_REPLAY": "1"}
+        blocked_before = len(self.guard.attempts)
+        self.injector.stage(attribution, replay)
+        await asyncio.to_thread(self.proxy.begin_episode, attribution, scenario, entry.rewritten_model)
+        started = time.time()
+        try:
+            task_env = {name: expand(value, {**base_env, "FAULTPROXY_EPISODE": entry.key})
+                        for name, value in task.env.items()}
+        except (UnsetVariable, ValueError) as error:
+            result = AgentResult(None, "harness_error", 0.0, f"{error}; give it with --env NAME=VALUE", None, None)
+        else:
+            environment = AgentEnvironment(
+                proxy_url=self.proxy.proxy_url(attribution), ca_bundle=self.proxy.ca_bundle, episode=entry.key,
+                task_file=task_file, output_file=output_file, prompt=episode["prompt"],
+                seed=episode.get("seed") or 0, model=episode.get("model"), params=episode.get("params") or {},
+                base_urls={name: self.proxy.reverse_url(attribution, name) for name in self.upstreams},
+                extra=task_env,
+            )
+            if agent is not None:
+                result = await call_agent(agent, function_episode(entry, environment),
+                                          self._budgets(task.budgets).wall_s)
+            elif command[0].startswith(FUNCTION_PREFIX):
+                result = AgentResult(None, "harness_error", 0.0, f"{entry.name} was recorded from the Python "
+                                     f"function {command[0].removeprefix(FUNCTION_PREFIX)}: replay it with "
+                                     "faultproxy.replay_function(agent, store), or give a command", None, None)
+            else:
+                command = fill_placeholders(command, {
+                    "prompt": episode["prompt"], "task_id": task.id, "variant": episode.get("variant", 0),
+                    "seed": episode.get("seed") or 0, "model": episode.get("model") or "",
+                    **{name: f"{float(value):g}" for name, value in (episode.get("params") or {}).items()},
+                })
+                result = await run_agent(command, environment.build(base_env), self._budgets(task.budgets),
+                                         lambda: self._usage(attribution), output_file)
+        stats = await asyncio.to_thread(self.proxy.end_episode, attribution)
+        trace = trace_path(self.out / "flows", attribution)
+        cause = "diverged" if replay.diverged else result.cause
+        record = {
+            "key": entry.key, "task_id": task.id, "trial": episode.get("trial", 0),
+            "variant": episode.get("variant", 0), "seed": episode.get("seed"), "prompt": episode["prompt"],
+            "state": episode.get("state"), "shape": task.shape, "grid_label": episode.get("grid_label", ""),
+            "params": episode.get("params") or {}, "model": episode.get("model"),
+            "completed": cause is None, "cause": cause, "exit_code": result.exit_code,
+            "started": round(started, 3), "duration_s": round(result.duration_s, 3),
+            "output": result.output, "output_error": result.output_error,
+            "end_state": None, "state_error": NO_END_STATE,
+            "stats": {"exchanges": stats.exchanges if stats else 0, "tokens": stats.tokens if stats else 0,
+                      "faults": stats.faults if stats else 0},
+            "trace": str(trace), "log_tail": self.injector.redactor.text(result.log_tail),
+            "replay_of": str(entry.path),
+        }
+        verdict = judge_episode(task, record, read_trace(trace), episode.get("severity_defaults") or {})
+        return ReplayResult(entry, record, verdict, replay.diverged, replay.served,
+                            [r.seq for r in replay.pool.unserved()], self.guard.attempts[blocked_before:], trace,
+                            sorted(replay.forced) if replay.forced is not None else None)
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def _budgets(self, budgets: Budgets) -> Budgets:
+        wall = self.options.budget_s or budgets.wall_s or DEFAULT_WALL_S
+        return Budgets(wall, budgets.requests, budgets.tokens)
+
+    def _usage(self, attribution: str) -> Usage | None:
+        stats = self.proxy.episode_stats(attribution)
+        return Usage(stats.exchanges, stats.tokens) if stats else None

@@ -1,0 +1,131 @@
+"""`faultproxy run`: the plan's episodes, each an agent process behind the proxy, one log.
+
+Per episode: reset the world (directly, never through the proxy), start the episode in the
+proxy, run the agent with the episode's environment, close the episode's trace, read the end
+state (directly), judge, and append one line to the log. Episodes already in the log are
+skipped, so a rerun resumes; an interrupted episode was never logged and runs again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shlex
+import signal
+import sys
+import time
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import structlog
+from faultproxy.formats import __version__
+from faultproxy.formats.rundir import EpisodeLog, write_plan
+from faultproxy.runner.episode import EpisodeRunner
+from faultproxy.runner.executors import Executor, make_executor
+from faultproxy.runner.options import RunOptions, RunResult
+from faultproxy.runner.plan import PlannedEpisode, plan_episodes
+from faultproxy.runner.progress import RunProgress
+from faultproxy.runner.variants import make_variant
+
+log = structlog.get_logger("faultproxy.run")
+
+
+def plan_document(options: RunOptions) -> tuple[dict, dict]:
+    """plan.json's content and the log header that names it."""
+    grid = [point.to_json() for point in options.grid]
+    created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    plan = {
+        "faultproxy_version": __version__,
+        "scenario": {"name": options.scenario.name, "digest": options.scenario.digest,
+                     "path": options.scenario.path, "params": dict(options.scenario.params)},
+        "tasks": {"path": options.tasks.path, "digest": options.tasks.digest, "severity": dict(options.tasks.severity),
+                  "prices": {m: dict(p) for m, p in options.tasks.prices.items()},
+                  "items": [task.to_json() for task in options.tasks.tasks]},
+        "k": options.k, "grid": grid, "command": options.command, "created": created,
+        "upstreams": dict(options.upstreams), "rewrite_model": options.rewrite_model,
+    }
+    header = {"faultproxy_version": __version__, "scenario_digest": options.scenario.digest,
+              "tasks_digest": options.tasks.digest, "k": options.k, "grid": grid,
+              "command": options.command, "created": created}
+    return plan, header
+
+
+def run(options: RunOptions, runner_class: type[EpisodeRunner] | None = None) -> RunResult:
+    """Run every planned episode not yet logged; `runner_class` chooses how agents are launched,
+    `options.executor` where (this machine, or a Dask cluster)."""
+    runner_class = runner_class or EpisodeRunner
+    plan, header = plan_document(options)
+    episode_log = EpisodeLog(options.out, header)  # refuses a log of another plan before anything runs
+    try:
+        if not (options.out / "plan.json").exists() or not episode_log.done:
+            write_plan(options.out, plan)
+        variants = lambda task, trial: make_variant(task, trial, options.variant_function)  # noqa: E731
+        planned = plan_episodes(options.tasks.tasks, options.k, options.grid, variants)
+        todo = [e for e in planned if e.key not in episode_log.done]  # trial-major, as planned
+        counts = Counter(e["verdict"]["status"] for e in episode_log.done.values() if e.get("verdict"))
+        executor = make_executor(options, runner_class, episode_log, counts)
+        ran, interrupted, errors = asyncio.run(drive(options, executor, todo, len(planned), episode_log, counts))
+    finally:
+        episode_log.close()
+    return RunResult(len(planned), len(episode_log.done), ran, interrupted, counts, errors)
+
+
+async def drive(options: RunOptions, executor: Executor, todo: list[PlannedEpisode], planned: int,
+                episode_log: EpisodeLog, counts: Counter) -> tuple[int, bool, list[str]]:
+    """The driver's half, whatever the executor: hand it the episodes in plan order and log what
+    comes back, each key at most once. Only this writes the run directory."""
+    ran, errors = 0, []
+    async with executor:  # starts the proxy, or connects to the cluster and checks its workers
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(signal.SIGINT, stop.set)
+        loop.add_signal_handler(signal.SIGTERM, stop.set)
+        try:
+            with RunProgress(planned, planned - len(todo), counts, options.show_progress) as progress:
+
+                async def consume() -> None:
+                    nonlocal ran
+                    async for finished in executor.run(todo):
+                        key = finished.episode.key
+                        if finished.record is None:  # the harness failed: not logged, so it runs on resume
+                            errors.append(f"{key}: {finished.error}")
+                            log.warning("episode_not_run", episode=key, error=finished.error)
+                            continue
+                        if key in episode_log.done:  # e.g. an executor that ran it twice: log it once
+                            log.warning("episode_already_logged", episode=key)
+                            continue
+                        if finished.trace is not None:  # run elsewhere: its trace travelled with it
+                            write_trace_text(options.out, finished.record, finished.trace)
+                        episode_log.append(finished.record)
+                        ran += 1
+                        counts[finished.record["verdict"]["status"]] += 1
+                        progress.advance()
+
+                consumer = asyncio.create_task(consume())
+                stopper = asyncio.create_task(stop.wait())
+                await asyncio.wait({consumer, stopper}, return_when=asyncio.FIRST_COMPLETED)
+                stopper.cancel()
+                if not consumer.done():  # interrupted: what is still running is not logged, so it runs on resume
+                    consumer.cancel()
+                    await asyncio.gather(consumer, return_exceptions=True)
+                else:
+                    consumer.result()
+        finally:
+            loop.remove_signal_handler(signal.SIGINT)
+            loop.remove_signal_handler(signal.SIGTERM)
+    return ran, stop.is_set(), errors
+
+
+def write_trace_text(out: Path, record: dict[str, Any], text: str) -> None:
+    """Write a trace that was recorded elsewhere; whole or not at all (a rerun replaces it)."""
+    target = out / record["trace"]
+    target.parent.mkdir(parents=True, exist_ok=True)
+    scratch = target.with_name(target.name + ".tmp")
+    scratch.write_text(text, encoding="utf-8")
+    os.replace(scratch, target)
+
+
+def resume_command(argv: Sequence[str] | None = None) -> str:
+    return "faultproxy " + shlex.join(list(argv if argv is not None else sys.argv[1:]))

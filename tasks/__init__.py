@@ -1,0 +1,1 @@
+"""The tasks file: what each task asks, how its outcome is judged, and what it needs."""
