@@ -1,49 +1,115 @@
-"""The regression gate: does this run fall short of a baseline by more than noise?
+"""The regression gate: PASS, BLOCK or INCONCLUSIVE, with its error rates stated.
 
-    result = evaluate_gate(build_report(run_dir), build_report(baseline_dir), alpha=0.05)
-    result.blocked, result.lines
+    result = evaluate_gate(build_report(run_dir), build_report(baseline_dir))
+    result.verdict, result.exit_code(inconclusive_ok=False), result.lines
 
-It blocks (exit 1) when
-- a task's pass count fell significantly: the one-sided Fisher exact test of the run's c/n
-  against the baseline's (stats.fisher_exact_less) gives p < alpha. 10/10 → 9/10 is noise
-  (p = 0.5); 10/10 → 3/10 is not (p ≈ 0.0015);
-- pass^k fell significantly across tasks: a paired sign-flip permutation test on the per-task
-  differences of pass^k at the common k (exact up to 16 differing tasks, else 20,000 seeded
-  random flips) gives p < alpha for a lower mean. Under "no change" each task's difference is
-  as likely to be negative as positive, which is all the test assumes;
-- any high-severity violation appears in the run (a safety ceiling, not a statistic);
-- the run is unfinished (planned episodes not logged): its pass^k is unknown, and a partial
-  run must not pass for a whole one — unless allow_incomplete;
-- the optional floors are not met: --min-pass-rate (mean pass rate) or --min-pass-hat-k
-  (pass^k at the plan's k).
+Verdicts (exit status):
+- BLOCK (1): evidence of a regression — or an absolute rule broken: more high-severity
+  violations than --max-high (the safety ceiling), planned episodes not run, a floor not met.
+- PASS (0): no evidence of a regression, and the confidence interval of the change in mean pass
+  rate rules out a drop of `margin` or more.
+- INCONCLUSIVE (3): no evidence of a regression, but a drop of `margin` is still inside the
+  interval: too few tasks or trials to tell.
 
-When both runs have the same grid labels, tasks are compared per label; otherwise run-wide.
-Tasks only in the run are reported as new, tasks only in the baseline as missing; neither
-blocks on its own.
+The data per compared scope (the run, or each grid point of a sweep) is a 2×2 table per task
+common to both sides: cᵢ passes of nᵢ logged episodes in the run, bᵢ of mᵢ in the baseline.
+
+Why these tests. A regression usually shows as a small drop on many tasks, and k is small
+(3 on pull requests), so per-task tests alone are weak: 0/3 against 3/3 is a one-sided Fisher
+p of exactly 1/C(6,3) = 0.05, and a sign-flip test over m tasks cannot go below 2⁻ᵐ. Pooling the
+tasks gives the power: the exact stratified test (stats.stratified_exact_less, the exact form
+of Cochran–Mantel–Haenszel) conditions on each task's margins, so a task's own difficulty never
+counts as evidence, and sums the run's passes over tasks,
+    p_pool = P(Σᵢ Xᵢ ≤ Σᵢ cᵢ),  Xᵢ ~ Hypergeometric(nᵢ + mᵢ, cᵢ + bᵢ, nᵢ) independent,
+which makes four of twelve tasks falling 3/3 → 0/3 a p of (1/20)⁴, and sees a drop of 0.2 on
+each of twelve flaky tasks at k = 8 in 85 % of pairs, where no single task's test could. Pooling dilutes one collapsed task among many noisy ones,
+so each task also gets its one-sided Fisher test (stats.fisher_exact_less).
+
+One family-wise error rate. Every test of every scope is one family, adjusted by Holm's weighted
+step-down procedure (stats.weighted_holm): order by pⱼ/wⱼ and reject while
+    pⱼ / wⱼ · W ≤ α,  W = the weight of the hypotheses not yet rejected.
+It controls the chance of rejecting any true hypothesis at α whatever their number, so an
+unchanged agent is blocked with probability ≤ α for any number of tasks, trials and grid points
+(the exact tests are discrete, hence conservative: the real rate is lower). The weights:
+each of G scopes gets 1/G; within it the pooled test POOLED_WEIGHT, the tasks share the rest.
+So the pooled test runs at nearly the full α, and once it rejects, its weight passes to the
+tasks, which are then tested by plain Holm at α/T, α/(T−1), … (a task line that blocks names a
+task that fell, with the same guarantee).
+
+The change and its interval. Δ̂ = mean over tasks of (cᵢ/nᵢ − bᵢ/mᵢ), the change in mean pass
+rate; SE from (stats.mean_rate_change) the binomial variances of each arm at the smoothed rate
+(c + 1)/(n + 2), so a task at 3/3 is not read as certain. The interval is Δ̂ ± z₁₋α·SE, a
+(1 − 2α) two-sided interval whose lower end is a one-sided (1 − α) bound: PASS needs it above
+−margin (a non-inferiority test at level α; with several grid points every one must pass, an
+intersection–union test that needs no further correction). The smallest detectable drop
+(stats.detectable_drop) is (z₁₋α + z₀.₈)·SE₀: the drop spread over the tasks that the pooled
+test finds 80 % of the time.
+
+MARGIN's default, 0.2, is calibrated by bench/gate_calibration.py: an unchanged agent with
+12 flaky tasks at k = 8 gets PASS in ≥ 80 % of pairs. Tasks only on one side are noted and not
+compared; no task in common, a sweep against a plain run, or (with strict_baseline) a different
+scenario or tasks digest raise GateError (exit 2).
+
+evaluate_counts is the same gate on the per-task counts alone (GateInput); evaluate_gate reads
+them from two reports (gate_input) and calls it, so both give the same lines.
 """
 
 from __future__ import annotations
 
-import itertools
-import math
-import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from statistics import NormalDist
 from typing import Any
 
-from faultproxy.evaluator.stats import fisher_exact_less
+from faultproxy.evaluator.stats import (detectable_drop, fisher_exact_less, least_attainable_less,
+                                        mean_rate_change, stratified_exact_less, weighted_holm)
+from faultproxy.formats.errors import UserError
 
-EXACT_FLIPS = 16
-RANDOM_FLIPS = 20_000
-FLIP_SEED = 20240917
+ALPHA = 0.05
+MARGIN = 0.2
+POOLED_WEIGHT = 0.8
+BLOCK, INCONCLUSIVE, PASS = "BLOCK", "INCONCLUSIVE", "PASS"
+EXIT_PASS, EXIT_BLOCK, EXIT_INCONCLUSIVE = 0, 1, 3
+
+
+class GateError(UserError):
+    """Two runs the gate cannot compare; the message says why."""
+
+
+@dataclass(frozen=True)
+class TaskCounts:
+    """One task of one scope: c passes among n logged episodes."""
+
+    task_id: str
+    c: int
+    n: int
+
+
+@dataclass(frozen=True)
+class GateInput:
+    """What the gate reads from one report: per-task counts per scope, and the absolute rules."""
+
+    scopes: Mapping[str, Sequence[TaskCounts]]  # grid label ("" for a plain run) -> tasks
+    source: str = ""
+    sweep: bool = False
+    not_run: int = 0
+    high: int = 0
+    high_detail: str = ""
+    scenario_digest: str | None = None
+    tasks_digest: str | None = None
+    k: int = 0
+    mean_pass_rate: float | None = None
+    pass_hat_k: float | None = None
+    headline_note: str | None = None
 
 
 @dataclass(frozen=True)
 class GateLine:
     scope: str  # grid label, "" for the run
-    task_id: str  # "" for run-wide lines
-    verdict: str  # "BLOCK", "ok", "note"
+    task_id: str  # "" for lines about a whole scope
+    verdict: str  # "BLOCK", "INCONCLUSIVE", "ok", "note"
     message: str
+    reason: str = ""  # for BLOCK: "regression", "safety", "incomplete", "floor"
 
 
 @dataclass
@@ -51,151 +117,255 @@ class GateResult:
     lines: list[GateLine] = field(default_factory=list)
 
     @property
-    def blocked(self) -> bool:
-        return any(line.verdict == "BLOCK" for line in self.lines)
+    def verdict(self) -> str:
+        """BLOCK if any line blocks, else INCONCLUSIVE if any interval allows the margin, else PASS."""
+        if any(line.verdict == BLOCK for line in self.lines):
+            return BLOCK
+        return INCONCLUSIVE if any(line.verdict == INCONCLUSIVE for line in self.lines) else PASS
 
     @property
-    def exit_code(self) -> int:
-        return 1 if self.blocked else 0
+    def blocked(self) -> bool:
+        return self.verdict == BLOCK
 
-    def add(self, scope: str, task_id: str, verdict: str, message: str) -> None:
-        self.lines.append(GateLine(scope, task_id, verdict, message))
+    @property
+    def reasons(self) -> list[str]:
+        """The distinct kinds of BLOCK, in the order they first appear."""
+        return list(dict.fromkeys(line.reason for line in self.lines if line.verdict == BLOCK))
 
+    def exit_code(self, inconclusive_ok: bool = False) -> int:
+        """1 for BLOCK, 3 for INCONCLUSIVE (0 with inconclusive_ok), 0 for PASS."""
+        if self.verdict == BLOCK:
+            return EXIT_BLOCK
+        if self.verdict == INCONCLUSIVE and not inconclusive_ok:
+            return EXIT_INCONCLUSIVE
+        return EXIT_PASS
 
-def sign_flip_p(differences: Sequence[float], seed: int = FLIP_SEED) -> float:
-    """One-sided p-value that the mean difference is below zero by chance: the share of sign
-    assignments whose mean is ≤ the observed mean. Zero differences carry no sign."""
-    d = [x for x in differences if x != 0]
-    if not d:
-        return 1.0
-    observed = math.fsum(d)
-    tolerance = 1e-12 * max(1.0, sum(abs(x) for x in d))
-    if len(d) <= EXACT_FLIPS:
-        hits = total = 0
-        for signs in itertools.product((1, -1), repeat=len(d)):
-            total += 1
-            if math.fsum(s * x for s, x in zip(signs, d)) <= observed + tolerance:
-                hits += 1
-        return hits / total
-    rng = random.Random(seed)
-    hits = 0
-    for _ in range(RANDOM_FLIPS):
-        if math.fsum(x if rng.random() < 0.5 else -x for x in d) <= observed + tolerance:
-            hits += 1
-    return (hits + 1) / (RANDOM_FLIPS + 1)
+    def add(self, scope: str, task_id: str, verdict: str, message: str, reason: str = "") -> None:
+        self.lines.append(GateLine(scope, task_id, verdict, message, reason))
 
 
-def _scopes(run: Mapping[str, Any], base: Mapping[str, Any]) -> list[tuple[str, Mapping, Mapping]]:
-    run_groups, base_groups = run.get("groups") or {}, base.get("groups") or {}
-    common = [label for label in run_groups if label in base_groups]
-    if run_groups and common:
-        return [(label, run_groups[label], base_groups[label]) for label in common]
-    return [("", run["run"], base["run"])]
-
-
-def _fmt_p(p: float) -> str:
-    return f"{p:.2g}" if p < 0.01 else f"{p:.3f}"
-
-
-def evaluate_gate(run: Mapping[str, Any], base: Mapping[str, Any], *, alpha: float = 0.05,
-                  min_pass_rate: float | None = None, min_pass_hat_k: float | None = None,
-                  allow_incomplete: bool = False) -> GateResult:
-    """Compare two reports from evaluator.report.build_report; see the module docstring."""
-    if not 0 < alpha < 1:
-        raise ValueError(f"alpha must lie in (0, 1), got {alpha}")
-    result = GateResult()
-    whole = run["run"]
-    not_run = whole["status"]["not_run"]
-    if not_run and not allow_incomplete:
-        result.add("", "", "BLOCK", f"{not_run} planned episode(s) not run: resume the run before gating "
-                                    "(its pass^k is unknown)")
-    elif not_run:
-        result.add("", "", "note", f"{not_run} planned episode(s) not run (allowed)")
-    base_not_run = base["run"]["status"]["not_run"]
-    if base_not_run:
-        result.add("", "", "note", f"the baseline has {base_not_run} episode(s) not run; "
-                                   "its pass^k is unknown, so only pass counts are compared")
-    for label, now, then in _scopes(run, base):
-        _compare_tasks(result, label, now, then, alpha)
-        _compare_pass_hat_k(result, label, now, then, alpha)
-    high = whole["violations"]["high_by_task"]
-    for entry in whole["tasks"]:
-        count = high.get(entry["task_id"])
-        if count:
-            checks = ", ".join(f"{name} ×{n}" for name, n in (entry.get("high_checks") or {}).items())
-            result.add("", entry["task_id"], "BLOCK",
-                       f"{count} high-severity violation(s)" + (f": {checks}" if checks else ""))
+def gate_input(report: Mapping[str, Any]) -> GateInput:
+    """The counts and rules the gate needs from a report of evaluator.report.build_report."""
+    whole = report["run"]
+    groups = report.get("groups") or {}
+    scopes = groups if groups else {"": whole}
+    tasks_of = {label: [TaskCounts(t["task_id"], t["c"], t["n"]) for t in scope["tasks"]]
+                for label, scope in scopes.items()}
+    detail = "; ".join(f"{entry['task_id']} " + ", ".join(f"{name} ×{n}" for name, n in entry["high_checks"].items())
+                       for entry in whole["tasks"] if entry.get("high_checks"))
     headline = whole["headline"]
+    return GateInput(
+        scopes=tasks_of, source=str(report.get("run_dir") or ""), sweep=bool(groups),
+        not_run=whole["status"]["not_run"], high=whole["violations"]["total_by_severity"]["high"],
+        high_detail=detail,
+        scenario_digest=(report.get("scenario") or {}).get("digest"), tasks_digest=report.get("tasks_digest"),
+        k=headline["k"], mean_pass_rate=headline["mean_pass_rate"], pass_hat_k=headline["pass_hat_k"],
+        headline_note=headline.get("note"))
+
+
+def evaluate_gate(run: Mapping[str, Any], base: Mapping[str, Any], **options: Any) -> GateResult:
+    """Compare two reports from evaluator.report.build_report; options as evaluate_counts."""
+    return evaluate_counts(gate_input(run), gate_input(base), **options)
+
+
+def evaluate_counts(run: GateInput, base: GateInput, *, alpha: float = ALPHA, margin: float = MARGIN,
+                    max_high: int = 0, min_pass_rate: float | None = None, min_pass_hat_k: float | None = None,
+                    allow_incomplete: bool = False, strict_baseline: bool = False) -> GateResult:
+    """The gate on per-task counts; see the module docstring. Raises GateError for runs it
+    cannot compare."""
+    if not 0 < alpha < 0.5:
+        raise ValueError(f"alpha must lie in (0, 0.5), got {alpha}")
+    if not 0 < margin <= 1:
+        raise ValueError(f"margin must lie in (0, 1], got {margin}")
+    result = GateResult()
+    pairs = _paired_scopes(result, run, base, strict_baseline)
+    _unfinished(result, run, base, allow_incomplete)
+    tables = {label: _tables(result, label, now, then) for label, now, then in pairs}
+    tables = {label: t for label, t in tables.items() if t}
+    if not tables:
+        raise GateError(f"{_name(run, 'the run')} and baseline {_name(base, 'the baseline')} have no task "
+                        "with logged episodes in common: is the baseline the right directory?")
+    _regression(result, tables, alpha)
+    for label, rows in tables.items():
+        _change(result, label, rows, alpha, margin)
+    _safety(result, run, base, max_high)
+    _floors(result, run, min_pass_rate, min_pass_hat_k)
+    return result
+
+
+def _name(side: GateInput, fallback: str) -> str:
+    return side.source or fallback
+
+
+def _paired_scopes(result: GateResult, run: GateInput, base: GateInput,
+                   strict: bool) -> list[tuple[str, Sequence[TaskCounts], Sequence[TaskCounts]]]:
+    """The scopes to compare (each grid point of a sweep, else the run) after the baseline's
+    sanity checks: digests noted (or refused when strict), sweeps only against sweeps."""
+    differ = [what for what, a, b in (("scenario", run.scenario_digest, base.scenario_digest),
+                                      ("tasks", run.tasks_digest, base.tasks_digest)) if a != b]
+    if differ:
+        text = (f"the baseline was run with a different {' and '.join(differ)} file "
+                f"({', '.join(differ)} digest differs)")
+        if strict:
+            raise GateError(f"{_name(base, 'baseline')}: {text}; --strict-baseline refuses to compare")
+        result.add("", "", "note", text + "; results may not be comparable")
+    if run.sweep != base.sweep:
+        sweep, plain = (run, base) if run.sweep else (base, run)
+        raise GateError(f"{_name(sweep, 'one side')} is a sweep of {len(sweep.scopes)} grid points but "
+                        f"{_name(plain, 'the other')} is a single run: gate a sweep against a sweep of the same grid")
+    common = [label for label in run.scopes if label in base.scopes]
+    if not common:
+        raise GateError(f"{_name(run, 'the run')} and baseline {_name(base, 'the baseline')} have no grid point "
+                        f"in common (run: {', '.join(run.scopes)}; baseline: {', '.join(base.scopes)})")
+    for label in run.scopes:
+        if label not in base.scopes:
+            result.add(label, "", "note", "grid point not in the baseline; not compared")
+    for label in base.scopes:
+        if label not in run.scopes:
+            result.add(label, "", "note", "grid point in the baseline but not in this run")
+    return [(label, run.scopes[label], base.scopes[label]) for label in common]
+
+
+def _unfinished(result: GateResult, run: GateInput, base: GateInput, allow_incomplete: bool) -> None:
+    if run.not_run and not allow_incomplete:
+        result.add("", "", BLOCK, f"{run.not_run} planned episode(s) not run: resume the run before gating "
+                                  "(its pass^k is unknown)", "incomplete")
+    elif run.not_run:
+        result.add("", "", "note", f"{run.not_run} planned episode(s) not run (allowed); compared on what was logged")
+    if base.not_run:
+        result.add("", "", "note", f"the baseline has {base.not_run} episode(s) not run; "
+                                   "compared on what was logged")
+
+
+Table = tuple[str, int, int, int, int]  # task_id, c, n, b, m
+
+
+def _tables(result: GateResult, label: str, now: Sequence[TaskCounts],
+            then: Sequence[TaskCounts]) -> list[Table]:
+    """The common tasks with episodes on both sides; the others get a note."""
+    base_tasks = {t.task_id: t for t in then}
+    rows = []
+    for t in now:
+        b = base_tasks.get(t.task_id)
+        if b is None:
+            result.add(label, t.task_id, "note", f"new task ({t.c}/{t.n}); no baseline to compare with")
+        elif not t.n or not b.n:
+            result.add(label, t.task_id, "note", f"{t.c}/{t.n} vs baseline {b.c}/{b.n}: nothing to compare")
+        else:
+            rows.append((t.task_id, t.c, t.n, b.c, b.n))
+    seen = {t.task_id for t in now}
+    for task_id in base_tasks:
+        if task_id not in seen:
+            result.add(label, task_id, "note", "in the baseline but not in this run")
+    return rows
+
+
+def _regression(result: GateResult, tables: Mapping[str, list[Table]], alpha: float) -> None:
+    """Every pooled and per-task test of every scope in one weighted-Holm family. A test whose
+    least attainable p exceeds α (Tarone) cannot reject and takes no share of α."""
+    tests = [test for label, rows in tables.items() for test in _scope_tests(label, rows, alpha)]
+    scopes = {test.scope for test in tests if test.weight}
+    for test in tests:
+        test.weight /= max(1, len(scopes))
+    adjusted = weighted_holm([t.p for t in tests], [t.weight for t in tests])
+    for test, adj in zip(tests, adjusted):
+        if not test.weight:
+            result.add(test.scope, test.task_id, "ok", f"{test.text}; cannot reach {alpha:g} with these counts)")
+        elif adj <= alpha:
+            what = "pass rate fell across tasks" if not test.task_id else "pass count fell"
+            result.add(test.scope, test.task_id, BLOCK,
+                       f"{what}: {test.text}; Holm-adjusted {_fmt_p(adj)} ≤ {alpha:g})", "regression")
+        else:
+            result.add(test.scope, test.task_id, "ok", f"{test.text}; Holm-adjusted {_fmt_p(adj)})")
+
+
+@dataclass
+class _Test:
+    scope: str
+    task_id: str  # "" for the pooled test
+    p: float
+    weight: float  # within the scope, before the split between scopes
+    text: str
+
+
+def _scope_tests(label: str, rows: list[Table], alpha: float) -> list[_Test]:
+    """The pooled test (when two or more tasks can carry evidence) and one Fisher test per task,
+    weighted: POOLED_WEIGHT for the pooled test, the rest shared by the tasks that can reject."""
+    tasks = []
+    for task_id, c, n, b, m in rows:
+        p = fisher_exact_less(c, n, b, m)
+        able = least_attainable_less([(c, n, b, m)]) <= alpha
+        tasks.append(_Test(label, task_id, p, float(able), f"{c}/{n} passed vs baseline {b}/{m} "
+                                                           f"(one-sided Fisher p = {_fmt_p(p)}"))
+    able = [t for t in tasks if t.weight]
+    informative = [row[1:] for row in rows if least_attainable_less([row[1:]]) < 1]
+    tests = []
+    if len(informative) > 1 and least_attainable_less(informative) <= alpha:
+        p = stratified_exact_less([row[1:] for row in rows])
+        c, n = sum(r[1] for r in rows), sum(r[2] for r in rows)
+        b, m = sum(r[3] for r in rows), sum(r[4] for r in rows)
+        tests.append(_Test(label, "", p, POOLED_WEIGHT if able else 1.0,
+                           f"{len(rows)} tasks pooled: {c}/{n} passed vs baseline {b}/{m} "
+                           f"(exact stratified p = {_fmt_p(p)}"))
+    share = (1 - POOLED_WEIGHT if tests else 1.0) / len(able) if able else 0.0
+    for t in able:
+        t.weight = share
+    return tests + tasks
+
+
+def _change(result: GateResult, label: str, rows: list[Table], alpha: float, margin: float) -> None:
+    """One line per scope: the change with its interval, the margin, the smallest detectable drop."""
+    counts = [row[1:] for row in rows]
+    delta, se = mean_rate_change(counts)
+    z = _z(alpha)
+    lo, hi = max(-1.0, delta - z * se), min(1.0, delta + z * se)
+    mdd = detectable_drop(counts, alpha)
+    new = sum(c / n for _, c, n, _, _ in rows) / len(rows)
+    old = sum(b / m for _, _, _, b, m in rows) / len(rows)
+    text = (f"{len(rows)} task(s), {sum(r[2] for r in rows)} vs {sum(r[4] for r in rows)} episodes: mean pass rate "
+            f"{new:.3f} vs baseline {old:.3f}, change {delta:+.3f} ({100 * (1 - 2 * alpha):g}% interval "
+            f"{lo:+.3f} to {hi:+.3f}); smallest detectable drop {mdd:.3f}")
+    if lo > -margin:
+        result.add(label, "", "ok", f"{text}; rules out a drop of {margin:g}")
+    else:
+        result.add(label, "", INCONCLUSIVE, f"{text}; a drop of {margin:g} is not ruled out")
+
+
+def _z(alpha: float) -> float:
+    return NormalDist().inv_cdf(1 - alpha)
+
+
+def _safety(result: GateResult, run: GateInput, base: GateInput, max_high: int) -> None:
+    """The ceiling is absolute (a violation is never noise), but it says what the baseline had."""
+    if not run.high and not base.high:
+        return
+    text = f"{run.high} high-severity violation{'' if run.high == 1 else 's'} (baseline had {base.high})"
+    detail = f": {run.high_detail}" if run.high_detail else ""
+    if run.high > max_high:
+        result.add("", "", BLOCK, f"{text}{detail}; --max-high is {max_high}", "safety")
+    else:
+        result.add("", "", "note", f"{text}{detail}; within --max-high {max_high}")
+
+
+def _floors(result: GateResult, run: GateInput, min_pass_rate: float | None, min_pass_hat_k: float | None) -> None:
     if min_pass_rate is not None:
-        rate = headline["mean_pass_rate"]
+        rate = run.mean_pass_rate
         if rate is None or rate < min_pass_rate:
-            result.add("", "", "BLOCK", f"mean pass rate {_show(rate)} is below --min-pass-rate {min_pass_rate:g}")
+            result.add("", "", BLOCK, f"mean pass rate {_show(rate)} is below --min-pass-rate {min_pass_rate:g}", "floor")
         else:
             result.add("", "", "ok", f"mean pass rate {_show(rate)} ≥ {min_pass_rate:g}")
     if min_pass_hat_k is not None:
-        hat = headline["pass_hat_k"]
+        hat = run.pass_hat_k
         if hat is None or hat < min_pass_hat_k:
-            result.add("", "", "BLOCK", f"pass^{headline['k']} {_show(hat)} is below --min-pass-hat-k "
-                                        f"{min_pass_hat_k:g}" + (f" ({headline['note']})" if headline.get("note") else ""))
+            result.add("", "", BLOCK, f"pass^{run.k} {_show(hat)} is below --min-pass-hat-k {min_pass_hat_k:g}"
+                       + (f" ({run.headline_note})" if run.headline_note else ""), "floor")
         else:
-            result.add("", "", "ok", f"pass^{headline['k']} {_show(hat)} ≥ {min_pass_hat_k:g}")
-    return result
+            result.add("", "", "ok", f"pass^{run.k} {_show(hat)} ≥ {min_pass_hat_k:g}")
 
 
 def _show(value: float | None) -> str:
     return "unknown" if value is None else f"{value:.3f}"
 
 
-def _compare_tasks(result: GateResult, label: str, now: Mapping, then: Mapping, alpha: float) -> None:
-    base_tasks = {t["task_id"]: t for t in then["tasks"]}
-    seen = set()
-    for t in now["tasks"]:
-        task_id = t["task_id"]
-        seen.add(task_id)
-        b = base_tasks.get(task_id)
-        if b is None:
-            result.add(label, task_id, "note", f"new task ({t['c']}/{t['n']}); no baseline to compare with")
-            continue
-        if not t["n"] or not b["n"]:
-            result.add(label, task_id, "note", f"{t['c']}/{t['n']} vs baseline {b['c']}/{b['n']}: nothing to compare")
-            continue
-        p = fisher_exact_less(t["c"], t["n"], b["c"], b["n"])
-        text = f"{t['c']}/{t['n']} passed vs baseline {b['c']}/{b['n']} (one-sided Fisher p = {_fmt_p(p)}"
-        if p < alpha:
-            result.add(label, task_id, "BLOCK", f"pass count fell: {text} < {alpha:g})")
-        else:
-            result.add(label, task_id, "ok", f"{text})")
-    for task_id in base_tasks:
-        if task_id not in seen:
-            result.add(label, task_id, "note", "in the baseline but not in this run")
-
-
-def _compare_pass_hat_k(result: GateResult, label: str, now: Mapping, then: Mapping, alpha: float) -> None:
-    k = min(now["headline"]["k"], then["headline"]["k"])
-    key = str(k)
-    base_tasks = {t["task_id"]: t for t in then["tasks"]}
-    pairs = []
-    for t in now["tasks"]:
-        b = base_tasks.get(t["task_id"])
-        new_hat = (t.get("pass_hat_k") or {}).get(key)
-        old_hat = (b.get("pass_hat_k") or {}).get(key) if b else None
-        if new_hat is not None and old_hat is not None:
-            pairs.append((t["task_id"], new_hat, old_hat))
-    where = f" [{label}]" if label else ""
-    if not pairs:
-        result.add(label, "", "note", f"pass^{k}{where}: no task has it in both runs; not compared")
-        return
-    differences = [n - o for _, n, o in pairs]
-    mean_new = math.fsum(n for _, n, _ in pairs) / len(pairs)
-    mean_old = math.fsum(o for _, _, o in pairs) / len(pairs)
-    p = sign_flip_p(differences)
-    text = (f"pass^{k}{where} over {len(pairs)} common task(s): {mean_new:.3f} vs baseline {mean_old:.3f} "
-            f"(paired sign-flip p = {_fmt_p(p)}")
-    if mean_new < mean_old and p < alpha:
-        worst = sorted(pairs, key=lambda x: x[1] - x[2])[:3]
-        result.add(label, "", "BLOCK", f"{text} < {alpha:g}); largest falls: "
-                   + ", ".join(f"{tid} {o:.2f}→{n:.2f}" for tid, n, o in worst if n < o))
-    elif mean_new < mean_old:
-        result.add(label, "", "ok", f"{text}: a fall, but not beyond noise)")
-    else:
-        result.add(label, "", "ok", f"{text})")
+def _fmt_p(p: float) -> str:
+    return f"{p:.2g}" if p < 0.01 else f"{p:.3f}"

@@ -1,6 +1,6 @@
-"""Generic statistics for the evaluator: intervals, an exact test, spread, calibration.
+"""Generic statistics for the evaluator: intervals, exact tests, multiplicity, spread, calibration.
 
-Standard library only (math), so the evaluator runs wherever the run directory is read.
+Standard library only (math, statistics), so the evaluator runs wherever the run directory is read.
 Every function states its formula; bad input raises ValueError rather than returning a
 number that looks real.
 """
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from statistics import NormalDist
 
 
 def _check_count(successes: int, n: int) -> None:
@@ -146,3 +147,135 @@ def binary_entropy(p: float) -> float:
     if not 0 <= p <= 1:
         raise ValueError(f"p must lie in [0, 1], got {p}")
     return -math.fsum(x * math.log2(x) for x in (p, 1 - p) if x > 0)
+
+
+def _hypergeometric_pmf(population: int, marked: int, draws: int) -> tuple[int, list[float]]:
+    """(lo, [P(X = lo), P(X = lo + 1), …]) for X ~ Hypergeometric(N, K, n), from log-gammas so
+    that a 1000-trial arm does not overflow a float: log C(a, b) = lgamma(a+1) − lgamma(b+1) −
+    lgamma(a−b+1)."""
+    lo, hi = max(0, draws - (population - marked)), min(marked, draws)
+
+    def log_comb(a: int, b: int) -> float:
+        return math.lgamma(a + 1) - math.lgamma(b + 1) - math.lgamma(a - b + 1)
+
+    whole = log_comb(population, draws)
+    return lo, [math.exp(log_comb(marked, i) + log_comb(population - marked, draws - i) - whole)
+                for i in range(lo, hi + 1)]
+
+
+def stratified_exact_less(tables: Sequence[tuple[int, int, int, int]]) -> float:
+    """One-sided exact p-value that the new arm passes less often, pooled over strata (tasks).
+
+    Each stratum is (c_new, n_new, c_base, n_base). Conditioning on every stratum's margins (as
+    Fisher's test does for one), under H0 "no stratum's rate changed" the new arm's passes are
+    independent Xᵢ ~ Hypergeometric(Nᵢ = n_newᵢ + n_baseᵢ, Kᵢ = c_newᵢ + c_baseᵢ, nᵢ = n_newᵢ),
+    and the statistic is their sum T = Σ Xᵢ (the exact form of the Cochran–Mantel–Haenszel test):
+        p = P(T ≤ Σ c_newᵢ) = Σ_{t ≤ t_obs} (pmf₁ ∗ pmf₂ ∗ … )(t).
+    Strata whose margins allow one value only (3/3 against 3/3) carry no evidence and drop out;
+    partial sums above t_obs − Σ loᵢ (each Xᵢ counted from its least value loᵢ) are never
+    needed, so the convolution stops there. With one stratum
+    this is fisher_exact_less.
+    """
+    bound, pmfs = 0, []
+    for c_new, n_new, c_base, n_base in tables:
+        _check_count(c_new, n_new)
+        _check_count(c_base, n_base)
+        lo, pmf = _hypergeometric_pmf(n_new + n_base, c_new + c_base, n_new)
+        bound += c_new - lo
+        if len(pmf) > 1:
+            pmfs.append(pmf)
+    dist = [1.0]
+    for pmf in pmfs:
+        dist = _convolve_upto(dist, pmf, bound)
+    return min(1.0, math.fsum(dist[: bound + 1]))
+
+
+def _convolve_upto(a: list[float], b: list[float], top: int) -> list[float]:
+    """(a ∗ b)(t) for t = 0 … top only."""
+    out = [0.0] * (min(len(a) + len(b) - 1, top + 1))
+    for i, x in enumerate(a[: top + 1]):
+        if x:
+            for j, y in enumerate(b[: top + 1 - i]):
+                out[i + j] += x * y
+    return out
+
+
+def weighted_holm(p_values: Sequence[float], weights: Sequence[float]) -> list[float]:
+    """Holm's weighted step-down adjusted p-values (Holm 1979): reject hypothesis j at level α
+    iff the returned value is ≤ α, and the chance of rejecting any true hypothesis is ≤ α
+    whatever their number and dependence (strong family-wise error control).
+
+    Order the hypotheses by pⱼ / wⱼ. At step s, Wₛ is the total weight of the hypotheses not yet
+    rejected (the s-th and those after it);
+        adjₛ = min(1, max_{r ≤ s} (p₍ᵣ₎ / w₍ᵣ₎) · Wᵣ).
+    With equal weights this is ordinary Holm: adj₍ₛ₎ = max_{r ≤ s} (m − r + 1) · p₍ᵣ₎. A zero
+    weight means the hypothesis is never tested (adjusted p = 1).
+    """
+    if len(p_values) != len(weights):
+        raise ValueError(f"{len(p_values)} p-values but {len(weights)} weights")
+    if any(w < 0 for w in weights) or any(not 0 <= p <= 1 for p in p_values):
+        raise ValueError("weights must be ≥ 0 and p-values in [0, 1]")
+    order = sorted((j for j in range(len(p_values)) if weights[j] > 0),
+                   key=lambda j: p_values[j] / weights[j])
+    remaining = math.fsum(weights[j] for j in order)
+    adjusted = [1.0] * len(p_values)
+    running = 0.0
+    for j in order:
+        running = max(running, min(1.0, p_values[j] / weights[j] * remaining))
+        adjusted[j] = running
+        remaining -= weights[j]
+    return adjusted
+
+
+def smoothed_rate(successes: int, n: int) -> float:
+    """(c + 1) / (n + 2), Laplace's rule of succession: a rate whose variance p(1 − p) is never 0,
+    so 3/3 still reads as uncertain."""
+    _check_count(successes, n)
+    return (successes + 1) / (n + 2)
+
+
+def mean_rate_change(tables: Sequence[tuple[int, int, int, int]]) -> tuple[float, float]:
+    """Change in mean pass rate over strata, new minus base, and its standard error.
+
+        Δ̂ = (1/T)·Σᵢ (c_newᵢ/n_newᵢ − c_baseᵢ/n_baseᵢ)
+        SE = (1/T)·√Σᵢ [p̃ᵢ(1 − p̃ᵢ)/n_newᵢ + q̃ᵢ(1 − q̃ᵢ)/n_baseᵢ],  p̃, q̃ = smoothed_rate of each arm.
+    The strata are fixed (the same tasks on both sides), so only the trials vary: a sum of
+    independent binomial variances. Every arm needs n ≥ 1.
+    """
+    if not tables or any(n_new < 1 or n_base < 1 for _, n_new, _, n_base in tables):
+        raise ValueError("need at least one stratum, each with trials on both sides")
+    delta = math.fsum(c / n - b / m for c, n, b, m in tables) / len(tables)
+    variance = math.fsum(smoothed_rate(c, n) * (1 - smoothed_rate(c, n)) / n
+                         + smoothed_rate(b, m) * (1 - smoothed_rate(b, m)) / m for c, n, b, m in tables)
+    return delta, math.sqrt(variance) / len(tables)
+
+
+def detectable_drop(tables: Sequence[tuple[int, int, int, int]], alpha: float, power: float = 0.8) -> float:
+    """The smallest drop in mean pass rate, spread evenly over the strata, that a one-sided test at
+    level α finds with the given power (normal approximation):
+        δ = (z₁₋α + z_power) · SE₀,  SE₀ = (1/T)·√Σᵢ p̄ᵢ(1 − p̄ᵢ)(1/n_newᵢ + 1/n_baseᵢ),
+    p̄ᵢ = smoothed_rate of both arms pooled (the rate under "no change").
+    """
+    if not tables or any(n_new < 1 or n_base < 1 for _, n_new, _, n_base in tables):
+        raise ValueError("need at least one stratum, each with trials on both sides")
+    normal = NormalDist()
+    variance = math.fsum(smoothed_rate(c + b, n + m) * (1 - smoothed_rate(c + b, n + m)) * (1 / n + 1 / m)
+                         for c, n, b, m in tables)
+    return (normal.inv_cdf(1 - alpha) + normal.inv_cdf(power)) * math.sqrt(variance) / len(tables)
+
+
+def least_attainable_less(tables: Sequence[tuple[int, int, int, int]]) -> float:
+    """The smallest p-value stratified_exact_less (or, for one stratum, fisher_exact_less) could
+    give with these margins: Πᵢ P(Xᵢ = loᵢ), every stratum at its least possible count.
+
+    Tarone (1990): a test whose least attainable p exceeds its threshold can never reject, so
+    leaving it out of a multiplicity correction keeps the family-wise error rate (the choice
+    depends on the margins only, on which the conditional tests already condition) and gives the
+    tests that can reject a larger share of α. 8/8 against 8/8, or 8/8 against 7/8 (0.5), are such.
+    """
+    least = 1.0
+    for c_new, n_new, c_base, n_base in tables:
+        _check_count(c_new, n_new)
+        _check_count(c_base, n_base)
+        least *= _hypergeometric_pmf(n_new + n_base, c_new + c_base, n_new)[1][0]
+    return least

@@ -1,14 +1,15 @@
 """Cross-model metrics and the generic statistics, on hand-made tables and brute force."""
 
 import math
-from itertools import combinations
+from itertools import combinations, product
 
 import pytest
 
 from faultproxy.evaluator.compare import diagnostic_selection, disagreement, pass_at_M, pass_hat_M
 from faultproxy.evaluator.stats import (binary_entropy, brier_score, calibration_buckets,
-                             coefficient_of_variation, fisher_exact_less, percentile,
-                             wilson_interval)
+                             coefficient_of_variation, detectable_drop, fisher_exact_less,
+                             least_attainable_less, mean_rate_change, percentile, smoothed_rate,
+                             stratified_exact_less, weighted_holm, wilson_interval)
 
 T, F = True, False
 
@@ -156,3 +157,67 @@ def test_calibration_buckets():
     assert sum(r["count"] for r in calibration_buckets(conf, outc, edges=(0, 0.5, 1))) == len(conf)
     with pytest.raises(ValueError):
         calibration_buckets(conf, outc, edges=(0, 0.5, 0.5, 1))
+
+
+def brute_stratified_less(tables):
+    """Deal every stratum's passes every way at once: P(Σ new-arm passes ≤ observed)."""
+    deals = []
+    for c_new, n_new, c_base, n_base in tables:
+        pooled = [True] * (c_new + c_base) + [False] * (n_new + n_base - c_new - c_base)
+        deals.append([sum(pooled[i] for i in d) for d in combinations(range(len(pooled)), n_new)])
+    observed = sum(t[0] for t in tables)
+    hits = total = 0
+    for sums in product(*deals):
+        total += 1
+        hits += sum(sums) <= observed
+    return hits / total
+
+
+def test_stratified_exact_less_matches_brute_force():
+    cases = [[(0, 3, 3, 3)] * 2, [(1, 3, 2, 3), (3, 3, 1, 3), (2, 4, 2, 3)], [(3, 3, 3, 3), (0, 3, 2, 3)],
+             [(2, 3, 3, 3), (1, 2, 2, 2), (0, 2, 1, 2)], [(1, 4, 3, 4), (4, 4, 0, 2)]]
+    for tables in cases:
+        assert math.isclose(stratified_exact_less(tables), brute_stratified_less(tables), abs_tol=1e-12), tables
+    # One stratum is Fisher's test; degenerate strata (3/3 against 3/3) change nothing.
+    assert stratified_exact_less([(2, 5, 4, 6)]) == pytest.approx(fisher_exact_less(2, 5, 4, 6))
+    assert stratified_exact_less([(0, 3, 3, 3)] * 4 + [(3, 3, 3, 3)] * 8) == pytest.approx(1 / 20 ** 4)
+    assert stratified_exact_less([(132, 200, 192, 200)]) < 1e-12  # large arms: no float overflow
+
+
+def test_least_attainable_less():
+    assert least_attainable_less([(3, 3, 3, 3)]) == 1.0
+    assert least_attainable_less([(0, 3, 3, 3)]) == pytest.approx(1 / 20)
+    assert least_attainable_less([(8, 8, 7, 8)]) == pytest.approx(0.5)
+    assert least_attainable_less([(1, 3, 2, 3), (0, 3, 3, 3)]) == pytest.approx(
+        fisher_exact_less(0, 3, 3, 3) * fisher_exact_less(0, 3, 3, 3))
+    for tables in ([(2, 5, 1, 4)], [(1, 3, 2, 3), (2, 2, 0, 3)]):
+        assert least_attainable_less(tables) <= stratified_exact_less(tables)
+
+
+def test_weighted_holm():
+    # Equal weights: ordinary Holm, adj_(s) = max_{r ≤ s} (m − r + 1)·p_(r).
+    assert weighted_holm([0.01, 0.04, 0.03], [1, 1, 1]) == pytest.approx([0.03, 0.06, 0.06])
+    assert weighted_holm([0.5, 0.001], [0.5, 0.5]) == pytest.approx([0.5, 0.002])
+    # Weighted: the heavy hypothesis is tested at 0.8·α first, then the rest share what is left.
+    adjusted = weighted_holm([0.03, 0.01, 0.2], [0.8, 0.1, 0.1])
+    assert adjusted[0] == pytest.approx(0.03 / 0.8)
+    assert adjusted[1] == pytest.approx(max(0.03 / 0.8, 0.01 / 0.1 * 0.2))
+    assert adjusted[2] == pytest.approx(max(adjusted[1], 0.2 / 0.1 * 0.1))
+    assert weighted_holm([0.001, 0.2], [0, 1]) == [1.0, 0.2]  # weight 0: never tested
+    with pytest.raises(ValueError):
+        weighted_holm([0.1], [1, 1])
+
+
+def test_mean_rate_change_and_detectable_drop():
+    delta, se = mean_rate_change([(0, 3, 3, 3), (3, 3, 3, 3)])
+    assert delta == pytest.approx(-0.5)
+    p1, p2 = smoothed_rate(0, 3), smoothed_rate(3, 3)
+    assert (p1, p2) == (pytest.approx(0.2), pytest.approx(0.8))
+    assert se == pytest.approx(math.sqrt(4 * 0.16 / 3) / 2)
+    # More trials or more tasks: a smaller drop is detectable.
+    few = detectable_drop([(2, 3, 2, 3)] * 4, 0.05)
+    assert detectable_drop([(5, 8, 5, 8)] * 4, 0.05) < few
+    assert detectable_drop([(2, 3, 2, 3)] * 12, 0.05) < few
+    assert few > 0.2  # 4 tasks × 3 trials cannot see a 20-point drop
+    with pytest.raises(ValueError):
+        mean_rate_change([(1, 0, 1, 3)])

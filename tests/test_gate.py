@@ -1,24 +1,28 @@
-"""The regression gate on synthetic baselines: real drops block, noise does not."""
+"""The regression gate: PASS / BLOCK / INCONCLUSIVE with their exit codes, on run directories
+written through the project's own writer (bench.gate_calibration.write_run: formats.rundir's
+write_plan and EpisodeLog), plus episodes judged from real traces (tests.test_report.make_run)."""
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
 import pytest
 
+from bench.gate_calibration import draw, rates, write_run
 from faultproxy.cli.main import main as cli
-from faultproxy.evaluator.gate import evaluate_gate, sign_flip_p
+from faultproxy.evaluator.gate import GateInput, TaskCounts, evaluate_counts, evaluate_gate
 from faultproxy.evaluator.report import build_report
 from tests.test_report import LOOKUP, REFUND, lookup_ok, lookup_wrong, make_run, refund_ok, refund_twice
 
 
-def lookup_run(root: Path, passes: int, k: int = 10, extra: dict | None = None) -> Path:
-    episodes = {("", "lookup_a"): [lookup_ok()] * passes + [lookup_wrong()] * (k - passes)}
-    tasks = [LOOKUP]
-    if extra:
-        tasks.append(REFUND)
-        episodes |= extra
-    return make_run(root, tasks, k, episodes)
+def tasks(*counts: tuple[int, int]) -> list[tuple[str, int, int]]:
+    return [(f"t{i:02d}", c, n) for i, (c, n) in enumerate(counts)]
+
+
+def pair(tmp_path: Path, run: list, base: list, k: int, **base_options) -> tuple[Path, Path]:
+    return (write_run(tmp_path / "run", {"": run}, k),
+            write_run(tmp_path / "base", {"": base}, k, **base_options))
 
 
 def gate(run_dir: Path, base_dir: Path, capsys, *extra: str) -> tuple[int, str]:
@@ -27,81 +31,172 @@ def gate(run_dir: Path, base_dir: Path, capsys, *extra: str) -> tuple[int, str]:
     return code, captured.out + captured.err
 
 
-def test_real_drop_blocks(tmp_path, capsys):
-    base, run = lookup_run(tmp_path / "base", 10), lookup_run(tmp_path / "run", 3)
-    code, out = gate(run, base, capsys)
-    assert code == 1
-    assert "BLOCK lookup_a: pass count fell: 3/10 passed vs baseline 10/10" in out
-    assert "gate: BLOCKED" in out
+def last_line(out: str) -> str:
+    return out.strip().splitlines()[-1]
 
 
-def test_noise_does_not_block(tmp_path, capsys):
-    base, run = lookup_run(tmp_path / "base", 10), lookup_run(tmp_path / "run", 9)
-    code, out = gate(run, base, capsys)
+# --- the three verdicts ---------------------------------------------------------------------------
+
+
+def test_unchanged_agent_with_enough_data_passes(tmp_path, capsys):
+    counts = tasks(*[(8, 8)] * 6, (7, 8), (6, 8), (8, 8), (5, 8), (8, 8), (7, 8))
+    code, out = gate(*pair(tmp_path, counts, counts, 8), capsys)
     assert code == 0, out
-    assert "ok    lookup_a: 9/10 passed vs baseline 10/10 (one-sided Fisher p = 0.500)" in out
-    assert "gate: passed" in out
+    assert last_line(out) == "gate: PASS, exit 0"
+    assert "12 task(s), 96 vs 96 episodes: mean pass rate 0.927 vs baseline 0.927, change +0.000 (90% interval" in out
+    assert "smallest detectable drop" in out and "rules out a drop of 0.2" in out
 
 
-def test_new_high_severity_violation_blocks(tmp_path, capsys):
-    clean = {("", "refund_b"): [refund_ok()] * 10}
-    dirty = {("", "refund_b"): [refund_ok()] * 9 + [refund_twice()]}
-    base = lookup_run(tmp_path / "base", 10, extra=clean)
-    run = lookup_run(tmp_path / "run", 10, extra=dirty)
+def test_too_little_data_is_inconclusive_exit_3_or_0_when_allowed(tmp_path, capsys):
+    counts = tasks((2, 3), (1, 3))  # two flaky tasks at k = 3: no evidence either way
+    run, base = pair(tmp_path, counts, counts, 3)
+    code, out = gate(run, base, capsys)
+    assert code == 3, out
+    assert "INCONCLUSIVE: 2 task(s), 6 vs 6 episodes" in out and "a drop of 0.2 is not ruled out" in out
+    assert last_line(out).startswith("gate: INCONCLUSIVE: too little data") and last_line(out).endswith("exit 3")
+    code, out = gate(run, base, capsys, "--inconclusive-ok")
+    assert code == 0
+    assert last_line(out).startswith("gate: INCONCLUSIVE") and "--inconclusive-ok" in last_line(out)
+    # A wider margin is ruled out by the same data.
+    code, out = gate(run, base, capsys, "--margin", "0.9")
+    assert code == 0 and last_line(out) == "gate: PASS, exit 0"
+
+
+def test_four_of_twelve_tasks_collapsing_at_k3_blocks(tmp_path, capsys):
+    """3/3 → 0/3 is a Fisher p of exactly 0.05 per task; pooled over the tasks it is (1/20)^4."""
+    base = tasks(*[(3, 3)] * 12)
+    run = tasks(*[(0, 3)] * 4, *[(3, 3)] * 8)
+    code, out = gate(*pair(tmp_path, run, base, 3), capsys)
+    assert code == 1, out
+    assert "BLOCK (regression): pass rate fell across tasks: 12 tasks pooled: 24/36 passed vs baseline 36/36" in out
+    assert last_line(out) == "gate: BLOCK (regression), exit 1"
+    # With the other eight flaky instead of steady: never PASS either.
+    rng = random.Random(4)
+    for _ in range(60):
+        others = draw(rng, rates("flaky", 8), 3), draw(rng, rates("flaky", 8), 3)
+        now = [TaskCounts(f"c{i}", 0, 3) for i in range(4)] + others[0]
+        then = [TaskCounts(f"c{i}", 3, 3) for i in range(4)] + others[1]
+        assert evaluate_counts(GateInput({"": now}), GateInput({"": then})).verdict != "PASS"
+
+
+def test_192_of_200_against_132_of_200_blocks(tmp_path, capsys):
+    code, out = gate(*pair(tmp_path, tasks((132, 200)), tasks((192, 200)), 200), capsys)
+    assert code == 1, out
+    assert "BLOCK (regression) t00: pass count fell: 132/200 passed vs baseline 192/200" in out
+
+
+def test_one_collapsed_task_blocks_by_name_among_many(tmp_path, capsys):
+    base = tasks(*[(8, 8)] * 11, (8, 8))
+    run = tasks(*[(8, 8)] * 11, (0, 8))
+    code, out = gate(*pair(tmp_path, run, base, 8), capsys)
+    assert code == 1
+    assert "BLOCK (regression) t11: pass count fell: 0/8 passed vs baseline 8/8" in out
+
+
+def test_unchanged_agent_is_blocked_at_most_alpha_with_many_tasks():
+    """Family-wise: 50 flaky tasks at k = 8, per-task lines included. Uncorrected per-task tests
+    blocked ~39 % of such pairs; the bound here is α plus three simulation standard errors."""
+    rng = random.Random(2024)
+    pairs, blocked = 400, 0
+    for _ in range(pairs):
+        base = draw(rng, rates("flaky", 50), 8)
+        run = draw(rng, rates("flaky", 50), 8)
+        blocked += evaluate_counts(GateInput({"": run}), GateInput({"": base})).blocked
+    assert blocked / pairs <= 0.05 + 3 * (0.05 * 0.95 / pairs) ** 0.5
+
+
+def test_counts_path_gives_the_same_lines_as_run_directories(tmp_path):
+    rng = random.Random(7)
+    for i in range(3):
+        run, base = draw(rng, rates("flaky", 12), 8), draw(rng, rates("flaky", 12), 8)
+        as_rows = [[(t.task_id, t.c, t.n) for t in side] for side in (run, base)]
+        run_dir, base_dir = pair(tmp_path / str(i), *as_rows, 8)
+        via_files = evaluate_gate(build_report(run_dir), build_report(base_dir))
+        assert via_files.lines == evaluate_counts(GateInput({"": run}), GateInput({"": base})).lines
+
+
+# --- the safety ceiling ------------------------------------------------------------------------
+
+
+def test_safety_ceiling_says_what_the_baseline_had(tmp_path, capsys):
+    counts = tasks(*[(6, 8)] * 4)
+    run, base = (write_run(tmp_path / "run", {"": counts}, 8, high={"t00": 2, "t01": 1}),
+                 write_run(tmp_path / "base", {"": counts}, 8, high={"t00": 2}))
     code, out = gate(run, base, capsys)
     assert code == 1
-    assert "BLOCK refund_b: 2 high-severity violation(s): " in out and "idempotency ×1" in out
-    # The pass count itself (9/10 against 10/10) is noise: only the violation blocks.
-    assert "ok    refund_b: 9/10 passed" in out
+    assert "BLOCK (safety): 3 high-severity violations (baseline had 2): t00 idempotency ×2; t01 idempotency ×1" in out
+    assert last_line(out) == "gate: BLOCK (safety), exit 1"
+    code, out = gate(run, base, capsys, "--max-high", "3")
+    assert code != 1 and "note: 3 high-severity violations (baseline had 2)" in out and "within --max-high 3" in out
 
 
-def test_pass_hat_k_drop_across_tasks_blocks_even_when_each_task_is_noise():
-    def report(c: int, tasks: int = 8) -> dict:
-        entries = [{"task_id": f"t{i}", "n": 10, "c": c, "pass_hat_k": {"10": 1.0 if c == 10 else 0.0},
-                    "violations": {}, "high_checks": {}} for i in range(tasks)]
-        scope = {"tasks": entries, "status": {"not_run": 0}, "headline": {"k": 10, "mean_pass_rate": c / 10,
-                                                                          "pass_hat_k": 1.0 if c == 10 else 0.0},
-                 "violations": {"high_by_task": {}}}
-        return {"run": scope, "groups": {}}
-
-    result = evaluate_gate(report(9), report(10))
-    assert result.blocked
-    assert not any(line.verdict == "BLOCK" and line.task_id for line in result.lines)  # per task: noise
-    assert any(line.verdict == "BLOCK" and "pass^10" in line.message for line in result.lines)
-    assert not evaluate_gate(report(10), report(10)).blocked
+def test_safety_ceiling_on_judged_episodes(tmp_path, capsys):
+    clean = {("", "lookup_a"): [lookup_ok()] * 10, ("", "refund_b"): [refund_ok()] * 10}
+    dirty = {("", "lookup_a"): [lookup_ok()] * 10, ("", "refund_b"): [refund_ok()] * 9 + [refund_twice()]}
+    base = make_run(tmp_path / "base", [LOOKUP, REFUND], 10, clean)
+    run = make_run(tmp_path / "run", [LOOKUP, REFUND], 10, dirty)
+    code, out = gate(run, base, capsys)
+    assert code == 1
+    assert "BLOCK (safety): 2 high-severity violations (baseline had 0): refund_b effects ×1, idempotency ×1" in out
+    assert "BLOCK (regression)" not in out  # 9/10 against 10/10 is noise
 
 
-def test_sign_flip_p():
-    assert sign_flip_p([0, 0]) == 1.0
-    assert sign_flip_p([-1, -1, -1]) == pytest.approx(1 / 8)
-    assert sign_flip_p([1, 1, 1]) == 1.0
-    assert sign_flip_p([-0.5] * 20) < 0.001  # the random-flip branch
-    assert sign_flip_p([-0.5] * 20) == sign_flip_p([-0.5] * 20)  # seeded: the same answer every time
+# --- baseline sanity ---------------------------------------------------------------------------
+
+
+def test_no_task_in_common_exits_2_with_one_line(tmp_path, capsys):
+    run = write_run(tmp_path / "run", {"": [("a", 3, 3)]}, 3)
+    base = write_run(tmp_path / "base", {"": [("b", 3, 3)]}, 3)
+    code, out = gate(run, base, capsys)
+    assert code == 2
+    assert out.startswith("faultproxy: ") and out.count("\n") == 1 and "no task" in out and str(run) in out
+
+
+def test_different_digests_are_named_and_strict_baseline_refuses(tmp_path, capsys):
+    counts = tasks(*[(8, 8)] * 12)
+    run, base = pair(tmp_path, counts, counts, 8, tasks_digest="other")
+    code, out = gate(run, base, capsys)
+    assert code == 0
+    assert "note: the baseline was run with a different tasks file (tasks digest differs)" in out
+    code, out = gate(run, base, capsys, "--strict-baseline")
+    assert code == 2 and out.count("\n") == 1 and "--strict-baseline" in out and "tasks" in out
+    same = write_run(tmp_path / "same", {"": counts}, 8)
+    assert "digest differs" not in gate(run, same, capsys, "--strict-baseline")[1]
+
+
+def test_sweep_is_compared_per_grid_point(tmp_path, capsys):
+    steady = tasks(*[(8, 8)] * 6)
+    fell = tasks(*[(3, 8)] * 6)
+    base = write_run(tmp_path / "base", {"lambda=0": steady, "lambda=0.5": steady}, 8)
+    run = write_run(tmp_path / "run", {"lambda=0": steady, "lambda=0.5": fell}, 8)
+    code, out = gate(run, base, capsys)
+    assert code == 1
+    blocked = [line for line in out.splitlines() if line.startswith("  BLOCK")]
+    assert blocked and all("[lambda=0.5]" in line for line in blocked)
+    assert "ok [lambda=0]: 6 task(s), 48 vs 48 episodes" in out
+    plain = write_run(tmp_path / "plain", {"": steady}, 8)
+    code, out = gate(run, plain, capsys)
+    assert code == 2 and "is a sweep of 2 grid points" in out and out.count("\n") == 1
+
+
+# --- floors, unfinished runs, bad input (unchanged behaviour) -------------------------------------
+
+
+def lookup_run(root: Path, passes: int, k: int = 10) -> Path:
+    return make_run(root, [LOOKUP], k, {("", "lookup_a"): [lookup_ok()] * passes + [lookup_wrong()] * (k - passes)})
 
 
 def test_floors_and_unfinished_runs(tmp_path, capsys):
     base = lookup_run(tmp_path / "base", 10)
     run = lookup_run(tmp_path / "run", 9)
     assert gate(run, base, capsys, "--min-pass-rate", "0.95")[0] == 1
-    assert gate(run, base, capsys, "--min-pass-rate", "0.9")[0] == 0
+    assert gate(run, base, capsys, "--min-pass-rate", "0.9", "--inconclusive-ok")[0] == 0
     code, out = gate(run, base, capsys, "--min-pass-hat-k", "0.5")
-    assert code == 1 and "pass^10 0.000 is below --min-pass-hat-k 0.5" in out
+    assert code == 1 and "BLOCK (floor): pass^10 0.000 is below --min-pass-hat-k 0.5" in out
     partial = make_run(tmp_path / "partial", [LOOKUP], 10, {("", "lookup_a"): [lookup_ok()] * 6})
     code, out = gate(partial, base, capsys)
-    assert code == 1 and "4 planned episode(s) not run" in out
-    assert gate(partial, base, capsys, "--allow-incomplete")[0] == 0
-
-
-def test_compares_per_grid_label_when_both_have_them(tmp_path):
-    labels = ("lambda=0", "lambda=0.5")
-    base = make_run(tmp_path / "base", [LOOKUP], 10, {(label, "lookup_a"): [lookup_ok()] * 10 for label in labels},
-                    labels=labels)
-    run = make_run(tmp_path / "run", [LOOKUP], 10, {("lambda=0", "lookup_a"): [lookup_ok()] * 10,
-                                                    ("lambda=0.5", "lookup_a"): [lookup_ok()] * 2
-                                                    + [lookup_wrong()] * 8}, labels=labels)
-    result = evaluate_gate(build_report(run), build_report(base))
-    blocked = [line for line in result.lines if line.verdict == "BLOCK"]
-    assert [(line.scope, line.task_id) for line in blocked if line.task_id] == [("lambda=0.5", "lookup_a")]
+    assert code == 1 and "BLOCK (incomplete): 4 planned episode(s) not run" in out
+    assert gate(partial, base, capsys, "--allow-incomplete", "--inconclusive-ok")[0] == 0
 
 
 @pytest.mark.parametrize("case", ["missing_run", "missing_baseline", "not_a_run", "damaged_plan"])
@@ -121,8 +216,9 @@ def test_bad_input_exits_2_with_one_line(tmp_path, capsys, case):
     assert str(other) in err
 
 
-def test_bad_alpha_is_a_usage_error(tmp_path, capsys):
+@pytest.mark.parametrize("option", [("--alpha", "0.5"), ("--margin", "0"), ("--max-high", "-1")])
+def test_bad_options_are_usage_errors(tmp_path, option):
     good = lookup_run(tmp_path / "good", 10)
     with pytest.raises(SystemExit) as exit_info:
-        cli(["gate", str(good), "--baseline", str(good), "--alpha", "2"])
+        cli(["gate", str(good), "--baseline", str(good), *option])
     assert exit_info.value.code == 2

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ from rich.table import Table
 
 from faultproxy.evaluator import html, sweep, sweep_html
 from faultproxy.evaluator import report as report_module
-from faultproxy.evaluator.gate import evaluate_gate
+from faultproxy.evaluator.gate import ALPHA, MARGIN, GateResult, evaluate_gate
 from faultproxy.evaluator.junit import JUnitWriter
 from faultproxy.evaluator.report import build_report, read_plan
 from faultproxy.formats.errors import UsageError
@@ -47,14 +48,25 @@ def register(subparsers: Any) -> None:
     report.set_defaults(handler=cmd_report)
 
     gate = subparsers.add_parser(
-        "gate", help="Exit 1 if a run regressed against a baseline run (beyond noise) or had a high-severity "
-                     "violation.",
-        description="Compare RUN_DIR with BASELINE_DIR task by task (one-sided Fisher exact test) and on "
-                    "pass^k (paired sign-flip test); block on any high-severity violation. "
-                    "Exit 0: pass; 1: blocked; 2: bad input.")
+        "gate", help="PASS (0), BLOCK (1) or INCONCLUSIVE (3): did a run regress against a baseline run?",
+        description="Compare RUN_DIR with BASELINE_DIR: an exact stratified test over the common tasks and a "
+                    "one-sided Fisher test per task, Holm-corrected together, so an unchanged agent is blocked "
+                    "with probability at most --alpha; the safety ceiling --max-high. PASS needs the interval of "
+                    "the change in mean pass rate to rule out a drop of --margin. A sweep is compared per grid "
+                    "point. Exit 0: PASS; 1: BLOCK; 2: bad input; 3: INCONCLUSIVE (0 with --inconclusive-ok).")
     gate.add_argument("run_dir", type=Path, metavar="RUN_DIR")
     gate.add_argument("--baseline", type=Path, required=True, metavar="BASELINE_DIR")
-    gate.add_argument("--alpha", type=_probability, default=0.05, help="Significance level (default 0.05).")
+    gate.add_argument("--alpha", type=_alpha, default=ALPHA,
+                      help=f"Family-wise error rate: the chance of blocking an unchanged agent (default {ALPHA:g}).")
+    gate.add_argument("--margin", type=_margin, default=MARGIN, metavar="D",
+                      help=f"The smallest drop in mean pass rate you care about; PASS needs the interval to rule it "
+                           f"out (default {MARGIN:g}).")
+    gate.add_argument("--max-high", type=_count, default=0, metavar="N",
+                      help="Block when the run has more than N high-severity violations (default 0).")
+    gate.add_argument("--inconclusive-ok", action="store_true",
+                      help="Exit 0 on INCONCLUSIVE (the verdict still says so): for pull requests at small k.")
+    gate.add_argument("--strict-baseline", action="store_true",
+                      help="Exit 2 when the baseline ran another scenario or tasks file (default: a note).")
     gate.add_argument("--min-pass-rate", type=_probability, metavar="X", help="Also require a mean pass rate ≥ X.")
     gate.add_argument("--min-pass-hat-k", type=_probability, metavar="X", help="Also require pass^k ≥ X.")
     gate.add_argument("--allow-incomplete", action="store_true",
@@ -73,14 +85,36 @@ def _probability(text: str) -> float:
     return value
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected at least 1, got {value}")
+def _alpha(text: str) -> float:
+    value = _probability(text)
+    if not 0 < value < 0.5:
+        raise argparse.ArgumentTypeError(f"expected a level in (0, 0.5), got {text}")
     return value
+
+
+def _margin(text: str) -> float:
+    value = _probability(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError("expected a drop above 0, got 0")
+    return value
+
+
+def _at_least(least: int) -> Callable[[str], int]:
+    """An argparse type: a whole number ≥ least."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+        if value < least:
+            raise argparse.ArgumentTypeError(f"expected at least {least}, got {value}")
+        return value
+
+    return parse
+
+
+_positive, _count = _at_least(1), _at_least(0)
 
 
 def _build(run_dir: Path, **options: Any) -> dict[str, Any]:
@@ -136,10 +170,12 @@ def cmd_gate(args: argparse.Namespace) -> int:
             raise UsageError(f"{what} directory {path} does not exist")
     run = _build(args.run_dir, jobs=args.jobs)
     base = _build(args.baseline, jobs=args.jobs)
-    result = evaluate_gate(run, base, alpha=args.alpha, min_pass_rate=args.min_pass_rate,
-                           min_pass_hat_k=args.min_pass_hat_k, allow_incomplete=args.allow_incomplete)
-    print_gate(result, args.run_dir, args.baseline)
-    return result.exit_code
+    result = evaluate_gate(run, base, alpha=args.alpha, margin=args.margin, max_high=args.max_high,
+                           min_pass_rate=args.min_pass_rate, min_pass_hat_k=args.min_pass_hat_k,
+                           allow_incomplete=args.allow_incomplete, strict_baseline=args.strict_baseline)
+    code = result.exit_code(inconclusive_ok=args.inconclusive_ok)
+    print_gate(result, args.run_dir, args.baseline, code)
+    return code
 
 
 # --- printing -------------------------------------------------------------------------------------
@@ -223,12 +259,20 @@ def print_summary(report: dict[str, Any], console: Any = None) -> None:
         console.print("incomplete by cause: " + ", ".join(f"{c} {n}" for c, n in run["incomplete_by_cause"].items()))
 
 
-def print_gate(result: Any, run_dir: Path, baseline: Path, stream: Any = None) -> None:
+def print_gate(result: GateResult, run_dir: Path, baseline: Path, code: int, stream: Any = None) -> None:
+    """Every line, blocking ones first, then the verdict with its exit status."""
     stream = stream or sys.stdout
     print(f"gate: {run_dir} against baseline {baseline}", file=stream)
-    order = {"BLOCK": 0, "ok": 1, "note": 2}
-    for line in sorted(result.lines, key=lambda ln: (order.get(ln.verdict, 3), ln.scope, ln.task_id)):
+    order = {"BLOCK": 0, "INCONCLUSIVE": 1, "ok": 2, "note": 3}
+    for line in sorted(result.lines, key=lambda ln: (order.get(ln.verdict, 4), ln.scope, ln.task_id)):
+        label = f"{line.verdict} ({line.reason})" if line.reason else line.verdict
         where = " ".join(part for part in (f"[{line.scope}]" if line.scope else "", line.task_id) if part)
-        print(f"  {line.verdict:<5} {where + ': ' if where else ''}{line.message}", file=stream)
-    blocked = sum(1 for ln in result.lines if ln.verdict == "BLOCK")
-    print(f"gate: BLOCKED ({blocked} reason(s))" if result.blocked else "gate: passed", file=stream)
+        print(f"  {label}{' ' + where if where else ''}: {line.message}", file=stream)
+    verdict = result.verdict
+    if verdict == "BLOCK":
+        verdict += f" ({', '.join(result.reasons)})"
+    elif verdict == "INCONCLUSIVE" and code == 0:
+        verdict += ": too little data to rule out a drop of the margin (exit 0: --inconclusive-ok)"
+    elif verdict == "INCONCLUSIVE":
+        verdict += ": too little data to rule out a drop of the margin; more tasks or trials would tell"
+    print(f"gate: {verdict}, exit {code}", file=stream)
