@@ -186,10 +186,11 @@ def evaluate_counts(run: GateInput, base: GateInput, *, alpha: float = ALPHA, ma
         raise GateError(f"{_name(run, 'the run')} and baseline {_name(base, 'the baseline')} have no task "
                         "with logged episodes in common: is the baseline the right directory?")
     _regression(result, tables, alpha)
-    for label, rows in tables.items():
-        _change(result, label, rows, alpha, margin)
     _safety(result, run, base, max_high)
     _floors(result, run, min_pass_rate, min_pass_hat_k)
+    blocked = result.blocked
+    for label, rows in tables.items():
+        _change(result, label, rows, alpha, margin, blocked)
     return result
 
 
@@ -313,8 +314,9 @@ def _scope_tests(label: str, rows: list[Table], alpha: float) -> list[_Test]:
     return tests + tasks
 
 
-def _change(result: GateResult, label: str, rows: list[Table], alpha: float, margin: float) -> None:
-    """One line per scope: the change with its interval, the margin, the smallest detectable drop."""
+def _change(result: GateResult, label: str, rows: list[Table], alpha: float, margin: float, blocked: bool) -> None:
+    """One line per scope: the change with its interval, the margin, the smallest detectable drop
+    (a note once the gate blocks: INCONCLUSIVE would contradict the verdict)."""
     counts = [row[1:] for row in rows]
     delta, se = mean_rate_change(counts)
     z = _z(alpha)
@@ -326,9 +328,9 @@ def _change(result: GateResult, label: str, rows: list[Table], alpha: float, mar
             f"{new:.3f} vs baseline {old:.3f}, change {delta:+.3f} ({100 * (1 - 2 * alpha):g}% interval "
             f"{lo:+.3f} to {hi:+.3f}); smallest detectable drop {mdd:.3f}")
     if lo > -margin:
-        result.add(label, "", "ok", f"{text}; rules out a drop of {margin:g}")
+        result.add(label, "", "note" if blocked else "ok", f"{text}; rules out a drop of {margin:g}")
     else:
-        result.add(label, "", INCONCLUSIVE, f"{text}; a drop of {margin:g} is not ruled out")
+        result.add(label, "", "note" if blocked else INCONCLUSIVE, f"{text}; a drop of {margin:g} is not ruled out")
 
 
 def _z(alpha: float) -> float:

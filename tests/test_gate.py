@@ -70,6 +70,7 @@ def test_four_of_twelve_tasks_collapsing_at_k3_blocks(tmp_path, capsys):
     assert code == 1, out
     assert "BLOCK (regression): pass rate fell across tasks: 12 tasks pooled: 24/36 passed vs baseline 36/36" in out
     assert last_line(out) == "gate: BLOCK (regression), exit 1"
+    assert "INCONCLUSIVE" not in out  # the interval still allows 0.2, but the verdict is BLOCK
     # With the other eight flaky instead of steady: never PASS either.
     rng = random.Random(4)
     for _ in range(60):
@@ -173,7 +174,7 @@ def test_sweep_is_compared_per_grid_point(tmp_path, capsys):
     assert code == 1
     blocked = [line for line in out.splitlines() if line.startswith("  BLOCK")]
     assert blocked and all("[lambda=0.5]" in line for line in blocked)
-    assert "ok [lambda=0]: 6 task(s), 48 vs 48 episodes" in out
+    assert "note [lambda=0]: 6 task(s), 48 vs 48 episodes" in out  # the change line, noted once blocked
     plain = write_run(tmp_path / "plain", {"": steady}, 8)
     code, out = gate(run, plain, capsys)
     assert code == 2 and "is a sweep of 2 grid points" in out and out.count("\n") == 1
