@@ -27,3 +27,13 @@ def copy_layout(target: Path) -> Path:
             out.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(source, out)
     return target
+
+
+def copy_sources(target: Path) -> Path:
+    """What a build of the distribution reads, copied to `target` (every file of each package
+    folder, pyproject.toml, README.md), so a build leaves no build/ or egg-info in the checkout."""
+    for folder in set(package_dirs().values()):
+        shutil.copytree(folder, target / folder.relative_to(ROOT), ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copyfile(ROOT / name, target / name)
+    return target
