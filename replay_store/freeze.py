@@ -36,7 +36,8 @@ from faultproxy.replay_store import har
 from faultproxy.replay_store.har import StoreError
 from faultproxy.replay_store.replay import NO_END_STATE, UNJUDGEABLE
 from faultproxy.scenarios import Scenario, ScenarioError, load_scenario
-from faultproxy.tasks.model import Task, template_variables
+from faultproxy.tasks.model import Task
+from faultproxy.tasks.templates import template_variables
 
 _SECRET_NAME = re.compile(r"(?i)(api[_-]?key|secret|password|passwd|token|authorization|credential|cookie)")
 _DEFAULT_PORTS = {"http": 80, "https": 443}

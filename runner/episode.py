@@ -26,7 +26,8 @@ from faultproxy.runner.agent import (
 from faultproxy.runner.options import RunOptions
 from faultproxy.runner.plan import GridPoint, PlannedEpisode
 from faultproxy.scenarios import Scenario, load_scenario
-from faultproxy.tasks.model import Budgets, expand
+from faultproxy.tasks.model import Budgets
+from faultproxy.tasks.templates import expand
 
 DIRECT_TIMEOUT_S = 10.0
 

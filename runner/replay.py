@@ -47,7 +47,8 @@ from faultproxy.runner.inprocess import (
     call_agent,
 )
 from faultproxy.scenarios import Scenario, ScenarioError, load_scenario
-from faultproxy.tasks.model import Budgets, UnsetVariable, expand
+from faultproxy.tasks.model import Budgets
+from faultproxy.tasks.templates import UnsetVariable, expand
 
 
 def function_episode(entry: Entry, environment: AgentEnvironment) -> Episode:

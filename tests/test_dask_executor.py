@@ -29,7 +29,7 @@ from faultproxy.formats.rundir import read_run  # noqa: E402
 from faultproxy.runner.cluster import ProcessCluster  # noqa: E402
 from faultproxy.runner.plan import build_grid  # noqa: E402
 from faultproxy import RunOptions, run  # noqa: E402
-from faultproxy.tasks.model import load_tasks  # noqa: E402
+from faultproxy.tasks.loader import load_tasks  # noqa: E402
 from faultproxy.formats.trace import read_trace  # noqa: E402
 from faultproxy.scenarios import load_scenario  # noqa: E402
 from tests.conftest import scenario  # noqa: E402

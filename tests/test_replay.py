@@ -18,7 +18,7 @@ import pytest
 from faultproxy.formats.rundir import read_run
 from examples.world import world_in_thread
 from faultproxy import RunOptions, run
-from faultproxy.tasks.model import load_tasks
+from faultproxy.tasks.loader import load_tasks
 from faultproxy.replay_store import har
 from faultproxy.replay_store.freeze import freeze
 from faultproxy.replay_store.replay import ReplayOptions

@@ -17,7 +17,7 @@ from faultproxy.formats.rundir import read_run
 from faultproxy.cli.main import main as faultproxy_main
 from faultproxy.runner.plan import GridPoint
 from faultproxy import RunOptions, run
-from faultproxy.tasks.model import task_set_from_json
+from faultproxy.tasks.loader import task_set_from_json
 from faultproxy.formats.trace import read_trace, trace_path
 from faultproxy.replay_store import har
 from faultproxy.replay_store.freeze import freeze

@@ -15,7 +15,7 @@ import pytest
 from faultproxy.formats.rundir import read_run
 from faultproxy.runner.plan import GridPoint
 from faultproxy import RunOptions, run
-from faultproxy.tasks.model import load_tasks
+from faultproxy.tasks.loader import load_tasks
 from faultproxy.formats.trace import read_trace
 from faultproxy.scenarios import load_scenario
 from tests.conftest import scenario

@@ -9,22 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from faultproxy.tasks.model import (
-    Budgets,
-    Effect,
-    EndpointPattern,
-    Expected,
-    OutputSpec,
-    Task,
-    TaskError,
-    TemplateError,
-    UnsetVariable,
-    expand,
-    load_tasks,
-    single_task,
-    task_set_from_json,
-    template_variables,
-)
+from faultproxy.tasks.loader import TaskError, load_tasks, single_task, task_set_from_json
+from faultproxy.tasks.model import Budgets, Effect, EndpointPattern, Expected, OutputSpec, Task
+from faultproxy.tasks.templates import TemplateError, UnsetVariable, expand, template_variables
 
 FULL = """\
 env: {SHOP_ROOT: "http://127.0.0.1:8080", PORT: 8080}

@@ -12,7 +12,7 @@ from faultproxy.runner.options import RunOptions, parse_pairs
 from faultproxy.runner.plan import GridPoint
 from faultproxy.runner.variants import load_variant_function
 from faultproxy.scenarios import Scenario
-from faultproxy.tasks.model import TaskError, load_tasks, single_task
+from faultproxy.tasks.loader import TaskError, load_tasks, single_task
 
 
 def add_run_options(parser: argparse.ArgumentParser) -> None:

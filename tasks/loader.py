@@ -1,0 +1,395 @@
+"""The tasks file: its format and its validation. This module owns the format.
+
+A tasks file is YAML (`.yaml`, `.yml`: a mapping with `tasks` and optional `env`, `severity`,
+`prices`) or JSON Lines (`.jsonl`: one task object per line, blank lines allowed). Every problem
+raises one TaskError whose str is "FILE:LINE: FIELD: message"; in a JSON Lines file the line is
+the task's line and fields are named from the task (`expected.output.regex`), in YAML from the top
+(`tasks[2].expected.output.regex`). An explicit null in an optional field means "not given".
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from faultproxy.formats.errors import InputError
+from faultproxy.formats.yaml_input import (
+    YamlReader,
+    describe_value,
+    is_number,
+    join_field,
+    line_of,
+    suggest,
+)
+from faultproxy.tasks.model import (
+    DEFAULT_SHAPE,
+    METHOD,
+    OUTPUT_KINDS,
+    SEVERITIES,
+    Budgets,
+    Effect,
+    EndpointPattern,
+    Expected,
+    OutputSpec,
+    Task,
+    TaskSet,
+    content_digest,
+)
+from faultproxy.tasks.templates import VARIABLE_NAME, TemplateError, template_variables
+from yaml.nodes import MappingNode, Node, ScalarNode
+
+TOP_FIELDS = ("env", "tasks", "severity", "prices")
+TASK_FIELDS = ("id", "prompt", "shape", "states", "reset_url", "state_url", "expected", "irreversible",
+               "forbidden", "secrets", "secret_hosts", "max_tool_calls", "max_retries", "budgets",
+               "severity", "env")
+EXPECTED_FIELDS = ("state", "ignore", "multiset", "effects", "output", "escalate")
+EFFECT_FIELDS = ("method", "path", "count")
+BUDGET_FIELDS = ("wall_s", "requests", "tokens")
+PRICE_FIELDS = ("input_per_mtok", "output_per_mtok")
+
+_ID = re.compile(r"[A-Za-z0-9_.-]+")
+_WORD = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")
+_CHECK_NAME = re.compile(r"[A-Za-z0-9_.-]+")
+_DOTTED = r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*"
+_CALLABLE = re.compile(rf"{_DOTTED}:{_DOTTED}")
+
+
+class TaskError(InputError):
+    """A bad tasks file."""
+
+
+def load_tasks(path: str | Path) -> TaskSet:
+    """Load and validate a tasks file (.yaml, .yml or .jsonl); TaskError on any problem."""
+    path = Path(path)
+    shown = str(path)
+    suffix = path.suffix.lower()
+    if suffix not in (".yaml", ".yml", ".jsonl"):
+        raise TaskError(shown, None, None, f"unsupported tasks file type '{suffix or path.name}'; "
+                                           "use .yaml or .yml (a mapping with 'tasks') or .jsonl (one task per line)")
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TaskError(shown, None, None, f"cannot read the file: {exc}") from exc
+    r = YamlReader(shown, TaskError)
+    if suffix == ".jsonl":
+        tasks = _read_jsonl(r, text)
+        env: dict[str, str] = {}
+        severity: dict[str, str] = {}
+        prices: dict[str, dict[str, float]] = {}
+    else:
+        root = r.compose(text, empty="the file is empty; expected a mapping with a 'tasks' list")
+        if not isinstance(root, MappingNode):
+            raise r.error(root, None, "a tasks file must be a mapping with a 'tasks' list (and optional env, "
+                                      f"severity, prices); got {r.describe(root)}")
+        top = r.mapping(root, None, TOP_FIELDS, required=("tasks",))
+        env = _read_env(r, top["env"], "env") if _given(r, top, "env") else {}
+        severity = _read_severity(r, top["severity"], "severity") if _given(r, top, "severity") else {}
+        prices = _read_prices(r, top["prices"]) if _given(r, top, "prices") else {}
+        items = r.sequence(top["tasks"], "tasks", "tasks")
+        seen: dict[str, int] = {}
+        tasks = tuple(_read_task(r, item, f"tasks[{i}]", seen) for i, item in enumerate(items))
+    tasks = tuple(_with_defaults(task, env, severity) for task in tasks)
+    digest = content_digest(tasks, env, severity, prices)
+    return TaskSet(tasks, env, severity, prices, str(path.resolve()), digest)
+
+
+def task_set_from_json(entries: Sequence[Task | Mapping[str, Any]], path: str = "<tasks>") -> TaskSet:
+    """A TaskSet from tasks given in code: Task objects, or dicts as a tasks file writes them (or as
+    Task.to_json() does). Dicts are validated like the lines of a JSON Lines file, entry i (from 1)
+    standing for line i: TaskError("<tasks>:2: prompt: missing required field 'prompt'")."""
+    r = YamlReader(path, TaskError)
+    seen: dict[str, int] = {}
+    tasks = []
+    for number, entry in enumerate(entries, start=1):
+        if isinstance(entry, Task):
+            if entry.id in seen:
+                raise TaskError(path, number, "id", f"duplicate task id '{entry.id}' (first on line {seen[entry.id]})")
+            seen[entry.id] = number
+            tasks.append(entry)
+            continue
+        if not isinstance(entry, Mapping):
+            raise TaskError(path, number, None, f"each task must be a dict or a Task, got {type(entry).__name__}")
+        try:
+            text = json.dumps(_file_form(entry), allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise TaskError(path, number, None, f"the task is not plain JSON data: {exc}") from exc
+        tasks.append(_read_task(r, r.compose_json(text, number), None, seen))
+    if not tasks:
+        raise TaskError(path, None, None, "no tasks given")
+    result = tuple(tasks)
+    return TaskSet(result, {}, {}, {}, path, content_digest(result, {}, {}, {}))
+
+
+def single_task(prompt: str, task_id: str = "task") -> TaskSet:
+    """A TaskSet of one task with this prompt and nothing expected (a run without a tasks file)."""
+    return task_set_from_json([{"id": task_id, "prompt": prompt}], path="<command line>")
+
+
+def _file_form(entry: Mapping[str, Any]) -> dict[str, Any]:
+    """Task.to_json()'s extras in tasks-file form: no `line`, output {"kind": k, "value": v} as {k: v}."""
+    entry = {key: value for key, value in entry.items() if key != "line"}
+    expected = entry.get("expected")
+    if isinstance(expected, Mapping):
+        output = expected.get("output")
+        if isinstance(output, Mapping) and set(output) == {"kind", "value"} and output["kind"] in OUTPUT_KINDS:
+            entry["expected"] = {**expected, "output": {output["kind"]: output["value"]}}
+    return entry
+
+
+def _with_defaults(task: Task, env: Mapping[str, str], severity: Mapping[str, str]) -> Task:
+    return replace(task, env={**env, **task.env}, severity={**severity, **task.severity})
+
+
+def _read_jsonl(r: YamlReader, text: str) -> tuple[Task, ...]:
+    seen: dict[str, int] = {}
+    tasks = []
+    for number, line in enumerate(text.split("\n"), start=1):  # not splitlines: JSON strings may hold U+2028
+        if not line.strip():
+            continue
+        node = r.compose_json(line, number)
+        if not isinstance(node, MappingNode):
+            raise r.error(node, None, f"each line must be a JSON object (one task), got {r.describe(node)}")
+        tasks.append(_read_task(r, node, None, seen))
+    if not tasks:
+        raise TaskError(r.path, 1, None, "the file has no tasks; expected one JSON object per line")
+    return tuple(tasks)
+
+
+def _given(r: YamlReader, present: Mapping[str, Node], key: str) -> bool:
+    """Present and not null: an explicit null in an optional field means "not given"."""
+    return key in present and not r.is_null(present[key])
+
+
+def _read_task(r: YamlReader, node: Node, field: str | None, seen: dict[str, int]) -> Task:
+    if not isinstance(node, MappingNode):
+        raise r.error(node, field, f"each task must be a mapping with id and prompt, got {r.describe(node)}")
+    present = r.mapping(node, field, TASK_FIELDS, required=("id", "prompt"))
+
+    def sub(key: str) -> str:
+        return join_field(field, key)
+
+    def given(key: str) -> bool:
+        return _given(r, present, key)
+
+    task_id = _read_id(r, present["id"], sub("id"), seen)
+    prompt = r.string(present["prompt"], sub("prompt"), nonempty=True)
+    shape = DEFAULT_SHAPE
+    if given("shape"):
+        shape = r.string(present["shape"], sub("shape"))
+        if not _WORD.fullmatch(shape):
+            raise r.error(present["shape"], sub("shape"),
+                          f"a shape is one word (letters, digits, _ and -, e.g. writes_state), got {shape!r}")
+    states = _read_names(r, present["states"], sub("states"), "states", None) if given("states") else ()
+    urls = {key: _read_template(r, present[key], sub(key)) if given(key) else None
+            for key in ("reset_url", "state_url")}
+    expected = _read_expected(r, present["expected"], sub("expected")) if given("expected") else Expected()
+    irreversible = _read_endpoints(r, present, "irreversible", field)
+    forbidden = _read_endpoints(r, present, "forbidden", field)
+    secrets = _read_names(r, present["secrets"], sub("secrets"), "secret names", VARIABLE_NAME) if given("secrets") else ()
+    secret_hosts = _read_secret_hosts(r, present["secret_hosts"], sub("secret_hosts"), secrets) \
+        if given("secret_hosts") else {}
+    max_tool_calls = r.integer(present["max_tool_calls"], sub("max_tool_calls"), minimum=1) \
+        if given("max_tool_calls") else None
+    max_retries = r.integer(present["max_retries"], sub("max_retries"), minimum=0) if given("max_retries") else None
+    budgets = _read_budgets(r, present["budgets"], sub("budgets")) if given("budgets") else Budgets()
+    severity = _read_severity(r, present["severity"], sub("severity")) if given("severity") else {}
+    env = _read_env(r, present["env"], sub("env")) if given("env") else {}
+    return Task(task_id, prompt, shape, states, urls["reset_url"], urls["state_url"], expected, irreversible,
+                forbidden, secrets, secret_hosts, max_tool_calls, max_retries, budgets, severity, env, line_of(node))
+
+
+def _read_id(r: YamlReader, node: Node, field: str, seen: dict[str, int]) -> str:
+    if isinstance(node, ScalarNode) and is_number(r.value(node, field)):
+        raise r.error(node, field, f"expected a string, got {r.describe(node)} (quote it: \"{node.value}\")")
+    task_id = r.string(node, field)
+    if not _ID.fullmatch(task_id):
+        raise r.error(node, field, f"invalid task id {task_id!r}: use only letters, digits, '_', '.' and '-'")
+    if task_id in seen:
+        raise r.error(node, field, f"duplicate task id '{task_id}' (first on line {seen[task_id]})")
+    seen[task_id] = line_of(node)
+    return task_id
+
+
+def _read_names(r: YamlReader, node: Node, field: str, what: str, pattern: re.Pattern[str] | None) -> tuple[str, ...]:
+    """A list of distinct non-empty strings (matching `pattern`, if given)."""
+    names: dict[str, int] = {}
+    for i, item in enumerate(r.sequence(node, field, what, allow_empty=True)):
+        item_field = f"{field}[{i}]"
+        name = r.string(item, item_field, nonempty=True)
+        if pattern is not None and not pattern.fullmatch(name):
+            raise r.error(item, item_field, f"invalid name {name!r}: use letters, digits and _, not starting with a digit")
+        if name in names:
+            raise r.error(item, item_field, f"'{name}' is listed twice (first as {field}[{names[name]}])")
+        names[name] = i
+    return tuple(names)
+
+
+def _read_template(r: YamlReader, node: Node, field: str) -> str:
+    text = r.string(node, field, nonempty=True)
+    try:
+        template_variables(text)
+    except TemplateError as exc:
+        raise r.error(node, field, str(exc)) from exc
+    return text
+
+
+def _read_endpoints(r: YamlReader, present: Mapping[str, Node], key: str,
+                    field: str | None) -> tuple[EndpointPattern, ...]:
+    if not _given(r, present, key):
+        return ()
+    list_field = join_field(field, key)
+    patterns = []
+    for i, item in enumerate(r.sequence(present[key], list_field, '"METHOD GLOB" patterns', allow_empty=True)):
+        text = r.string(item, f"{list_field}[{i}]")
+        try:
+            patterns.append(EndpointPattern.parse(text))
+        except ValueError as exc:
+            raise r.error(item, f"{list_field}[{i}]", str(exc)) from exc
+    return tuple(patterns)
+
+
+def _read_secret_hosts(r: YamlReader, node: Node, field: str, secrets: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
+    result = {}
+    for name, value in r.fields(node, field).items():
+        name_field = join_field(field, name)
+        if name not in secrets:
+            listed = f"; secrets lists {', '.join(secrets)}" if secrets else "; the task lists no secrets"
+            raise r.error(value, name_field, f"'{name}' is not one of the task's secrets{listed}"
+                          + suggest(name, secrets))
+        hosts = []
+        for i, item in enumerate(r.sequence(value, name_field, "host globs")):
+            host = r.string(item, f"{name_field}[{i}]", nonempty=True)
+            if any(c.isspace() for c in host):
+                raise r.error(item, f"{name_field}[{i}]", f"a host glob has no spaces, got {host!r}")
+            hosts.append(host)
+        result[name] = tuple(hosts)
+    return result
+
+
+def _positive(r: YamlReader, node: Node, field: str, integer: bool) -> int | float:
+    value = r.integer(node, field) if integer else r.number(node, field)
+    if value <= 0:
+        raise r.error(node, field, f"must be positive, got {value}")
+    return value
+
+
+def _read_budgets(r: YamlReader, node: Node, field: str) -> Budgets:
+    present = r.mapping(node, field, BUDGET_FIELDS)
+    wall_s = float(_positive(r, present["wall_s"], f"{field}.wall_s", False)) if _given(r, present, "wall_s") else None
+    requests = int(_positive(r, present["requests"], f"{field}.requests", True)) \
+        if _given(r, present, "requests") else None
+    tokens = int(_positive(r, present["tokens"], f"{field}.tokens", True)) if _given(r, present, "tokens") else None
+    return Budgets(wall_s, requests, tokens)
+
+
+def _read_severity(r: YamlReader, node: Node, field: str) -> dict[str, str]:
+    result = {}
+    for check, value in r.fields(node, field).items():
+        check_field = join_field(field, check)
+        if not _CHECK_NAME.fullmatch(check):
+            raise r.error(value, check_field, f"invalid check name {check!r}")
+        level = r.value(value, check_field) if isinstance(value, ScalarNode) else None
+        if not isinstance(level, str) or level.lower() not in SEVERITIES:
+            shown = describe_value(level) if isinstance(value, ScalarNode) else r.describe(value)
+            raise r.error(value, check_field, f"severity must be one of {', '.join(SEVERITIES)}, got {shown}")
+        result[check] = level.lower()
+    return result
+
+
+def _read_env(r: YamlReader, node: Node, field: str) -> dict[str, str]:
+    """Names to strings; numbers are taken as written (`PORT: 8080` is "8080"). Values are templates
+    (`${VAR}` is expanded per episode, `$$` is a `$`), so their syntax is checked here."""
+    result = {}
+    for name, value in r.fields(node, field).items():
+        name_field = join_field(field, name)
+        if not VARIABLE_NAME.fullmatch(name):
+            raise r.error(value, name_field, f"invalid environment variable name {name!r}: "
+                                             "use letters, digits and _, not starting with a digit")
+        if isinstance(value, ScalarNode) and is_number(r.value(value, name_field)):
+            result[name] = value.value
+        else:
+            result[name] = r.typed(value, name_field, "a string (quote it)", lambda v: isinstance(v, str))
+            try:  # the runner expands ${VAR} in values at episode time
+                template_variables(result[name])
+            except TemplateError as exc:
+                raise r.error(value, name_field, str(exc)) from exc
+    return result
+
+
+def _read_prices(r: YamlReader, node: Node) -> dict[str, dict[str, float]]:
+    result = {}
+    for model, value in r.fields(node, "prices").items():
+        model_field = join_field("prices", model)
+        present = r.mapping(value, model_field, PRICE_FIELDS, required=PRICE_FIELDS)
+        result[model] = {key: float(r.number(present[key], f"{model_field}.{key}", minimum=0)) for key in PRICE_FIELDS}
+    return result
+
+
+def _read_paths(r: YamlReader, node: Node, field: str) -> tuple[str, ...]:
+    paths = []
+    for i, item in enumerate(r.sequence(node, field, "dotted paths", allow_empty=True)):
+        text = r.string(item, f"{field}[{i}]", nonempty=True)
+        if not all(text.split(".")):
+            raise r.error(item, f"{field}[{i}]", f"invalid path {text!r}: empty segment")
+        paths.append(text)
+    return tuple(paths)
+
+
+def _read_expected(r: YamlReader, node: Node, field: str) -> Expected:
+    present = r.mapping(node, field, EXPECTED_FIELDS)
+
+    def given(key: str) -> bool:
+        return _given(r, present, key)
+
+    state = r.plain(present["state"], f"{field}.state") if given("state") else None
+    ignore = _read_paths(r, present["ignore"], f"{field}.ignore") if given("ignore") else ()
+    multiset = _read_paths(r, present["multiset"], f"{field}.multiset") if given("multiset") else ()
+    effects: tuple[Effect, ...] = ()
+    if given("effects"):
+        items = r.sequence(present["effects"], f"{field}.effects", "effects", allow_empty=True)
+        effects = tuple(_read_effect(r, item, f"{field}.effects[{i}]") for i, item in enumerate(items))
+    output = _read_output(r, present["output"], f"{field}.output") if given("output") else None
+    escalate = r.boolean(present["escalate"], f"{field}.escalate") if given("escalate") else None
+    return Expected(state, ignore, multiset, effects, output, escalate)
+
+
+def _read_effect(r: YamlReader, node: Node, field: str) -> Effect:
+    present = r.mapping(node, field, EFFECT_FIELDS, required=("method", "path"))
+    method = r.string(present["method"], f"{field}.method")
+    if not METHOD.fullmatch(method):
+        raise r.error(present["method"], f"{field}.method", f"expected an HTTP method (a word) or *, got {method!r}")
+    path = r.string(present["path"], f"{field}.path", nonempty=True)
+    count = r.integer(present["count"], f"{field}.count", minimum=0) if _given(r, present, "count") else 1
+    return Effect(method.upper(), path, count)
+
+
+def _read_output(r: YamlReader, node: Node, field: str) -> OutputSpec:
+    present = r.mapping(node, field, OUTPUT_KINDS)
+    if len(present) != 1:
+        kinds = ", ".join(OUTPUT_KINDS)
+        if not present:
+            raise r.error(node, field, f"give exactly one of {kinds}, got none")
+        second = list(present)[1]
+        raise r.error(present[second], f"{field}.{second}",
+                      f"give exactly one of {kinds}, got {' and '.join(present)}")
+    kind, value = next(iter(present.items()))
+    kind_field = f"{field}.{kind}"
+    if kind == "json":
+        return OutputSpec(kind, r.plain(value, kind_field))
+    text = r.string(value, kind_field, nonempty=True)
+    if kind == "regex":
+        try:
+            re.compile(text)
+        except re.error as exc:
+            raise r.error(value, kind_field, f"invalid regex {text!r}: {exc}") from exc
+    elif not _CALLABLE.fullmatch(text):
+        raise r.error(value, kind_field, f"expected \"module:function\" (e.g. mychecks.refund:check), got {text!r}")
+    return OutputSpec(kind, text)
+
+
+
+__all__ = ["TaskError", "load_tasks", "single_task", "task_set_from_json"]
