@@ -21,7 +21,8 @@ from faultproxy.runner.replay import replay, replay_function
 from faultproxy.runner.run import run
 from faultproxy.runner.sweep import sweep
 from faultproxy.scenarios import Scenario, load_scenario
-from faultproxy.tasks.model import TaskSet, load_tasks
+from faultproxy.tasks.loader import load_tasks, task_set_from_json
+from faultproxy.tasks.model import TaskSet
 
 __all__ = [
     "Episode",
@@ -45,4 +46,5 @@ __all__ = [
     "run",
     "run_function",
     "sweep",
+    "task_set_from_json",
 ]

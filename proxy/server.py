@@ -39,17 +39,26 @@ PLACEHOLDER_UPSTREAM = "http://127.0.0.1:9"  # reverse mode needs a target; attr
 
 
 class ProxyStartError(RuntimeError):
-    pass
+    """mitmproxy did not come up (a port in use, a bad listen address); the message says why."""
 
 
 @dataclass(frozen=True)
 class EpisodeStats:
+    """What the proxy counted for one episode: exchanges, model tokens and injected faults."""
+
     exchanges: int
     tokens: int
     faults: int
 
 
 class ProxyServer:
+    """faultproxy's chaos proxy running in a thread of this process; `start()` or `with` it.
+
+    `scenario` is a Scenario, a bundled scenario's name or a path (None: inject nothing);
+    `trace_dir` gets one trace per episode; it listens on `host` (loopback by default), `port` 0
+    meaning any free port.
+    """
+
     def __init__(
         self,
         scenario: Scenario | str | Path | None,
@@ -99,12 +108,15 @@ class ProxyServer:
 
     @property
     def url(self) -> str:
+        """The forward proxy's own address, without episode credentials."""
         return f"http://{self.host}:{self.port}"
 
     def proxy_url(self, episode: str, token: str = "faultproxy") -> str:
+        """The proxy URL for one episode's clients (HTTP_PROXY): the episode travels as credentials."""
         return f"http://{quote(episode, safe='')}:{token}@{self.host}:{self.port}"
 
     def reverse_url(self, episode: str, upstream: str) -> str:
+        """A base URL that reaches upstream `upstream` (a name given in `upstreams`) for one episode."""
         return f"http://{self.host}:{self.reverse_port}/{quote(episode, safe='')}/{upstream}"
 
     @functools.cached_property

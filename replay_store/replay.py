@@ -202,6 +202,8 @@ class NoUpstream:
 
 @dataclass
 class ReplayOptions:
+    """How `replay` runs a store's entries: the agent, its environment, where traces go, limits."""
+
     command: list[str] | None = None  # None: each entry's own command
     env: dict[str, str] = field(default_factory=dict)  # on top of the environment and the entry's env
     out: Path | None = None  # traces and agent files; None: a temporary folder, removed on close
@@ -213,6 +215,9 @@ class ReplayOptions:
 
 @dataclass
 class ReplayResult:
+    """One replayed entry: its verdict, the requests that diverged from the recording, the
+    recordings it served or left unserved, and upstream connections the proxy refused."""
+
     entry: Entry
     record: dict[str, Any]
     verdict: dict[str, Any]
@@ -236,12 +241,14 @@ class ReplayResult:
         return "fail" if self.failed else "pass"
 
     def fails_like(self, checks: Iterable[str], exactly: bool = True) -> bool:
+        """Failed, without diverging, on exactly `checks` (or on at least them when not `exactly`)."""
         wanted = set(checks)
         got = set(self.failed)
         return self.status == "fail" and not self.diverged and (got == wanted if exactly else wanted <= got)
 
     @property
     def meets_expectation(self) -> bool:
+        """The replay shows what the entry expects (explain() has nothing to say)."""
         return self.explain() is None
 
     def explain(self) -> str | None:
@@ -263,6 +270,7 @@ class ReplayResult:
         return None
 
     def to_json(self) -> dict[str, Any]:
+        """This entry's result as `faultproxy replay --json FILE` writes it."""
         return {"entry": str(self.entry.path), "name": self.entry.name, "episode": self.entry.key,
                 "expect": self.entry.expect, "expect_failed": self.entry.expect_failed,
                 "status": self.status, "failed": self.failed, "meets_expectation": self.meets_expectation,

@@ -2,13 +2,13 @@
 
     tasks = task_set_from_json([{"id": "refund", "prompt": "Refund order 1001"}])
     result = run_function(my_agent, tasks, k=8, scenario="rate_limit")
-    result.pass_all_rate, result.mean_rate
+    result.pass_hat_k, result.mean_pass_rate  # as report.json's headline names them
 
 The function gets an `Episode` with the proxy URL and CA bundle to route its own clients
 through, and the task's `env` (what a subprocess agent would find in its environment, e.g. a
 tool's per-episode URL); everything else (the log, traces, judging, resume) is the runner's,
 unchanged. A returned bool is the verdict's outcome; a dict is the agent's output, judged like
-FAULTPROXY_OUTPUT. `replay_store.replay.replay_function` replays frozen episodes with the same function.
+FAULTPROXY_OUTPUT. `runner.replay.replay_function` replays frozen episodes with the same function.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from faultproxy.evaluator.report import build_report
 from faultproxy.formats.rundir import read_run
 from faultproxy.runner.agent import AgentEnvironment, AgentResult
 from faultproxy.runner.plan import PlannedEpisode
@@ -32,6 +33,9 @@ from faultproxy.tasks.model import TaskSet
 
 @dataclass(frozen=True)
 class Episode:
+    """What a function agent gets for one episode: the task variant it is to do (`prompt`,
+    `state`, `seed`), and `proxy_url` and `ca_bundle` to route its own clients through."""
+
     key: str
     task_id: str
     variant: int
@@ -46,10 +50,14 @@ class Episode:
 
 @dataclass(frozen=True)
 class FunctionRunResult:
+    """The run's headline figures, named and computed as in its report (report.json's `headline`)."""
+
     run_dir: Path
-    pass_all_rate: float  # the share of tasks whose k trials all passed
-    mean_rate: float  # the share of all trials that passed
-    per_task: dict[str, list[str]]  # task id -> statuses in trial order
+    k: int  # the k of pass_hat_k and pass_at_k: the run's k, or fewer if fewer trials were logged
+    mean_pass_rate: float | None  # passed trials / logged trials; None when nothing was logged
+    pass_hat_k: float | None  # pass^k per task, C(c,k)/C(n,k), averaged; None while episodes are not run
+    pass_at_k: float | None  # pass@k per task, 1 − C(n−c,k)/C(n,k), averaged; None likewise
+    per_task: dict[str, list[str]]  # task id -> episode statuses, in the order they were logged
 
 
 AgentFunction = Callable[[Episode], "bool | dict"]
@@ -57,6 +65,7 @@ FUNCTION_PREFIX = "python-function:"  # the logged command of a function agent
 
 
 def function_command(agent: AgentFunction) -> list[str]:
+    """The command logged for a function agent: its dotted name, which replay checks against."""
     return [f"{FUNCTION_PREFIX}{agent.__module__}.{getattr(agent, '__qualname__', repr(agent))}"]
 
 
@@ -68,6 +77,8 @@ def run_function(
     out: Path = Path("runs/in-process"),
     parallel: int = 1,
 ) -> FunctionRunResult:
+    """Run `agent` k times per task behind a proxy playing `scenario`, in this process, `parallel`
+    episodes at once; the run directory `out` is a normal one (report, freeze and resume work)."""
     scenario = scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
     options = RunOptions(scenario=scenario, tasks=tasks, command=function_command(agent),
                          out=out, k=k, parallel=parallel, show_progress=False)
@@ -90,6 +101,7 @@ def _function_runner(agent: AgentFunction) -> type[EpisodeRunner]:
 
 
 async def call_agent(agent: AgentFunction, episode: Episode, wall_s: float | None) -> AgentResult:
+    """Call the agent in a worker thread within `wall_s`; its return, crash or overrun as a result."""
     started = time.monotonic()
     try:
         returned = await asyncio.wait_for(asyncio.to_thread(agent, episode), wall_s)
@@ -104,13 +116,10 @@ async def call_agent(agent: AgentFunction, episode: Episode, wall_s: float | Non
 
 
 def summarize(run_dir: Path) -> FunctionRunResult:
+    """The run's figures from its report, so they cannot differ from what `faultproxy report` says."""
     statuses: dict[str, list[str]] = {}
     for record in read_run(run_dir).episodes:
         statuses.setdefault(record["task_id"], []).append(record["verdict"]["status"])
-    trials = [s for task in statuses.values() for s in task]
-    return FunctionRunResult(
-        run_dir,
-        sum(all(s == "pass" for s in task) for task in statuses.values()) / max(len(statuses), 1),
-        sum(s == "pass" for s in trials) / max(len(trials), 1),
-        statuses,
-    )
+    headline = build_report(run_dir)["run"]["headline"]
+    return FunctionRunResult(run_dir, headline["k"], headline["mean_pass_rate"], headline["pass_hat_k"],
+                             headline["pass_at_k"], statuses)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx
 
 from faultproxy import Episode, run_function
-from faultproxy.tasks.model import task_set_from_json
+from faultproxy.tasks.loader import task_set_from_json
 from faultproxy.scenarios import load_scenario
 from tests.conftest import scenario
 
@@ -32,10 +32,12 @@ def test_function_agent_repeated_k_times_behind_the_proxy(tmp_path, upstream):
     result = run_function(agent, tasks, k=6, scenario=load_scenario(path), out=tmp_path / "run")
     assert len(seen) == 30 and {e.variant for e in seen} == set(range(6))
     statuses = [s for task in result.per_task.values() for s in task]
-    assert result.mean_rate == statuses.count("pass") / 30
-    assert 0 < result.mean_rate < 1  # some refunds were faulted, some not
-    assert result.pass_all_rate == sum(all(s == "pass" for s in t) for t in result.per_task.values()) / 5
-    assert result.pass_all_rate < result.mean_rate
+    assert result.mean_pass_rate == statuses.count("pass") / 30
+    assert 0 < result.mean_pass_rate < 1  # some refunds were faulted, some not
+    assert result.k == 6  # six trials of each task: pass^6 is the share of tasks that passed all six
+    assert result.pass_hat_k == sum(all(s == "pass" for s in t) for t in result.per_task.values()) / 5
+    assert result.pass_hat_k < result.mean_pass_rate
+    assert result.pass_at_k == sum(any(s == "pass" for s in t) for t in result.per_task.values()) / 5
     assert sum(state.commits.values()) == statuses.count("pass")
 
 
