@@ -127,6 +127,7 @@ class ProxyServer:
     # -- life cycle ------------------------------------------------------------------------
 
     def start(self) -> ProxyServer:
+        """Start listening (ports chosen now when 0); ProxyStartError if mitmproxy does not come up."""
         ready = threading.Event()
         self._thread = threading.Thread(target=self._run, args=(ready,), name="faultproxy-proxy", daemon=True)
         self._thread.start()
@@ -136,6 +137,7 @@ class ProxyServer:
         return self
 
     def stop(self) -> None:
+        """Close every live episode's trace, then shut mitmproxy down and wait for its thread."""
         if self._loop and self._master and self._loop.is_running():
             asyncio.run_coroutine_threadsafe(self.injector.done(), self._loop).result(timeout=10)
             self._loop.call_soon_threadsafe(self._master.shutdown)
@@ -160,6 +162,7 @@ class ProxyServer:
         return EpisodeStats(state.exchanges, state.tokens, state.faults) if state else None
 
     def episode_stats(self, episode: str) -> EpisodeStats | None:
+        """What the proxy has counted so far for a live episode; None if it knows no such episode."""
         state = self._call(self.injector.episodes.peek, episode)
         return EpisodeStats(state.exchanges, state.tokens, state.faults) if state else None
 

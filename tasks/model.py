@@ -243,9 +243,11 @@ class TaskSet:
 
     @property
     def ids(self) -> tuple[str, ...]:
+        """The task ids, in file order."""
         return tuple(task.id for task in self.tasks)
 
     def by_id(self, task_id: str) -> Task:
+        """The task with this id; KeyError naming the file and the closest id otherwise."""
         for task in self.tasks:
             if task.id == task_id:
                 return task
