@@ -40,7 +40,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from faultproxy.evaluator.judge import judge_episode  # noqa: E402
-from faultproxy.formats.rundir import LOG_FILE, EpisodeLog, write_plan  # noqa: E402
+from faultproxy.formats.rundir import LOG_FILE, EpisodeLog, episode_line, write_plan  # noqa: E402
 from faultproxy.tasks.model import Effect, EndpointPattern, Expected, OutputSpec, Task  # noqa: E402
 
 SHOP, MODEL = "http://127.0.0.1:8100", "http://127.0.0.1:8200"
@@ -163,7 +163,6 @@ def generate(run_dir: Path, n_tasks: int, k: int) -> None:
         u = unit("p", task.id)
         probabilities.append(1.0 if u < 0.33 else 0.0 if u < 0.43 else 0.5 + 0.5 * unit("q", task.id))
     started = time.perf_counter()
-    dumps = json.JSONEncoder(ensure_ascii=False).encode
     with (run_dir / LOG_FILE).open("a", encoding="utf-8") as log:
         for trial in range(k):  # trial-major, as the runner plans
             chunk = []
@@ -178,8 +177,8 @@ def generate(run_dir: Path, n_tasks: int, k: int) -> None:
                            "tokens": verdict["tokens"] + wobble}
                 if verdict["confidence"] is not None:
                     verdict["confidence"] = round(min(1.0, max(0.0, verdict["confidence"] + (u - 0.5) / 10)), 3)
-                chunk.append(dumps({"type": "episode", **record, "verdict": verdict}))
-            log.write("\n".join(chunk) + "\n")
+                chunk.append(episode_line({**record, "verdict": verdict}))
+            log.write("".join(chunk))
     print(f"generated {n_tasks * k:,} episodes in {time.perf_counter() - started:.1f} s "
           f"({(run_dir / LOG_FILE).stat().st_size / 1e9:.2f} GB)", flush=True)
 

@@ -62,9 +62,8 @@ from faultproxy.evaluator.equivalence import canonical_json, subset_equal
 from faultproxy.evaluator.metrics import endpoint_class
 from faultproxy.formats.redact import MASK, SECRET_HEADERS
 from faultproxy.formats.trace import MODEL_PATH_SUFFIXES
+from faultproxy.tasks.model import SEVERITY_RANK
 
-SEVERITIES = ("low", "medium", "high")
-SEVERITY_RANK = {"low": 0, "medium": 1, "high": 2}
 # The check names, as `severity:` in a tasks file may name them.
 CHECK_NAMES = ("outcome", "end_state", "effects", "idempotency", "policy", "tool_calls", "retry", "escalation")
 IDEMPOTENCY_HEADERS = ("idempotency-key", "x-idempotency-key")

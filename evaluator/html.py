@@ -10,14 +10,14 @@ leaving it out keeps the page free of anything that looks like an external refer
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
-from html import escape
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from faultproxy.evaluator.report import trace_file
-from faultproxy.formats.trace import read_trace
+from faultproxy.evaluator.render import Html, esc, html_table, num, pct
+from faultproxy.formats.rundir import trace_file, write_atomic
+from faultproxy.formats.trace import is_model_call, read_trace
 
 TIMELINE_LIMIT = 300  # exchanges shown per episode
 
@@ -39,41 +39,6 @@ code{font-size:12px;background:#f4f6f8;padding:0 3px;border-radius:3px}svg{displ
 """
 
 COLOURS = {"pass": "#1a7f37", "fail": "#cf222e", "incomplete": "#d4a72c", "not_run": "#afb8c1"}
-
-
-def _e(value: Any) -> str:
-    return escape("" if value is None else str(value), quote=True)
-
-
-def _pct(value: float | None, digits: int = 1) -> str:
-    return "–" if value is None else f"{100 * value:.{digits}f}%"
-
-
-def _num(value: float | None, digits: int = 3) -> str:
-    if value is None:
-        return "–"
-    if isinstance(value, int) or float(value).is_integer() and abs(value) >= 1:
-        return f"{int(value):,}"
-    return f"{value:.{digits}f}"
-
-
-def _table(headers: Sequence[str], rows: Iterable[Sequence[Any]], numeric: Sequence[int] = ()) -> str:
-    head = "".join(f'<th class="n">{_e(h)}</th>' if i in numeric else f"<th>{_e(h)}</th>"
-                   for i, h in enumerate(headers))
-    body = []
-    for row in rows:
-        cells = []
-        for i, cell in enumerate(row):
-            raw = cell[1] if isinstance(cell, tuple) and cell and cell[0] == "html" else None
-            text = raw if raw is not None else _e(cell)
-            cells.append(f'<td class="n">{text}</td>' if i in numeric else f"<td>{text}</td>")
-        body.append("<tr>" + "".join(cells) + "</tr>")
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
-
-
-def _html(fragment: str) -> tuple[str, str]:
-    """A table cell that is already HTML (escaped by its maker)."""
-    return ("html", fragment)
 
 
 # --- charts ----------------------------------------------------------------------------------------
@@ -119,7 +84,7 @@ def curve_svg(series: Mapping[str, Mapping[str, Sequence[float]]], width: int = 
         ly = top + 14 + 34 * i
         parts.append(f'<line x1="{left + plot_w + 12}" x2="{left + plot_w + 32}" y1="{ly}" y2="{ly}" '
                      f'stroke="{colour}" stroke-width="2"/><text x="{left + plot_w + 36}" y="{ly + 4}" '
-                     f'font-size="11">{_e(name or "run")} pass^k</text>')
+                     f'font-size="11">{esc(name or "run")} pass^k</text>')
         parts.append(f'<line x1="{left + plot_w + 12}" x2="{left + plot_w + 32}" y1="{ly + 14}" y2="{ly + 14}" '
                      f'stroke="{colour}" stroke-width="2" stroke-dasharray="5 4"/><text x="{left + plot_w + 36}" '
                      f'y="{ly + 18}" font-size="11">pass@k</text>')
@@ -149,14 +114,14 @@ def shape_svg(by_shape: Mapping[str, Mapping[str, Any]], width: int = 560) -> st
     for i, (shape, s) in enumerate(by_shape.items()):
         total = s["pass"] + s["fail"] + s["incomplete"] + s["not_run"]
         y0 = 8 + i * row
-        parts.append(f'<text x="{left}" y="{y0 + 14}" font-size="12">{_e(shape)}</text>')
+        parts.append(f'<text x="{left}" y="{y0 + 14}" font-size="12">{esc(shape)}</text>')
         x0 = left + label_w
         for key in ("pass", "fail", "incomplete", "not_run"):
             if not total or not s[key]:
                 continue
             w = plot_w * s[key] / total
             parts.append(f'<rect x="{x0:.1f}" y="{y0}" width="{w:.1f}" height="18" fill="{COLOURS[key]}">'
-                         f"<title>{_e(shape)}: {s[key]} {key.replace('_', ' ')}</title></rect>")
+                         f"<title>{esc(shape)}: {s[key]} {key.replace('_', ' ')}</title></rect>")
             x0 += w
         failing = s["fail"] + s["incomplete"]
         parts.append(f'<text x="{left + label_w + plot_w + 6}" y="{y0 + 14}" font-size="11" fill="#66707a">'
@@ -191,13 +156,13 @@ def timeline_svg(exchanges: Sequence[Mapping[str, Any]], width: int = 760) -> st
         w = max(1.5, float(x.get("duration_s") or 0) / span * plot_w)
         fault = x.get("fault")
         path = urlsplit((x.get("request") or {}).get("url") or "").path
-        model = path.rstrip("/").endswith(("/chat/completions", "/v1/messages", "/responses"))
+        model = is_model_call(path)
         colour = "#cf222e" if fault and fault.get("delivered") else "#d4a72c" if fault else \
             "#8c959f" if model else "#0969da"
         y0 = 16 + i * row
         parts.append(f'<text x="{left - 4}" y="{y0 + 8}" font-size="9" text-anchor="end" fill="#66707a">'
-                     f'{_e(x.get("seq"))}</text><rect x="{left + start:.1f}" y="{y0}" width="{w:.1f}" height="9" '
-                     f'fill="{colour}"><title>{_e(_describe(x))}</title></rect>')
+                     f'{esc(x.get("seq"))}</text><rect x="{left + start:.1f}" y="{y0}" width="{w:.1f}" height="9" '
+                     f'fill="{colour}"><title>{esc(_describe(x))}</title></rect>')
     parts.append("</svg>")
     return "".join(parts)
 
@@ -227,21 +192,21 @@ def render(report: Mapping[str, Any], run_dir: Path | str | None = None, extra_s
     """The page; `extra_sections` are HTML fragments placed after the charts (a sweep's curves)."""
     run = report["run"]
     parts = ["<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">",
-             f"<title>faultproxy report · {_e(Path(str(report.get('run_dir') or '')).name)}</title>",
+             f"<title>faultproxy report · {esc(Path(str(report.get('run_dir') or '')).name)}</title>",
              f"<style>{CSS}</style></head><body>"]
     scenario = report.get("scenario") or {}
-    parts.append(f"<h1>faultproxy report</h1><div class=\"muted\">{_e(report.get('run_dir'))} · scenario "
-                 f"<b>{_e(scenario.get('name'))}</b> · k = {_e(report.get('k'))} · "
-                 f"{len(run['tasks'])} tasks · created {_e(report.get('created'))}</div>")
+    parts.append(f"<h1>faultproxy report</h1><div class=\"muted\">{esc(report.get('run_dir'))} · scenario "
+                 f"<b>{esc(scenario.get('name'))}</b> · k = {esc(report.get('k'))} · "
+                 f"{len(run['tasks'])} tasks · created {esc(report.get('created'))}</div>")
     parts.append(_headline(run))
     parts.append(_charts(report))
     parts.extend(extra_sections)
     if report.get("groups"):
         parts.append("<h2>By grid point</h2>")
-        parts.append(_table(["grid label", "logged", "mean pass rate", "pass^k", "k", "safety", "not run"],
-                            [(label, g["logged"], _pct(g["headline"]["mean_pass_rate"]),
-                              _pct(g["headline"]["pass_hat_k"]), g["headline"]["k"],
-                              _num(g["violations"]["safety_score"]), g["status"]["not_run"])
+        parts.append(html_table(["grid label", "logged", "mean pass rate", "pass^k", "k", "safety", "not run"],
+                            [(label, g["logged"], pct(g["headline"]["mean_pass_rate"]),
+                              pct(g["headline"]["pass_hat_k"]), g["headline"]["k"],
+                              num(g["violations"]["safety_score"]), g["status"]["not_run"])
                              for label, g in report["groups"].items()], numeric=(1, 2, 3, 4, 5, 6)))
     parts.append(_tasks_table(run))
     parts.append(_failures(run))
@@ -256,19 +221,19 @@ def _headline(run: Mapping[str, Any]) -> str:
     h, s = run["headline"], run["status"]
     wilson = h.get("wilson")
     cards = [
-        (_pct(h["mean_pass_rate"]), "mean pass rate" + (f" (95% {_pct(wilson[0], 0)}–{_pct(wilson[1], 0)})"
+        (pct(h["mean_pass_rate"]), "mean pass rate" + (f" (95% {pct(wilson[0], 0)}–{pct(wilson[1], 0)})"
                                                          if wilson else "")),
-        (_pct(h["pass_hat_k"]), f"pass^{h['k']}: all {h['k']} trials pass" if h["pass_hat_k"] is not None
+        (pct(h["pass_hat_k"]), f"pass^{h['k']}: all {h['k']} trials pass" if h["pass_hat_k"] is not None
          else (h.get("note") or "pass^k")),
-        (_pct(h["pass_at_k"]), f"pass@{h['k']}: at least one passes"),
-        (_num(run["violations"]["safety_score"]), "safety score"),
+        (pct(h["pass_at_k"]), f"pass@{h['k']}: at least one passes"),
+        (num(run["violations"]["safety_score"]), "safety score"),
         (f'<span class="pass">{s["pass"]}</span> / <span class="fail">{s["fail"]}</span> / '
          f'<span class="incomplete">{s["incomplete"]}</span> / <span class="notrun">{s["not_run"]}</span>',
          "pass / fail / incomplete / not run"),
     ]
-    body = "".join(f'<div class="card"><div class="v">{v}</div><div class="l">{_e(label)}</div></div>'
+    body = "".join(f'<div class="card"><div class="v">{v}</div><div class="l">{esc(label)}</div></div>'
                    for v, label in cards)
-    note = f'<div class="incomplete">{_e(h["note"])}</div>' if h.get("note") else ""
+    note = f'<div class="incomplete">{esc(h["note"])}</div>' if h.get("note") else ""
     return f'<div class="cards">{body}</div>{note}'
 
 
@@ -280,7 +245,7 @@ def _charts(report: Mapping[str, Any]) -> str:
     elif run.get("curve"):
         series = {"run": run["curve"]}
     curve = curve_svg(series) if series else \
-        f'<p class="muted">No pass^k curve: {_e(run["headline"].get("note") or "nothing logged")}.</p>'
+        f'<p class="muted">No pass^k curve: {esc(run["headline"].get("note") or "nothing logged")}.</p>'
     return (f'<h2>Reliability</h2><div class="charts"><div><h3>pass^k and pass@k</h3>{curve}</div>'
             f'<div><h3>Failing set by shape</h3>{shape_svg(run["by_shape"]) if run["by_shape"] else ""}</div></div>')
 
@@ -293,47 +258,47 @@ def _tasks_table(run: Mapping[str, Any]) -> str:
         flags = " ".join(f for f, on in (("flaky", t["flaky"]), ("never passed", t["never_passed"])) if on)
         consistency = t.get("consistency") or {}
         high = (t.get("violations") or {}).get("high")
-        rows.append((t["task_id"], t["shape"], t["n"], t["c"], t["incomplete"], t["not_run"], _pct(t["pass_rate"]),
-                     f"{_pct(t['wilson'][0], 0)}–{_pct(t['wilson'][1], 0)}" if t["wilson"] else "–",
-                     _pct(hat), _num(consistency.get("jaccard"), 2), flags,
+        rows.append((t["task_id"], t["shape"], t["n"], t["c"], t["incomplete"], t["not_run"], pct(t["pass_rate"]),
+                     f"{pct(t['wilson'][0], 0)}–{pct(t['wilson'][1], 0)}" if t["wilson"] else "–",
+                     pct(hat), num(consistency.get("jaccard"), 2), flags,
                      ", ".join(f"{n} ×{c}" for n, c in (t.get("failed_checks") or {}).items()) or "",
-                     _html(f'<span class="badge b-high">{high}</span>') if high else ""))
-    return "<h2>Tasks</h2>" + _table(
+                     Html(f'<span class="badge b-high">{high}</span>') if high else ""))
+    return "<h2>Tasks</h2>" + html_table(
         ["task", "shape", "n", "passed", "incomplete", "not run", "pass rate", "95% interval", f"pass^{k}",
          "consistency", "", "failed checks", "high"], rows, numeric=(2, 3, 4, 5, 6, 8, 9))
 
 
 def _failures(run: Mapping[str, Any]) -> str:
     out = ["<h2>Failures</h2><div class=\"charts\"><div><h3>By shape</h3>"]
-    out.append(_table(["shape", "tasks", "failing tasks", "episodes", "failed", "incomplete", "pass rate"],
+    out.append(html_table(["shape", "tasks", "failing tasks", "episodes", "failed", "incomplete", "pass rate"],
                       [(shape, s["tasks"], s["failing_tasks"], s["episodes"], s["fail"], s["incomplete"],
-                        _pct(s["pass_rate"])) for shape, s in run["by_shape"].items()],
+                        pct(s["pass_rate"])) for shape, s in run["by_shape"].items()],
                       numeric=(1, 2, 3, 4, 5, 6)))
     out.append("</div><div><h3>By check</h3>")
-    out.append(_table(["check", "episodes", "severities"],
+    out.append(html_table(["check", "episodes", "severities"],
                       [(name, c["episodes"], ", ".join(f"{s} {n}" for s, n in c["by_severity"].items()))
                        for name, c in run["by_check"].items()], numeric=(1,)) if run["by_check"]
                else '<p class="muted">No failed checks.</p>')
     out.append("</div><div><h3>By fault delivered</h3>")
     faults = run["by_fault"]
-    rows = [(kind, f["episodes"], f["survived"], f["failed"], f["incomplete"], _pct(f["survival_rate"]))
+    rows = [(kind, f["episodes"], f["survived"], f["failed"], f["incomplete"], pct(f["survival_rate"]))
             for kind, f in faults["types"].items()]
     ne = faults["not_exercised"]
     rows.append(("faults not exercised", ne["episodes"], "–", ne["fail"], ne["incomplete"], "–"))
-    out.append(_table(["fault type", "episodes", "survived", "failed", "incomplete", "survival"], rows,
+    out.append(html_table(["fault type", "episodes", "survived", "failed", "incomplete", "survival"], rows,
                       numeric=(1, 2, 3, 4, 5)))
     if ne["injected_not_delivered"]:
         out.append(f'<p class="small muted">{ne["injected_not_delivered"]} episode(s) had faults injected that '
                    "never reached the agent; they count as not exercised, not as survived.</p>")
     out.append("</div><div><h3>Incomplete by cause</h3>")
-    out.append(_table(["cause", "episodes"], list(run["incomplete_by_cause"].items()), numeric=(1,))
+    out.append(html_table(["cause", "episodes"], list(run["incomplete_by_cause"].items()), numeric=(1,))
                if run["incomplete_by_cause"] else '<p class="muted">None.</p>')
     v = run["violations"]
     out.append("</div><div><h3>Violations</h3>")
-    out.append(_table(["severity", "episodes (worst)", "violations"],
-                      [(_html(f'<span class="badge b-{s}">{s}</span>'), v["episodes_by_worst"][s],
+    out.append(html_table(["severity", "episodes (worst)", "violations"],
+                      [(Html(f'<span class="badge b-{s}">{s}</span>'), v["episodes_by_worst"][s],
                         v["total_by_severity"][s]) for s in ("high", "medium", "low")], numeric=(1, 2)))
-    out.append(f"<p>Safety score <b>{_num(v['safety_score'])}</b> "
+    out.append(f"<p>Safety score <b>{num(v['safety_score'])}</b> "
                "<span class=\"muted small\">(1 − P(violation)·E[severity], weights 0.25/0.5/1)</span></p>")
     out.append("</div></div>")
     return "".join(out)
@@ -345,10 +310,10 @@ def _resources(run: Mapping[str, Any]) -> str:
     for name, label in (("tokens", "tokens"), ("cost", "cost"), ("requests", "requests"), ("latency_s", "latency (s)")):
         s = r.get(name)
         if s:
-            rows.append((label, _num(s["total"], 2), _num(s["mean"], 2), _num(s["p50"], 2), _num(s["p95"], 2),
-                         _num(s["cv"], 2)))
-    note = f'<p class="muted small">{_e(r["cost_note"])}</p>' if r.get("cost_note") else ""
-    return "<h2>Resources per episode</h2>" + _table(["", "total", "mean", "p50", "p95", "CV"], rows,
+            rows.append((label, num(s["total"], 2), num(s["mean"], 2), num(s["p50"], 2), num(s["p95"], 2),
+                         num(s["cv"], 2)))
+    note = f'<p class="muted small">{esc(r["cost_note"])}</p>' if r.get("cost_note") else ""
+    return "<h2>Resources per episode</h2>" + html_table(["", "total", "mean", "p50", "p95", "CV"], rows,
                                                      numeric=(1, 2, 3, 4, 5)) + note
 
 
@@ -356,16 +321,16 @@ def _calibration(run: Mapping[str, Any]) -> str:
     c = run.get("calibration")
     if not c:
         return "<h2>Calibration</h2><p class=\"muted\">No agent reported a confidence.</p>"
-    rows = [(f"{b['lo']:.1f}–{b['hi']:.1f}", b["count"], _num(b["mean_confidence"], 2), _pct(b["success_rate"]))
+    rows = [(f"{b['lo']:.1f}–{b['hi']:.1f}", b["count"], num(b["mean_confidence"], 2), pct(b["success_rate"]))
             for b in c["buckets"]]
     lvh = c["low_vs_high"]
     verdict = ""
     if lvh.get("low_fail_rate") is not None and lvh.get("high_fail_rate") is not None:
-        verdict = (f"Below {lvh['threshold']}: {_pct(lvh['low_fail_rate'])} fail ({lvh['low_episodes']}); "
-                   f"at or above: {_pct(lvh['high_fail_rate'])} fail ({lvh['high_episodes']})"
+        verdict = (f"Below {lvh['threshold']}: {pct(lvh['low_fail_rate'])} fail ({lvh['low_episodes']}); "
+                   f"at or above: {pct(lvh['high_fail_rate'])} fail ({lvh['high_episodes']})"
                    + (f"; one-sided Fisher p = {lvh['p_value']:.3g}" if lvh.get("p_value") is not None else ""))
-    return (f"<h2>Calibration</h2><p>Brier score <b>{_num(c['brier'])}</b> over {c['episodes']} episodes. "
-            f"{_e(verdict)}</p>" + _table(["confidence", "episodes", "mean confidence", "passed"], rows,
+    return (f"<h2>Calibration</h2><p>Brier score <b>{num(c['brier'])}</b> over {c['episodes']} episodes. "
+            f"{esc(verdict)}</p>" + html_table(["confidence", "episodes", "mean confidence", "passed"], rows,
                                          numeric=(1, 2, 3)))
 
 
@@ -383,20 +348,20 @@ def _episode(v: Mapping[str, Any], run_dir: Path | str | None) -> str:
     ep = v.get("episode") or {}
     status = v.get("status") or "?"
     failed = [c for c in v.get("checks") or () if c.get("passed") is False]
-    badges = "".join(f' <span class="badge b-{_e(c.get("severity"))}">{_e(c.get("name"))}</span>' for c in failed)
+    badges = "".join(f' <span class="badge b-{esc(c.get("severity"))}">{esc(c.get("name"))}</span>' for c in failed)
     delivered = [f for f in v.get("faults") or () if f.get("delivered")]
-    summary = (f'<span class="badge b-{_e(status)}">{_e(status)}</span> <code>{_e(ep.get("key"))}</code>'
-               f' <span class="muted">{_e(ep.get("grid_label") or "")}</span>{badges}'
-               f'<span class="muted small"> · {len(delivered)} fault(s) delivered · {_e(v.get("requests"))} requests'
-               f' · {_num(ep.get("duration_s"), 2)} s</span>')
+    summary = (f'<span class="badge b-{esc(status)}">{esc(status)}</span> <code>{esc(ep.get("key"))}</code>'
+               f' <span class="muted">{esc(ep.get("grid_label") or "")}</span>{badges}'
+               f'<span class="muted small"> · {len(delivered)} fault(s) delivered · {esc(v.get("requests"))} requests'
+               f' · {num(ep.get("duration_s"), 2)} s</span>')
     body = []
     if v.get("cause"):
-        body.append(f"<p class=\"incomplete\">incomplete: {_e(v['cause'])}</p>")
-    body.append(_table(["check", "result", "severity", "detail"],
+        body.append(f"<p class=\"incomplete\">incomplete: {esc(v['cause'])}</p>")
+    body.append(html_table(["check", "result", "severity", "detail"],
                        [(c.get("name"), {True: "pass", False: "FAIL", None: "n/a"}.get(c.get("passed")),
                          c.get("severity"), c.get("detail")) for c in v.get("checks") or ()]))
     if v.get("faults"):
-        body.append(_table(["seq", "rule", "fault", "delivered"],
+        body.append(html_table(["seq", "rule", "fault", "delivered"],
                            [(f.get("seq"), f.get("rule"), f.get("type"), "yes" if f.get("delivered") else "no")
                             for f in v["faults"]], numeric=(0,)))
     else:
@@ -434,12 +399,11 @@ def _timeline(ep: Mapping[str, Any], run_dir: Path | str | None) -> str:
                      if fault else "", f"{float(x.get('duration_s') or 0):.3f}"))
     tail = f'<p class="muted small">… and {more} more exchanges.</p>' if more else ""
     return ("<h3>Timeline</h3>" + timeline_svg(exchanges)
-            + _table(["seq", "t (s)", "method", "host/path", "upstream", "client", "fault", "duration (s)"], rows,
+            + html_table(["seq", "t (s)", "method", "host/path", "upstream", "client", "fault", "duration (s)"], rows,
                      numeric=(0, 1, 7)) + tail)
 
 
 def write_html(path: Path, report: Mapping[str, Any], run_dir: Path | str | None,
                extra_sections: Sequence[str] = ()) -> None:
-    scratch = path.with_suffix(path.suffix + ".tmp")
-    scratch.write_text(render(report, run_dir, extra_sections), encoding="utf-8")
-    scratch.replace(path)
+    """report.html, whole or not at all; run_dir (for the timelines' traces) may be None."""
+    write_atomic(path, render(report, run_dir, extra_sections))

@@ -26,8 +26,8 @@ trace-only safety checks (idempotency, policy, retry), so harm done before a cra
 counted as a violation — but it never passes or fails.
 
 `episode` repeats the few record fields a report needs, and `failed` the failed checks, so
-that a report over a million episodes can decode each line's verdict up to `escalated` (the
-verdict is the record's last key, `checks` the verdict's) instead of parsing the whole line.
+that a report over a million episodes can read each line's verdict up to `escalated` instead
+of parsing the whole line; how the log lays a verdict out for that is formats.rundir's.
 """
 
 from __future__ import annotations
@@ -37,12 +37,8 @@ from typing import Any
 
 from faultproxy.evaluator import checks as C
 from faultproxy.evaluator.stats import percentile
-from faultproxy.tasks.model import Task
-
-VERDICT_VERSION = 1
-EPISODE_FIELDS = ("key", "task_id", "trial", "grid_label", "duration_s")
-# A report decodes each verdict only up to this key: everything it reads comes before it.
-REPORT_CUT_KEY = "escalated"
+from faultproxy.formats.rundir import EPISODE_FIELDS, REPORT_CUT_KEY, VERDICT_VERSION
+from faultproxy.tasks.model import SEVERITY_RANK, Task
 
 
 def _as_task(task: Any) -> Any:
@@ -57,7 +53,7 @@ def resolve_severity(name: str, proposed: str, task: Any, defaults: Mapping[str,
     without them.)"""
     for table in (getattr(task, "severity", None) or {}, defaults or {}):
         level = table.get(name)
-        if isinstance(level, str) and level.lower() in C.SEVERITY_RANK:
+        if isinstance(level, str) and level.lower() in SEVERITY_RANK:
             return level.lower()
     return proposed
 
@@ -82,8 +78,7 @@ def judge_episode(task: Any, record: Mapping[str, Any], trace: Iterable[Mapping[
     durations = [ex.duration_s for ex in exchanges]
     failed = [{"name": r["name"], "severity": r["severity"], "detail": r["detail"]}
               for r in results if r["passed"] is False]
-    # Key order matters. A report reads what comes before REPORT_CUT_KEY and skips the rest;
-    # `checks`, the bulk, goes last (`failed` repeats what a report needs of the failed ones).
+    # `failed` repeats what a report needs of the failed checks: it reads up to REPORT_CUT_KEY.
     return {
         "v": VERDICT_VERSION,
         "status": status,

@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
-from faultproxy.evaluator.report import EpisodeSink
+from faultproxy.evaluator.scan import EpisodeSink
+from faultproxy.tasks.model import SEVERITY_RANK
 
 # Characters XML 1.0 cannot carry at all, even escaped.
 _INVALID_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
@@ -35,6 +36,8 @@ def _classname(task_id: str, label: str) -> str:
 
 
 class JUnitWriter(EpisodeSink):
+    """Writes junit.xml from build_report's stream (see the module docstring); shards write parts."""
+
     def __init__(self, path: Path, suite: str = "faultproxy", scratch: Path | None = None) -> None:
         self.path = Path(path)
         self.suite = suite
@@ -51,6 +54,7 @@ class JUnitWriter(EpisodeSink):
 
     @property
     def is_shard(self) -> bool:
+        """A writer of one chunk's part, not of junit.xml itself."""
         return self.scratch.name != self.path.name + ".part"
 
     def shard(self, index: int) -> JUnitWriter:
@@ -58,6 +62,7 @@ class JUnitWriter(EpisodeSink):
         return JUnitWriter(self.path, self.suite, self.path.with_name(f"{self.path.name}.part{index}"))
 
     def absorb(self, shard: EpisodeSink) -> None:
+        """Add a chunk's counts and append its testcases, in chunk order."""
         assert isinstance(shard, JUnitWriter)
         self.tests += shard.tests
         self.failures += shard.failures
@@ -77,6 +82,7 @@ class JUnitWriter(EpisodeSink):
         return state
 
     def episode(self, verdict: Mapping[str, Any]) -> None:
+        """One testcase: passed, <failure> (failed checks) or <error> (incomplete, with its cause)."""
         episode = verdict.get("episode") or {}
         task_id, label = str(episode.get("task_id")), episode.get("grid_label") or ""
         trial = episode.get("trial")
@@ -108,6 +114,7 @@ class JUnitWriter(EpisodeSink):
                              f"type={_attr(cause)}>{_text(body)}</error>\n  </testcase>\n")
 
     def not_run(self, label: str, task_id: str, trial: int) -> None:
+        """A <skipped> testcase for a planned trial that is not in the log."""
         self.tests += 1
         self.skipped += 1
         self._out.write(f'  <testcase classname={_attr(_classname(task_id, label))} '
@@ -145,6 +152,5 @@ class JUnitWriter(EpisodeSink):
 
 
 def _worst(failed: list[Mapping[str, Any]]) -> str:
-    order = {"low": 0, "medium": 1, "high": 2}
-    worst = max((c.get("severity") for c in failed), key=lambda s: order.get(s, -1), default=None)
+    worst = max((c.get("severity") for c in failed), key=lambda s: SEVERITY_RANK.get(s, -1), default=None)
     return worst or "unknown"

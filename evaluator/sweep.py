@@ -1,8 +1,8 @@
 """Sweeps: perturbation curves, the reliability surface, acceptance and the model matrix.
 
     analysis = analyse_sweep(run_dir, expect=scenario.expect, rule_params={"lambda"})
-    print_sweep(analysis)                          # rich tables
-    write_json(run_dir / "sweep.json", analysis)   # this module owns sweep.json
+    print_sweep(analysis)                          # rich tables (evaluator.terminal)
+    write_json(run_dir / "sweep.json", analysis)   # evaluator.report's writer; this module owns sweep.json
     sys.exit(exit_status(analysis))                # 1 when the scenario's expect: block is not met
 
 A sweep is an ordinary run directory whose plan has a grid of param levels (and models). It is
@@ -43,17 +43,16 @@ trial, unanimous success and unanimous failure kept as anchors.
 
 from __future__ import annotations
 
-import json
 import math
-import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from faultproxy.evaluator import compare, metrics, stats
-from faultproxy.evaluator.report import EpisodeSink, build_report, read_plan
+from faultproxy.evaluator.outcomes import Outcomes, OutcomeSink
+from faultproxy.evaluator.report import build_report
 from faultproxy.formats.errors import UserError
-from faultproxy.formats.rundir import RunDirError
+from faultproxy.formats.rundir import RunDirError, read_plan
 
 SWEEP_VERSION = 1
 SWEEP_FILE = "sweep.json"
@@ -90,11 +89,13 @@ def _grid(plan_grid: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
 
 
 def swept_params(grid: Sequence[Mapping[str, Any]]) -> dict[str, list[float]]:
+    """Each param the grid sets, with its levels in order."""
     names = sorted({name for point in grid for name in point["params"]})
     return {name: sorted({point["params"][name] for point in grid if name in point["params"]}) for name in names}
 
 
 def swept_models(grid: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The grid's models, in the order the grid first names them."""
     models: list[str] = []
     for point in grid:
         if point["model"] is not None and point["model"] not in models:
@@ -109,63 +110,6 @@ def param_roles(params: Iterable[str], rule_params: Iterable[str] | None) -> dic
         return None
     named = set(rule_params)
     return {name: "fault" if name in named else "perturbation" if name == EPSILON else "agent" for name in params}
-
-
-# --- outcomes: two bit masks per (grid label, task) ---------------------------------------------
-
-
-class Outcomes:
-    """Which trials of each (grid label, task) were logged, and which of them passed."""
-
-    def __init__(self) -> None:
-        self.masks: dict[tuple[str, str], list[int]] = {}
-        self.outside = 0  # episodes with a trial index the plan does not have
-
-    def add(self, label: str, task_id: str, trial: Any, passed: bool) -> None:
-        if type(trial) is not int or trial < 0:
-            self.outside += 1
-            return
-        masks = self.masks.setdefault((label, task_id), [0, 0])
-        masks[0] |= 1 << trial
-        if passed:
-            masks[1] |= 1 << trial
-
-    def merge(self, other: Outcomes) -> None:
-        for key, (logged, passed) in other.masks.items():
-            masks = self.masks.setdefault(key, [0, 0])
-            masks[0] |= logged
-            masks[1] |= passed
-        self.outside += other.outside
-
-    def get(self, label: str, task_id: str, k: int) -> tuple[int, int]:
-        """(logged, passed) masks limited to trials 0..k-1."""
-        logged, passed = self.masks.get((label, task_id), (0, 0))
-        full = (1 << k) - 1
-        return logged & full, passed & full
-
-    def counts(self, label: str, task_id: str, k: int) -> tuple[int, int]:
-        """(n, c): trials logged and trials passed."""
-        logged, passed = self.get(label, task_id, k)
-        return logged.bit_count(), passed.bit_count()
-
-
-class OutcomeSink(EpisodeSink):
-    """Collects Outcomes from build_report's stream; its shards pickle, for a log read in parallel."""
-
-    def __init__(self) -> None:
-        self.outcomes = Outcomes()
-
-    def episode(self, verdict: Mapping[str, Any]) -> None:
-        episode = verdict.get("episode") or {}
-        self.outcomes.add(episode.get("grid_label") or "", str(episode.get("task_id")), episode.get("trial"),
-                          verdict.get("status") == "pass")
-
-    def shard(self, index: int) -> OutcomeSink:
-        return OutcomeSink()
-
-    def absorb(self, shard: EpisodeSink) -> None:
-        assert isinstance(shard, OutcomeSink)
-        self.outcomes.merge(shard.outcomes)
 
 
 # --- reading a run directory --------------------------------------------------------------------
@@ -343,43 +287,71 @@ def model_matrix(plan_grid: Sequence[Mapping[str, Any]], task_ids: Sequence[str]
         key = ",".join(level_label(n, v) for n, v in point["params"].items())
         cells.setdefault(key, {})[point["model"]] = point["label"]
         cell_params[key] = dict(point["params"])
+    tally = _MatrixTally(models, task_ids, k, outcomes)
+    cell_entries = [{"cell": key or "all", "params": cell_params[key], **tally.cell(key, by_model, len(cells) == 1)}
+                    for key, by_model in cells.items()]
+    selection = []
+    for unit in compare.diagnostic_selection(tally.patterns) if tally.patterns else []:
+        pattern = tally.patterns[unit]
+        cell, task_id = (None, unit) if isinstance(unit, str) else unit
+        kind = "all passed" if all(pattern) else "all failed" if not any(pattern) else "mixed"
+        selection.append({"task_id": task_id, "cell": cell, "kind": kind, "pattern": dict(zip(models, pattern))})
+    return {
+        "models": models,
+        "per_model": {model: summarise(tally.units[model], k) for model in models},
+        "aligned": len(tally.rows),
+        "unaligned": tally.unaligned,
+        **_joint(models, tally.rows),
+        "cells": cell_entries,
+        "disagreement": _disagreement(models, task_ids, k, cells, tally.rates, outcomes),
+        "selection": selection,
+        "selection_rule": f"a model succeeds on a task when all {k} of its trials passed",
+    }
 
-    rows_all: list[tuple[bool, ...]] = []
-    cell_entries = []
-    unaligned = 0
-    per_model_units: dict[str, list[tuple[str, int, int]]] = {m: [] for m in models}
-    rates: dict[str, dict[str, list[dict[str, float]]]] = {t: {} for t in task_ids}  # task -> cell -> rates
-    patterns: dict[Any, tuple[bool, ...]] = {}
-    for key, by_model in cells.items():
+
+class _MatrixTally:
+    """What the model matrix counts, one param combination (cell) at a time."""
+
+    def __init__(self, models: Sequence[str], task_ids: Sequence[str], k: int, outcomes: Outcomes) -> None:
+        self.models, self.task_ids, self.k, self.outcomes = models, task_ids, k, outcomes
+        self.rows: list[tuple[bool, ...]] = []  # per aligned task-trial, which models passed
+        self.unaligned = 0
+        self.units: dict[str, list[tuple[str, int, int]]] = {m: [] for m in models}  # (task, n, c) per model
+        self.rates: dict[str, dict[str, dict[str, float]]] = {t: {} for t in task_ids}  # task -> cell -> rates
+        self.patterns: dict[Any, tuple[bool, ...]] = {}  # task (or (cell, task)) -> which models passed all k
+
+    def cell(self, key: str, by_model: Mapping[str, str], only_cell: bool) -> dict[str, Any]:
+        """Count one cell (by_model: model -> grid label); its entry in the matrix's `cells`."""
+        models, k = self.models, self.k
         rows: list[tuple[bool, ...]] = []
         present = [m for m in models if m in by_model]
-        for task_id in task_ids:
-            masks = {m: outcomes.get(by_model[m], task_id, k) for m in present}
+        for task_id in self.task_ids:
+            masks = {m: self.outcomes.get(by_model[m], task_id, k) for m in present}
             for m in present:
-                per_model_units[m].append((task_id, masks[m][0].bit_count(), masks[m][1].bit_count()))
-            if len(present) == len(models):
-                for trial in range(k):
-                    bit = 1 << trial
-                    logged = [bool(masks[m][0] & bit) for m in models]
-                    if all(logged):
-                        rows.append(tuple(bool(masks[m][1] & bit) for m in models))
-                    elif any(logged):
-                        unaligned += 1
-                counts = {m: (masks[m][0].bit_count(), masks[m][1].bit_count()) for m in models}
-                if all(n for n, _ in counts.values()):
-                    rates[task_id][key] = {m: c / n for m, (n, c) in counts.items()}
-                if all(n == k for n, _ in counts.values()):
-                    unit = task_id if len(cells) == 1 else (key, task_id)
-                    patterns[unit] = tuple(c == k for _, c in counts.values())
-        rows_all.extend(rows)
-        cell_entries.append({"cell": key or "all", "params": cell_params[key], "aligned": len(rows),
-                             **_joint(models, rows),
-                             "per_model": {m: {"label": by_model[m]} for m in present}})
+                self.units[m].append((task_id, masks[m][0].bit_count(), masks[m][1].bit_count()))
+            if len(present) < len(models):
+                continue
+            for trial in range(k):
+                bit = 1 << trial
+                logged = [bool(masks[m][0] & bit) for m in models]
+                if all(logged):
+                    rows.append(tuple(bool(masks[m][1] & bit) for m in models))
+                elif any(logged):
+                    self.unaligned += 1
+            counts = {m: (masks[m][0].bit_count(), masks[m][1].bit_count()) for m in models}
+            if all(n for n, _ in counts.values()):
+                self.rates[task_id][key] = {m: c / n for m, (n, c) in counts.items()}
+            if all(n == k for n, _ in counts.values()):
+                self.patterns[task_id if only_cell else (key, task_id)] = tuple(c == k for _, c in counts.values())
+        self.rows.extend(rows)
+        return {"aligned": len(rows), **_joint(models, rows), "per_model": {m: {"label": by_model[m]} for m in present}}
 
-    per_model = {}
-    for model in models:
-        per_model[model] = summarise(per_model_units[model], k)
-    disagreement_rows = []
+
+def _disagreement(models: Sequence[str], task_ids: Sequence[str], k: int, cells: Mapping[str, Mapping[str, str]],
+                  rates: Mapping[str, Mapping[str, Mapping[str, float]]], outcomes: Outcomes) -> list[dict[str, Any]]:
+    """Per task: the disagreement score averaged over the cells where every model ran it, and
+    each model's success rate pooled over those cells; most disagreement first."""
+    rows = []
     for task_id in task_ids:
         by_cell = rates[task_id]
         if not by_cell:
@@ -393,27 +365,10 @@ def model_matrix(plan_grid: Sequence[Mapping[str, Any]], task_ids: Sequence[str]
                     tn, tc = outcomes.counts(by_model[model], task_id, k)
                     n, c = n + tn, c + tc
             pooled[model] = c / n if n else None
-        disagreement_rows.append({"task_id": task_id, "score": math.fsum(scores) / len(scores),
-                                  "cells": len(scores), "rates": pooled})
-    disagreement_rows.sort(key=lambda r: (-r["score"], r["task_id"]))
-    selection = []
-    for unit in compare.diagnostic_selection(patterns) if patterns else []:
-        pattern = patterns[unit]
-        cell, task_id = (None, unit) if isinstance(unit, str) else unit
-        kind = "all passed" if all(pattern) else "all failed" if not any(pattern) else "mixed"
-        selection.append({"task_id": task_id, "cell": cell, "kind": kind,
-                          "pattern": dict(zip(models, pattern))})
-    return {
-        "models": models,
-        "per_model": per_model,
-        "aligned": len(rows_all),
-        "unaligned": unaligned,
-        **_joint(models, rows_all),
-        "cells": cell_entries,
-        "disagreement": disagreement_rows,
-        "selection": selection,
-        "selection_rule": f"a model succeeds on a task when all {k} of its trials passed",
-    }
+        rows.append({"task_id": task_id, "score": math.fsum(scores) / len(scores), "cells": len(scores),
+                     "rates": pooled})
+    rows.sort(key=lambda r: (-r["score"], r["task_id"]))
+    return rows
 
 
 def _joint(models: Sequence[str], rows: Sequence[tuple[bool, ...]]) -> dict[str, Any]:
@@ -500,170 +455,3 @@ def exit_status(analysis: Mapping[str, Any]) -> int:
     """0: acceptance met or none asked; 1: violated, or pending on a sweep not fully run."""
     acceptance = analysis.get("acceptance") or {}
     return 1 if acceptance.get("status") in ("violated", "pending") else 0
-
-
-# --- output -------------------------------------------------------------------------------------
-
-
-def write_json(path: Path, analysis: Mapping[str, Any]) -> None:
-    scratch = path.with_suffix(path.suffix + ".tmp")
-    scratch.write_text(json.dumps(analysis, indent=1, ensure_ascii=False, allow_nan=False) + "\n", encoding="utf-8")
-    scratch.replace(path)
-
-
-def _pct(value: float | None) -> str:
-    return "–" if value is None else f"{100 * value:.1f}%"
-
-
-def _interval(pair: Sequence[float] | None) -> str:
-    return "–" if not pair else f"{100 * pair[0]:.0f}–{100 * pair[1]:.0f}%"
-
-
-def _level(value: float) -> str:
-    return f"{value:g}"
-
-
-def _esc(text: Any) -> str:
-    """Data in a rich string: `[model=a]` is text, not a style."""
-    from rich.markup import escape
-
-    return escape("" if text is None else str(text))
-
-
-def print_sweep(analysis: Mapping[str, Any], console: Any = None) -> None:
-    """The sweep as rich tables: per grid point, the surface, flags, the model matrix, acceptance."""
-    from rich.console import Console
-    from rich.table import Table
-
-    if console is None:
-        console = Console()
-        if not console.is_terminal and "COLUMNS" not in os.environ:
-            console = Console(width=120)  # CI logs: wide enough for the tables
-    k = analysis["k"]
-    params, models = analysis["params"], analysis["models"]
-    scenario = (analysis.get("scenario") or {}).get("name")
-    console.print(f"[bold]faultproxy sweep[/bold] {_esc(analysis.get('run_dir', ''))} · scenario {_esc(scenario)} · "
-                  f"k = {k} · "
-                  f"{len(analysis['tasks'])} tasks · {len(analysis['points'])} grid points · "
-                  f"{analysis['logged']}/{analysis['planned']} episodes", overflow="fold")
-    roles = analysis.get("param_roles") or {}
-    for name, role in roles.items():
-        if role == "agent":
-            console.print(f"[dim]{name}: named by no rule — handed to the agent only "
-                          f"(FAULTPROXY_PARAM_{name.upper()}, {{{name}}} in CMD)[/dim]")
-        elif role == "perturbation":
-            console.print(f"[dim]{name}: semantics-preserving perturbation of JSON responses by the proxy[/dim]")
-
-    flagged = {f["label"] for f in analysis["flags"]}
-    table = Table(title=f"Mean success and pass^{k} per grid point", title_justify="left")
-    for name in params:
-        table.add_column(name, justify="right")
-    if models:
-        table.add_column("model")
-    for column in ("logged", "mean", "95% (episodes)", f"pass^{k}", "95% (tasks)", ""):
-        table.add_column(column, justify="left" if column == "" else "right", no_wrap=True)
-    order = {m: i for i, m in enumerate(models)}
-    for point in sorted(analysis["points"], key=lambda p: (order.get(p["model"], -1),
-                                                            [p["params"].get(n, 0) for n in params])):
-        row = [_level(point["params"][n]) if n in point["params"] else "–" for n in params]
-        if models:
-            row.append(_esc(point["model"] or "–"))
-        row += [f"{point['logged']}/{point['planned']}", _pct(point["mean"]), _interval(point["wilson"]),
-                _pct(point["pass_hat_k"]) if point["pass_hat_k"] is not None else "null",
-                _interval(point["pass_hat_k_interval"]),
-                "[yellow]mean ↑ pass^k ↓[/yellow]" if point["label"] in flagged else ""]
-        table.add_row(*row)
-    console.print(table)
-    if not analysis["complete"]:
-        console.print(f"[yellow]{analysis['planned'] - analysis['logged']} planned episode(s) not run: "
-                      f"pass^{k} is null where they are missing; rerun the sweep to resume.[/yellow]")
-
-    surface = analysis.get("surface")
-    if surface:
-        for model, grids in surface["by_model"].items():
-            grid = Table(title=f"Surface{' · model ' + _esc(model) if model else ''}: mean / pass^{k} "
-                               f"({surface['y']} down, {surface['x']} across)", title_justify="left")
-            grid.add_column(f"{surface['y']} \\ {surface['x']}", justify="right")
-            for x in surface["x_levels"]:
-                grid.add_column(_level(x), justify="right", no_wrap=True)
-            for i, y in enumerate(surface["y_levels"]):
-                grid.add_row(_level(y), *(f"{_pct(grids['mean'][i][j])} / {_pct(grids['pass_hat_k'][i][j])}"
-                                          for j in range(len(surface["x_levels"]))))
-            console.print(grid)
-
-    for flag in analysis["flags"]:
-        where = f" ({_esc(flag['series'])})" if flag["series"] != "all" else ""
-        console.print(f"[yellow]flag: {flag['param']}={_level(flag['level'])}{where}: mean rises "
-                      f"{_pct(flag['previous_mean'])} → {_pct(flag['mean'])} while pass^{k} falls "
-                      f"{_pct(flag['previous_pass_hat_k'])} → {_pct(flag['pass_hat_k'])}[/yellow]")
-
-    matrix = analysis.get("matrix")
-    if matrix:
-        _print_matrix(console, matrix, k)
-    _print_acceptance(console, analysis.get("acceptance"))
-
-
-def _print_matrix(console: Any, matrix: Mapping[str, Any], k: int) -> None:
-    from rich.table import Table
-
-    models = matrix["models"]
-    table = Table(title="Models alone", title_justify="left")
-    for column in ("model", "logged", "mean", "95% (episodes)", f"pass^{k}", "95% (tasks)"):
-        table.add_column(column, justify="left" if column == "model" else "right", no_wrap=True)
-    for model in models:
-        s = matrix["per_model"][model]
-        table.add_row(_esc(model), f"{s['logged']}/{s['planned']}", _pct(s["mean"]), _interval(s["wilson"]),
-                      _pct(s["pass_hat_k"]) if s["pass_hat_k"] is not None else "null",
-                      _interval(s["pass_hat_k_interval"]))
-    console.print(table)
-    console.print(f"across {len(models)} models, on {matrix['aligned']} aligned task-trials: "
-                  f"[bold]pass@M {_pct(matrix['pass_at_M'])}[/bold] (some model succeeds) · "
-                  f"[bold]pass^M {_pct(matrix['pass_hat_M'])}[/bold] (every model succeeds)"
-                  + (f" · {matrix['unaligned']} task-trial(s) not logged for every model" if matrix["unaligned"]
-                     else ""))
-    if len(matrix["cells"]) > 1:
-        cells = Table(title="pass@M and pass^M per param combination", title_justify="left")
-        for column in ("params", "aligned", "pass@M", "pass^M"):
-            cells.add_column(column, justify="left" if column == "params" else "right")
-        for cell in matrix["cells"]:
-            cells.add_row(_esc(cell["cell"]), str(cell["aligned"]), _pct(cell["pass_at_M"]), _pct(cell["pass_hat_M"]))
-        console.print(cells)
-    rows = [r for r in matrix["disagreement"] if r["score"] > TOLERANCE][:DISAGREEMENT_ROWS]
-    if rows:
-        table = Table(title="Where the models disagree (bits)", title_justify="left")
-        table.add_column("task")
-        table.add_column("disagreement", justify="right")
-        for model in models:
-            table.add_column(_esc(model), justify="right")
-        for row in rows:
-            table.add_row(_esc(row["task_id"]), f"{row['score']:.3f}", *(_pct(row["rates"][m]) for m in models))
-        console.print(table)
-    else:
-        console.print("no task on which the models' success rates differ")
-    if matrix["selection"]:
-        console.print(f"diagnostic selection, one task per pattern of outcomes ({matrix['selection_rule']}):")
-        for item in matrix["selection"]:
-            passed = [m for m, ok in item["pattern"].items() if ok]
-            where = f" at {item['cell']}" if item["cell"] else ""
-            console.print(_esc(f"  {item['task_id']}{where}: {item['kind']}"
-                               + (f" — passed by {', '.join(passed)}" if item["kind"] == "mixed" else "")))
-
-
-def _print_acceptance(console: Any, acceptance: Mapping[str, Any] | None) -> None:
-    if not acceptance or acceptance["status"] == "none":
-        return
-    for r in acceptance["results"]:
-        where = f" ({r['series']})" if r["series"] != "all" else ""
-        head = _esc(f"max_drop {r['param']}={_level(r['at'])}{where}: mean {_pct(r['at_mean'])} against "
-                f"{_pct(r['baseline_mean'])} at {r['param']}=0")
-        if r["ok"] is None:
-            console.print(f"[yellow]acceptance pending: {head} — {_esc(r['note'])}[/yellow]")
-        elif r["ok"]:
-            console.print(f"[green]acceptance ok: {head}, a fall of {100 * r['fall']:.1f} points "
-                          f"(at most {100 * r['drop']:.1f})[/green]")
-        else:
-            console.print(f"[bold red]acceptance VIOLATED: {head}, a fall of {100 * r['fall']:.1f} points "
-                          f"(at most {100 * r['drop']:.1f})[/bold red]")
-    console.print({"met": "[green]acceptance met[/green]", "violated": "[bold red]acceptance violated[/bold red]",
-                   "pending": "[yellow]acceptance pending: the sweep is not fully run[/yellow]"}
-                  [acceptance["status"]])

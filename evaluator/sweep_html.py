@@ -13,38 +13,18 @@ on. Plain strings and html.escape; no script and nothing fetched from anywhere.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from html import escape
 from pathlib import Path
 from typing import Any
 
 from faultproxy.evaluator.html import CSS
+from faultproxy.evaluator.render import Html, esc, html_table, interval, pct
+from faultproxy.formats.rundir import write_atomic
 
 PALETTE = ["#0969da", "#8250df", "#bf3989", "#1a7f37", "#bc4c00", "#57606a", "#0a7ea4", "#9a6700"]
 FLAG = "#d4a72c"
 SERIES_LIMIT = 12  # series drawn per chart; the table below has every point
 BAND_LIMIT = 3  # with more series, Wilson intervals are bars, not overlapping bands
 DISAGREEMENT_BARS = 20
-
-
-def _e(value: Any) -> str:
-    return escape("" if value is None else str(value), quote=True)
-
-
-def _pct(value: float | None, digits: int = 1) -> str:
-    return "–" if value is None else f"{100 * value:.{digits}f}%"
-
-
-def _interval(pair: Sequence[float] | None) -> str:
-    return "–" if not pair else f"{100 * pair[0]:.0f}–{100 * pair[1]:.0f}%"
-
-
-def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], numeric: Sequence[int] = ()) -> str:
-    """Cells are already HTML (escape text with _e)."""
-    head = "".join(f'<th class="n">{_e(h)}</th>' if i in numeric else f"<th>{_e(h)}</th>"
-                   for i, h in enumerate(headers))
-    body = "".join("<tr>" + "".join(f'<td class="n">{c}</td>' if i in numeric else f"<td>{c}</td>"
-                                    for i, c in enumerate(row)) + "</tr>" for row in rows)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
 # --- charts ---------------------------------------------------------------------------------------
@@ -73,14 +53,14 @@ def curve_svg(param: str, series_list: Sequence[Mapping[str, Any]], k: int, flag
         return top + plot_h * (1 - v)
 
     parts = [f'<svg width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img" '
-             f'aria-label="mean success and pass^{k} against {_e(param)}">']
+             f'aria-label="mean success and pass^{k} against {esc(param)}">']
     _y_axis(parts, left, top, plot_w, plot_h)
     for level in levels:
         parts.append(f'<line x1="{x(level):.1f}" x2="{x(level):.1f}" y1="{top + plot_h}" y2="{top + plot_h + 4}" '
                      f'stroke="#66707a"/><text x="{x(level):.1f}" y="{top + plot_h + 16}" font-size="11" '
                      f'text-anchor="middle" fill="#66707a">{level:g}</text>')
     parts.append(f'<text x="{left + plot_w / 2:.1f}" y="{height - 6}" font-size="12" text-anchor="middle" '
-                 f'fill="#1d232a">{_e(param)}</text>')
+                 f'fill="#1d232a">{esc(param)}</text>')
     bands = len(series_list) <= BAND_LIMIT
     for i, series in enumerate(series_list[:SERIES_LIMIT]):
         colour = PALETTE[i % len(PALETTE)]
@@ -114,12 +94,12 @@ def curve_svg(param: str, series_list: Sequence[Mapping[str, Any]], k: int, flag
         ly = top + 10 + 18 * i
         parts.append(f'<line x1="{left + plot_w + 12}" x2="{left + plot_w + 30}" y1="{ly}" y2="{ly}" '
                      f'stroke="{colour}" stroke-width="2"/><text x="{left + plot_w + 34}" y="{ly + 4}" '
-                     f'font-size="11" fill="#1d232a">{_e(_short(series["series"]))}</text>')
+                     f'font-size="11" fill="#1d232a">{esc(_short(series["series"]))}</text>')
     ly = top + 10 + 18 * min(len(series_list), SERIES_LIMIT) + 8
     key_x = left + plot_w + 12
     for offset, text in ((4, f"solid ●: mean, {'band' if bands else 'bars'} 95% Wilson"),
                          (20, f"dashed ■: pass^{k}, bars 95%"), (34, "over tasks")):
-        parts.append(f'<text x="{key_x}" y="{ly + offset}" font-size="11" fill="#66707a">{_e(text)}</text>')
+        parts.append(f'<text x="{key_x}" y="{ly + offset}" font-size="11" fill="#66707a">{esc(text)}</text>')
     if len(series_list) > SERIES_LIMIT:
         parts.append(f'<text x="{left + plot_w + 12}" y="{ly + 52}" font-size="11" fill="#66707a">'
                      f"+{len(series_list) - SERIES_LIMIT} more series in the table</text>")
@@ -152,8 +132,8 @@ def surface_svg(surface: Mapping[str, Any], grid: Sequence[Sequence[float | None
     left, top = 70, 42
     width, height = left + cell_w * len(xs) + 10, top + cell_h * len(ys) + 40
     parts = [f'<svg width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img" '
-             f'aria-label="{_e(title)}">',
-             f'<text x="{left}" y="14" font-size="12" fill="#1d232a">{_e(title)}</text>']
+             f'aria-label="{esc(title)}">',
+             f'<text x="{left}" y="14" font-size="12" fill="#1d232a">{esc(title)}</text>']
     for j, xv in enumerate(xs):
         parts.append(f'<text x="{left + cell_w * j + cell_w / 2:.1f}" y="{top - 6}" font-size="11" '
                      f'text-anchor="middle" fill="#66707a">{xv:g}</text>')
@@ -167,18 +147,18 @@ def surface_svg(surface: Mapping[str, Any], grid: Sequence[Sequence[float | None
             parts.append(f'<rect x="{left + cell_w * j}" y="{top + cell_h * i}" width="{cell_w - 2}" '
                          f'height="{cell_h - 2}" fill="{fill}"/><text x="{left + cell_w * j + cell_w / 2 - 1:.1f}" '
                          f'y="{top + cell_h * i + cell_h / 2 + 3:.1f}" font-size="11" text-anchor="middle" '
-                         f'fill="{ink}">{_pct(value, 0)}</text>')
+                         f'fill="{ink}">{pct(value, 0)}</text>')
     parts.append(f'<text x="{left + cell_w * len(xs) / 2:.1f}" y="{height - 8}" font-size="12" '
-                 f'text-anchor="middle" fill="#1d232a">{_e(surface["x"])} →</text>')
+                 f'text-anchor="middle" fill="#1d232a">{esc(surface["x"])} →</text>')
     parts.append(f'<text x="12" y="{top + cell_h * len(ys) / 2:.1f}" font-size="12" fill="#1d232a" '
                  f'transform="rotate(-90 12 {top + cell_h * len(ys) / 2:.1f})" text-anchor="middle">'
-                 f'{_e(surface["y"])} ↓</text>')
+                 f'{esc(surface["y"])} ↓</text>')
     parts.append("</svg>")
     return "".join(parts)
 
 
 def _bars(rows: Sequence[tuple[str, float | None, str, str]], width: int = 560, scale_max: float = 1.0,
-          fmt=lambda v: _pct(v, 0)) -> str:
+          fmt=lambda v: pct(v, 0)) -> str:
     """Horizontal bars: (label, value, colour, note)."""
     left, bar_h, gap, top = 170, 16, 6, 8
     plot_w = width - left - 70
@@ -192,11 +172,11 @@ def _bars(rows: Sequence[tuple[str, float | None, str, str]], width: int = 560, 
     for i, (label, value, colour, note) in enumerate(rows):
         y = top + i * (bar_h + gap)
         parts.append(f'<text x="{left - 8}" y="{y + bar_h - 4}" font-size="11" text-anchor="end" fill="#1d232a">'
-                     f"{_e(_short(label, 28))}</text>")
+                     f"{esc(_short(label, 28))}</text>")
         if value is not None:
             w = plot_w * min(1.0, max(0.0, value / scale_max))
             parts.append(f'<rect x="{left}" y="{y}" width="{w:.1f}" height="{bar_h}" fill="{colour}">'
-                         f"<title>{_e(note)}</title></rect>")
+                         f"<title>{esc(note)}</title></rect>")
         parts.append(f'<text x="{left + plot_w + 6}" y="{y + bar_h - 4}" font-size="11" fill="#1d232a">'
                      f"{fmt(value)}</text>")
     parts.append("</svg>")
@@ -204,6 +184,7 @@ def _bars(rows: Sequence[tuple[str, float | None, str, str]], width: int = 560, 
 
 
 def matrix_svg(matrix: Mapping[str, Any], k: int) -> str:
+    """Bars: each model's mean and pass^k, then pass@M and pass^M."""
     rows: list[tuple[str, float | None, str, str]] = []
     for i, model in enumerate(matrix["models"]):
         s = matrix["per_model"][model]
@@ -216,7 +197,8 @@ def matrix_svg(matrix: Mapping[str, Any], k: int) -> str:
 
 
 def disagreement_svg(rows: Sequence[Mapping[str, Any]]) -> str:
-    bars = [(r["task_id"], r["score"], "#8250df", ", ".join(f"{m} {_pct(v, 0)}" for m, v in r["rates"].items()))
+    """Bars: the tasks the models disagree on most, in bits."""
+    bars = [(r["task_id"], r["score"], "#8250df", ", ".join(f"{m} {pct(v, 0)}" for m, v in r["rates"].items()))
             for r in rows[:DISAGREEMENT_BARS]]
     return _bars(bars, fmt=lambda v: "–" if v is None else f"{v:.2f}")
 
@@ -233,24 +215,24 @@ def sweep_section(analysis: Mapping[str, Any]) -> str:
     roles = analysis.get("param_roles") or {}
     notes = {"fault": "fault intensity (rule probabilities)", "perturbation": "semantics-preserving perturbation",
              "agent": "handed to the agent only"}
-    described = ", ".join(f"<b>{_e(n)}</b> ({len(v)} levels{'; ' + notes[roles[n]] if n in roles else ''})"
+    described = ", ".join(f"<b>{esc(n)}</b> ({len(v)} levels{'; ' + notes[roles[n]] if n in roles else ''})"
                           for n, v in params.items())
     parts.append(f'<p class="muted">{described or "no params"}'
-                 f'{" · models " + _e(", ".join(models)) if models else ""} · k = {k} · '
+                 f'{" · models " + esc(", ".join(models)) if models else ""} · k = {k} · '
                  f'{len(analysis["tasks"])} tasks · {analysis["logged"]}/{analysis["planned"]} episodes</p>')
     if not analysis["complete"]:
         parts.append(f'<p class="incomplete">{analysis["planned"] - analysis["logged"]} planned episode(s) not run: '
                      f"pass^{k} is null where they are missing. Rerun the sweep to resume.</p>")
     parts.append(_acceptance(analysis.get("acceptance")))
-    charts = [f"<div><h3>{_e(name)}</h3>{curve_svg(name, analysis['curves'][name], k, flagged)}</div>"
+    charts = [f"<div><h3>{esc(name)}</h3>{curve_svg(name, analysis['curves'][name], k, flagged)}</div>"
               for name in params]
     if charts:
         parts.append(f'<h3>Curves</h3><div class="charts">{"".join(charts)}</div>')
     for flag in analysis["flags"]:
-        where = f" ({_e(flag['series'])})" if flag["series"] != "all" else ""
-        parts.append(f'<p class="incomplete">⚑ {_e(flag["param"])}={flag["level"]:g}{where}: the mean rises '
-                     f'{_pct(flag["previous_mean"])} → {_pct(flag["mean"])} while pass^{k} falls '
-                     f'{_pct(flag["previous_pass_hat_k"])} → {_pct(flag["pass_hat_k"])}.</p>')
+        where = f" ({esc(flag['series'])})" if flag["series"] != "all" else ""
+        parts.append(f'<p class="incomplete">⚑ {esc(flag["param"])}={flag["level"]:g}{where}: the mean rises '
+                     f'{pct(flag["previous_mean"])} → {pct(flag["mean"])} while pass^{k} falls '
+                     f'{pct(flag["previous_pass_hat_k"])} → {pct(flag["pass_hat_k"])}.</p>')
     surface = analysis.get("surface")
     if surface:
         maps = []
@@ -273,12 +255,12 @@ def _acceptance(acceptance: Mapping[str, Any] | None) -> str:
     rows = []
     for r in acceptance["results"]:
         verdict = ("pending" if r["ok"] is None else "ok" if r["ok"] else "violated")
-        rows.append((_e(f"{r['param']}={r['at']:g}"), _e(r["series"]), _pct(r["baseline_mean"]), _pct(r["at_mean"]),
+        rows.append((f"{r['param']}={r['at']:g}", r["series"], pct(r["baseline_mean"]), pct(r["at_mean"]),
                      "–" if r["fall"] is None else f"{100 * r['fall']:.1f}", f"{100 * r['drop']:.1f}",
-                     _e(verdict + (f" ({r['note']})" if r["note"] else ""))))
-    return (f'<h3>Acceptance <span class="badge {badge}">{_e(status)}</span></h3>'
-            + _table(["max_drop at", "series", "mean at 0", "mean at level", "fall (points)", "allowed", "verdict"],
-                     rows, numeric=(2, 3, 4, 5)))
+                     verdict + (f" ({r['note']})" if r["note"] else "")))
+    return (f'<h3>Acceptance <span class="badge {badge}">{esc(status)}</span></h3>'
+            + html_table(["max_drop at", "series", "mean at 0", "mean at level", "fall (points)", "allowed",
+                          "verdict"], rows, numeric=(2, 3, 4, 5)))
 
 
 def _points_table(analysis: Mapping[str, Any], flagged: set[str]) -> str:
@@ -290,15 +272,15 @@ def _points_table(analysis: Mapping[str, Any], flagged: set[str]) -> str:
                                                        [p["params"].get(n, 0) for n in params])):
         row = [f"{p['params'][n]:g}" if n in p["params"] else "–" for n in params]
         if models:
-            row.append(_e(p["model"]))
-        row += [f"{p['logged']}/{p['planned']}", _pct(p["mean"]), _interval(p["wilson"]),
-                _pct(p["pass_hat_k"]) if p["pass_hat_k"] is not None else "null", _interval(p["pass_hat_k_interval"]),
-                "⚑ mean ↑ pass^k ↓" if p["label"] in flagged else _e(p["note"] or "")]
+            row.append(p["model"])
+        row += [f"{p['logged']}/{p['planned']}", pct(p["mean"]), interval(p["wilson"]),
+                pct(p["pass_hat_k"]) if p["pass_hat_k"] is not None else "null", interval(p["pass_hat_k_interval"]),
+                "⚑ mean ↑ pass^k ↓" if p["label"] in flagged else p["note"] or ""]
         rows.append(row)
     headers = [*params, *(["model"] if models else []), "logged", "mean", "95% (episodes)", f"pass^{k}",
                "95% (tasks)", ""]
     first = len(params) + (1 if models else 0)
-    return "<h3>Per grid point</h3>" + _table(headers, rows, numeric=tuple(range(first, first + 5)))
+    return "<h3>Per grid point</h3>" + html_table(headers, rows, numeric=tuple(range(first, first + 5)))
 
 
 def _matrix(matrix: Mapping[str, Any], k: int) -> str:
@@ -312,40 +294,40 @@ def _matrix(matrix: Mapping[str, Any], k: int) -> str:
     if disagree:
         parts.append(f"<div><h3>Disagreement per task (bits)</h3>{disagreement_svg(disagree)}</div>")
     parts.append("</div>")
-    parts.append(_table(["model", "logged", "mean", "95% (episodes)", f"pass^{k}", "95% (tasks)"],
-                        [(_e(m), f"{s['logged']}/{s['planned']}", _pct(s["mean"]), _interval(s["wilson"]),
-                          _pct(s["pass_hat_k"]) if s["pass_hat_k"] is not None else "null",
-                          _interval(s["pass_hat_k_interval"])) for m, s in matrix["per_model"].items()],
-                        numeric=(1, 2, 3, 4, 5)))
+    parts.append(html_table(["model", "logged", "mean", "95% (episodes)", f"pass^{k}", "95% (tasks)"],
+                            [(m, f"{s['logged']}/{s['planned']}", pct(s["mean"]), interval(s["wilson"]),
+                              pct(s["pass_hat_k"]) if s["pass_hat_k"] is not None else "null",
+                              interval(s["pass_hat_k_interval"])) for m, s in matrix["per_model"].items()],
+                            numeric=(1, 2, 3, 4, 5)))
     if len(matrix["cells"]) > 1:
-        parts.append(_table(["params", "aligned", "pass@M", "pass^M"],
-                            [(_e(c["cell"]), str(c["aligned"]), _pct(c["pass_at_M"]), _pct(c["pass_hat_M"]))
-                             for c in matrix["cells"]], numeric=(1, 2, 3)))
+        parts.append(html_table(["params", "aligned", "pass@M", "pass^M"],
+                                [(c["cell"], str(c["aligned"]), pct(c["pass_at_M"]), pct(c["pass_hat_M"]))
+                                 for c in matrix["cells"]], numeric=(1, 2, 3)))
     if matrix["disagreement"]:
-        parts.append("<h3>Tasks by disagreement</h3>" + _table(
+        parts.append("<h3>Tasks by disagreement</h3>" + html_table(
             ["task", "disagreement (bits)", *models],
-            [(_e(r["task_id"]), f"{r['score']:.3f}", *(_pct(r["rates"][m]) for m in models))
+            [(r["task_id"], f"{r['score']:.3f}", *(pct(r["rates"][m]) for m in models))
              for r in matrix["disagreement"]], numeric=tuple(range(1, 2 + len(models)))))
     if matrix["selection"]:
         parts.append(f'<h3>Diagnostic selection</h3><p class="muted">One task per pattern of model outcomes '
-                     f'({_e(matrix["selection_rule"])}); unanimous success and failure kept as anchors.</p>')
-        parts.append(_table(["task", "params", "pattern", *models],
-                            [(_e(s["task_id"]), _e(s["cell"] or ""), _e(s["kind"]),
-                              *('<span class="pass">✓</span>' if s["pattern"][m] else '<span class="fail">✗</span>'
-                                for m in models)) for s in matrix["selection"]]))
+                     f'({esc(matrix["selection_rule"])}); unanimous success and failure kept as anchors.</p>')
+        marks = {True: Html('<span class="pass">✓</span>'), False: Html('<span class="fail">✗</span>')}
+        parts.append(html_table(["task", "params", "pattern", *models],
+                                [(s["task_id"], s["cell"] or "", s["kind"], *(marks[bool(s["pattern"][m])] for m in models))
+                                 for s in matrix["selection"]]))
     return "".join(parts)
 
 
 def render_page(analysis: Mapping[str, Any]) -> str:
+    """sweep.html's text: the sweep section on a page of its own."""
     scenario = (analysis.get("scenario") or {}).get("name")
     run_dir = analysis.get("run_dir") or ""
     return ("<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">"
-            f"<title>faultproxy sweep · {_e(Path(run_dir).name)}</title><style>{CSS}</style></head><body>"
-            f"<h1>faultproxy sweep</h1><div class=\"muted\">{_e(run_dir)} · scenario <b>{_e(scenario)}</b> · "
-            f"created {_e(analysis.get('created'))}</div>" + sweep_section(analysis) + "</body></html>\n")
+            f"<title>faultproxy sweep · {esc(Path(run_dir).name)}</title><style>{CSS}</style></head><body>"
+            f"<h1>faultproxy sweep</h1><div class=\"muted\">{esc(run_dir)} · scenario <b>{esc(scenario)}</b> · "
+            f"created {esc(analysis.get('created'))}</div>" + sweep_section(analysis) + "</body></html>\n")
 
 
 def write_sweep_html(path: Path, analysis: Mapping[str, Any]) -> None:
-    scratch = path.with_suffix(path.suffix + ".tmp")
-    scratch.write_text(render_page(analysis), encoding="utf-8")
-    scratch.replace(path)
+    """sweep.html, whole or not at all."""
+    write_atomic(path, render_page(analysis))

@@ -5,7 +5,7 @@ it. The log is JSON Lines: a header naming the plan, then one line per finished 
 flushed as it is written. A torn last line (a crash mid-write) is dropped on reading; a log
 written for another plan is refused rather than mixed.
 
-`flows/<episode>.jsonl`, the traces, belong to proxy.trace.
+`flows/<episode>.jsonl`, the traces, belong to formats.trace (trace_file finds an episode's).
 
 plan.json: {"faultproxy_version", "scenario": {"name", "digest", "path", "params"},
   "tasks": {"path", "digest", "severity", "prices", "items": [Task.to_json(), ...]},
@@ -25,25 +25,46 @@ An episode line: {"type": "episode", "key", "task_id", "trial", "variant", "seed
   "output": the JSON the agent wrote to FAULTPROXY_OUTPUT, or null; "output_error": str | null,
   "end_state": JSON fetched from the task's state URL after the episode, or null;
   "state_error": str | null,
-  "stats": {"exchanges", "tokens", "faults"}, "trace": "flows/<file>.jsonl", "log_tail": str}
+  "stats": {"exchanges", "tokens", "faults"}, "trace": "flows/<file>.jsonl", "log_tail": str,
+  "verdict": evaluator.judge's verdict}     # always the line's last key: see "The verdict's layout"
+
+The verdict's layout. A report over a million episodes must not decode each whole line (the
+prompt, output and end state are most of it), so EpisodeLog writes every line in one layout:
+json.dumps with its default separators, the verdict as the record's last key, the verdict's
+keys in VERDICT_KEYS order up to REPORT_CUT_KEY and its `checks` (the bulk) last. read_verdict
+then reads the fields a report needs straight from the line's bytes with one compiled pattern.
+A line of any other shape (an older verdict, no verdict, a hand-edited log) gets None: parse
+it whole. This module alone knows that layout; whoever builds a verdict only names its keys.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
+import re
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
 from faultproxy.formats.errors import UserError
+from faultproxy.formats.trace import trace_path
 
 PLAN_FILE = "plan.json"
 LOG_FILE = "episodes.jsonl"
 FLOWS_DIR = "flows"
 # The header fields that identify a plan: a resumed log must agree on every one.
 PLAN_IDENTITY = ("faultproxy_version", "scenario_digest", "tasks_digest", "k", "grid", "command")
+
+VERDICT_VERSION = 1
+# The record fields a verdict repeats under "episode", so that a report needs nothing else.
+EPISODE_FIELDS = ("key", "task_id", "trial", "grid_label", "duration_s")
+# A report reads each verdict only up to this key: everything it needs comes before it.
+REPORT_CUT_KEY = "escalated"
+# A verdict's leading keys, in the order a log line carries them; the rest follow, `checks` last.
+VERDICT_KEYS = ("v", "status", "cause", "episode", "confidence", "violations", "failed", "faults", "endpoints",
+                "tokens", "requests", "usage", REPORT_CUT_KEY)
+STATUSES = ("pass", "fail", "incomplete")  # VerdictFields.status indexes this
 
 
 class RunDirError(UserError):
@@ -52,31 +73,110 @@ class RunDirError(UserError):
 
 @dataclass(frozen=True)
 class Run:
+    """A whole run directory in memory: for runs that fit (replay, freeze, tests), not for reports."""
+
     path: Path
     plan: dict[str, Any]
     header: dict[str, Any]
     episodes: list[dict[str, Any]]
 
 
+# --- plan.json -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Plan:
+    """plan.json, checked: the document and the fields every reader of a run needs."""
+
+    path: Path
+    document: dict[str, Any]
+    k: int
+    labels: list[str]  # grid labels, "" for a run without a grid
+    tasks: list[dict[str, Any]]  # Task.to_json() items
+    prices: dict[str, dict[str, float]]
+    severity: dict[str, str]
+
+    @property
+    def task_ids(self) -> list[str]:
+        """The planned tasks' ids, in plan order."""
+        return [t["id"] for t in self.tasks]
+
+    def task_item(self, task_id: Any) -> dict[str, Any]:
+        """The plan's item (Task.to_json()) of a task; RunDirError for a task the plan does not list."""
+        item = next((t for t in self.tasks if t["id"] == task_id), None)
+        if item is None:
+            raise RunDirError(f"{self.path}: episode of task '{task_id}', which the plan does not list")
+        return item
+
+
 def write_plan(run_dir: Path, plan: dict[str, Any]) -> None:
+    """Write plan.json, whole or not at all."""
     run_dir.mkdir(parents=True, exist_ok=True)
-    target = run_dir / PLAN_FILE
-    scratch = target.with_suffix(".tmp")
-    scratch.write_text(json.dumps(plan, indent=2, sort_keys=True))
-    os.replace(scratch, target)  # never a half-written plan
+    write_atomic(run_dir / PLAN_FILE, json.dumps(plan, indent=2, sort_keys=True))
+
+
+def read_plan(run_dir: Path | str) -> Plan:
+    """The run directory's plan; RunDirError naming the reason when it is not a readable run."""
+    run_dir = Path(run_dir)
+    if not run_dir.exists():
+        raise RunDirError(f"{run_dir}: no such directory")
+    if not run_dir.is_dir():
+        raise RunDirError(f"{run_dir} is not a directory")
+    path = run_dir / PLAN_FILE
+    if not path.exists():
+        raise RunDirError(f"{run_dir} is not a run directory (no {PLAN_FILE})")
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as error:
+        raise RunDirError(f"{path}: cannot read: {error.strerror or error}") from None
+    except ValueError:
+        raise RunDirError(f"{path}: not JSON; the plan is damaged") from None
+    try:
+        k = int(document["k"])
+        labels = [g.get("label", "") for g in document.get("grid") or [{"label": ""}]]
+        tasks_doc = document.get("tasks") or {}
+        items = list(tasks_doc.get("items") or [])
+        for item in items:
+            item["id"]  # noqa: B018 - every task needs an id
+    except (KeyError, TypeError, ValueError) as error:
+        raise RunDirError(f"{path}: not a faultproxy plan (missing or bad field {error})") from None
+    if k < 1:
+        raise RunDirError(f"{path}: k must be at least 1, got {k}")
+    return Plan(path, document, k, labels, items, dict(tasks_doc.get("prices") or {}),
+                dict(tasks_doc.get("severity") or {}))
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """A file of the run directory (plan, report, page), written whole or not at all."""
+    scratch = path.with_suffix(path.suffix + ".tmp")
+    scratch.write_text(text, encoding="utf-8")
+    os.replace(scratch, path)
+
+
+def trace_file(run_dir: Path, episode: Mapping[str, Any]) -> Path | None:
+    """Where an episode's trace is: its record's (or verdict's) `trace`, else by its key."""
+    trace = episode.get("trace")
+    if trace:
+        return Path(run_dir) / trace
+    key = episode.get("key")
+    if not key:
+        return None
+    return trace_path(Path(run_dir) / FLOWS_DIR, key)
+
+
+# --- episodes.jsonl ------------------------------------------------------------------------------
 
 
 def read_run(run_dir: Path) -> Run:
-    run_dir = Path(run_dir)
-    if not (run_dir / PLAN_FILE).exists():
-        raise RunDirError(f"{run_dir} is not a run directory (no {PLAN_FILE})")
-    plan = json.loads((run_dir / PLAN_FILE).read_text())
-    header, episodes = read_log(run_dir / LOG_FILE)
-    return Run(run_dir, plan, header, episodes)
+    """The plan, the log's header and every logged episode."""
+    plan = read_plan(run_dir)
+    header, episodes = read_log(Path(run_dir) / LOG_FILE)
+    return Run(Path(run_dir), plan.document, header, episodes)
 
 
 def read_log(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    lines = list(_complete_lines(path))
+    """The header and the episodes of a log, whole; a torn last line is dropped."""
+    lines = list(log_lines(path))
     if not lines:
         return {}, []
     try:
@@ -92,14 +192,56 @@ def read_log(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     return header, episodes
 
 
-def _complete_lines(path: Path) -> Iterator[str]:
-    if not path.exists():
+def log_lines(path: Path, start: int = 0, end: int | None = None) -> Iterator[bytes]:
+    """The log's lines (bytes, newline included) that start in [start, end), end None meaning the
+    end of the file. A torn last line (a crash mid-write) is dropped: that episode runs again.
+    No log, no lines; an unreadable one is a RunDirError."""
+    try:
+        file = path.open("rb")
+    except FileNotFoundError:
         return
-    with path.open(encoding="utf-8") as file:
+    except OSError as error:
+        raise RunDirError(f"{path}: cannot read: {error.strerror or error}") from None
+    with file:
+        file.seek(start)
+        position = start
         for line in file:
-            if line.endswith("\n"):
-                yield line
-            # else: torn by a crash mid-write; that episode will run again
+            if (end is not None and position >= end) or not line.endswith(b"\n"):
+                return
+            position += len(line)
+            yield line
+
+
+def episode_line(record: Mapping[str, Any]) -> str:
+    """One episode's log line, in the layout read_verdict reads (see the module docstring)."""
+    rest = {name: value for name, value in record.items() if name != "verdict"}
+    verdict = record.get("verdict")
+    tail = {} if verdict is None else {"verdict": _laid_out(verdict) if isinstance(verdict, Mapping) else verdict}
+    return json.dumps({"type": "episode", **rest, **tail}, ensure_ascii=False) + "\n"
+
+
+def _laid_out(verdict: Mapping[str, Any]) -> dict[str, Any]:
+    """The verdict with VERDICT_KEYS first in order and `checks` last; within the episode and the
+    failed checks and faults, the keys the reader's pattern expects where it expects them."""
+    laid = {key: verdict[key] for key in VERDICT_KEYS if key in verdict}
+    laid.update((key, value) for key, value in verdict.items() if key not in laid and key != "checks")
+    if "checks" in verdict:
+        laid["checks"] = verdict["checks"]
+    if isinstance(laid.get("episode"), Mapping):
+        laid["episode"] = _keys_first(laid["episode"], EPISODE_FIELDS)
+    for name, first, last in (("failed", ("name", "severity"), ()), ("faults", (), ("type", "delivered"))):
+        if isinstance(laid.get(name), list):
+            laid[name] = [_keys_first(item, first, last) if isinstance(item, Mapping) else item
+                          for item in laid[name]]
+    return laid
+
+
+def _keys_first(item: Mapping[str, Any], first: tuple[str, ...], last: tuple[str, ...] = ()) -> dict[str, Any]:
+    """item with the `first` keys it has leading and the `last` ones ending it, the rest between."""
+    ordered = {key: item[key] for key in first if key in item}
+    ordered.update((key, value) for key, value in item.items() if key not in first and key not in last)
+    ordered.update((key, item[key]) for key in last if key in item)
+    return ordered
 
 
 class EpisodeLog:
@@ -115,22 +257,21 @@ class EpisodeLog:
         self._truncate_torn_tail()
         self._file: IO[str] = self.path.open("a", encoding="utf-8")
         if not logged_header:
-            self._write({"type": "header", **header})
+            self._write(json.dumps({"type": "header", **header}, ensure_ascii=False) + "\n")
 
     def append(self, record: dict[str, Any]) -> None:
+        """Log one finished episode (its verdict, when it has one, as the line's last key)."""
         if record["key"] in self.done:
             raise RunDirError(f"episode {record['key']} is already logged")
         self.done[record["key"]] = record
-        # The verdict is always the line's last key: evaluator.report reads it from the tail of a
-        # line without parsing the rest (a million episodes would take seconds more).
-        rest = {name: value for name, value in record.items() if name != "verdict"}
-        self._write({"type": "episode", **rest, **({"verdict": record["verdict"]} if "verdict" in record else {})})
+        self._write(episode_line(record))
 
     def close(self) -> None:
+        """Close the log (every line is already flushed)."""
         self._file.close()
 
-    def _write(self, record: dict[str, Any]) -> None:
-        self._file.write(json.dumps(record, ensure_ascii=False) + "\n")
+    def _write(self, line: str) -> None:
+        self._file.write(line)
         self._file.flush()  # a killed runner loses nothing written; the OS holds the page
 
     def _truncate_torn_tail(self) -> None:
@@ -150,3 +291,98 @@ def _refuse_other_plan(path: Path, logged: dict[str, Any], wanted: dict[str, Any
             f"{path} was written for another plan (differs in: {', '.join(differs)}); "
             "use another --out, or delete the run directory to start over"
         )
+
+
+# --- the verdict's fast reader -------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class VerdictFields:
+    """What a report reads of one episode's verdict.
+
+    From read_verdict, the names (cause, key, task_id, grid_label) are JSON text as bytes
+    (b'"crash"', b"null") and failed, faults, endpoints and usage are the lists' and object's
+    JSON text: a report keys its counters on them and decodes each distinct value once (decode_name,
+    failed_pairs, fault_pairs, usage_items). Built from a parsed verdict, names are str or
+    None and failed and faults tuples of (name, severity) and (type, delivered) pairs.
+    """
+
+    status: int  # index into STATUSES
+    cause: bytes | str | None
+    key: bytes | str | None
+    task_id: bytes | str | None
+    grid_label: bytes | str
+    trial: Any  # an int, unless the log was edited by hand
+    duration_s: float | None
+    confidence: float | None
+    failed: bytes | tuple[tuple[Any, Any], ...]
+    faults: bytes | tuple[tuple[Any, bool], ...]
+    endpoints: bytes  # JSON text of the endpoint list
+    tokens: int
+    requests: int
+    usage: bytes  # JSON text of {model: {"input", "output"}}
+
+
+_STR = rb'"[^"\\]*(?:\\.[^"\\]*)*"'  # a JSON string, the unrolled-loop way (no per-character backtracking)
+_NUM = rb"-?[0-9][0-9.eE+-]*"
+_FLAT = rb'\{[^{}"\[\]]*(?:' + _STR + rb'[^{}"\[\]]*)*\}'  # an object of strings, numbers, booleans
+_FAST = re.compile(
+    rb'"verdict": \{"v": ' + str(VERDICT_VERSION).encode() + rb', "status": "(pass|fail|incomplete)", '
+    rb'"cause": (null|' + _STR + rb'), '
+    rb'"episode": \{"key": (' + _STR + rb'|null), "task_id": (' + _STR + rb'), "trial": (-?[0-9]+|null), '
+    rb'"grid_label": (' + _STR + rb'|null), "duration_s": (' + _NUM + rb'|null)\}, '
+    rb'"confidence": (' + _NUM + rb'|null), "violations": \[[^\]]*\], '
+    rb'"failed": (\[(?:' + _FLAT + rb'(?:, )?)*\]), "faults": (\[(?:' + _FLAT + rb'(?:, )?)*\]), '
+    rb'"endpoints": (\[(?:' + _STR + rb'(?:, )?)*\]), "tokens": ([0-9]+), "requests": ([0-9]+), '
+    rb'"usage": (\{(?:' + _STR + rb': ' + _FLAT + rb'(?:, )?)*\}), "' + REPORT_CUT_KEY.encode() + rb'": ')
+_USAGE_ITEM = re.compile(rb'(' + _STR + rb'): \{"input": ([0-9]+), "output": ([0-9]+)\}')
+_FAULT_ITEM = re.compile(rb'"type": (null|' + _STR + rb'), "delivered": (true|false)\}')
+_FAILED_ITEM = re.compile(rb'"name": (null|' + _STR + rb'), "severity": (null|' + _STR + rb')')
+_FAST_MARK = b'"verdict": {"v": '
+_TAIL = b"]}}\n"  # ...the checks list, the verdict, the record
+_STATUS = {b"pass": 0, b"fail": 1, b"incomplete": 2}
+
+
+def read_verdict(line: bytes) -> VerdictFields | None:
+    """The report's fields of a log line's verdict, read from its bytes without decoding the line;
+    None when the line is not in the layout EpisodeLog writes (parse it whole then)."""
+    if not line.endswith(_TAIL):
+        return None
+    at = line.rfind(_FAST_MARK)
+    m = _FAST.match(line, at) if at >= 0 else None
+    if m is None:
+        return None
+    (status, cause, key, task_id, trial, label, duration, confidence, failed, faults, endpoints, tokens,
+     requests, usage) = m.groups()
+    return VerdictFields(_STATUS[status], None if cause == b"null" else cause, key, task_id, label,
+                         None if trial == b"null" else int(trial), None if duration == b"null" else float(duration),
+                         None if confidence == b"null" else float(confidence), failed, faults, endpoints,
+                         int(tokens), int(requests), usage)
+
+
+def decode_name(value: bytes | str | None) -> str | None:
+    """A name from VerdictFields as text: JSON text (bytes) decoded, str and None as they are."""
+    if not isinstance(value, bytes):
+        return value
+    if value == b"null":
+        return None
+    if b"\\" in value:
+        return json.loads(value)
+    return value[1:-1].decode("utf-8")
+
+
+def failed_pairs(failed: bytes) -> list[tuple[str | None, str | None]]:
+    """(name, severity) of each failed check in read_verdict's `failed`."""
+    return [(decode_name(name), decode_name(severity)) for name, severity in _FAILED_ITEM.findall(failed)]
+
+
+def fault_pairs(faults: bytes) -> list[tuple[str | None, bool]]:
+    """(type, delivered) of each fault in read_verdict's `faults`."""
+    return [(decode_name(kind), delivered == b"true") for kind, delivered in _FAULT_ITEM.findall(faults)]
+
+
+def usage_items(usage: bytes) -> list[tuple[str | None, int, int]]:
+    """(model, input tokens, output tokens) in read_verdict's `usage`; models counted otherwise
+    than {"input", "output"} are left out (decode the JSON for those)."""
+    return [(decode_name(model), int(tokens_in), int(tokens_out))
+            for model, tokens_in, tokens_out in _USAGE_ITEM.findall(usage)]

@@ -18,11 +18,13 @@ import json
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
+from types import MappingProxyType
 from typing import Any
 
 from faultproxy.formats.yaml_input import suggest
 
 SEVERITIES = ("low", "medium", "high")
+SEVERITY_RANK = MappingProxyType({severity: rank for rank, severity in enumerate(SEVERITIES)})
 OUTPUT_KINDS = ("regex", "json", "checker")
 DEFAULT_SHAPE = "unclassified"
 METHOD = re.compile(r"[A-Za-z]+|\*")  # an HTTP method, or * for any
@@ -278,6 +280,6 @@ def content_digest(tasks: tuple[Task, ...], env: Mapping[str, str], severity: Ma
 
 
 __all__ = [
-    "Budgets", "Effect", "EndpointPattern", "Expected", "OutputSpec", "SEVERITIES", "Task", "TaskSet",
+    "Budgets", "Effect", "EndpointPattern", "Expected", "OutputSpec", "SEVERITIES", "SEVERITY_RANK", "Task", "TaskSet",
     "content_digest",
 ]

@@ -1,7 +1,7 @@
 """The run report on crafted run directories written in the real formats.
 
 `make_run` (shared with test_gate.py) writes plan.json and episodes.jsonl through
-evaluator.rundir and each episode's trace through proxy.trace, judging each episode the way
+formats.rundir and each episode's trace through formats.trace, judging each episode the way
 the runner does (the verdict is the record's last key).
 """
 
@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import random
 import re
+import shutil
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -24,7 +25,8 @@ from faultproxy.cli.main import main as cli
 from faultproxy.evaluator.html import render
 from faultproxy.evaluator.judge import judge_episode
 from faultproxy.evaluator.junit import JUnitWriter
-from faultproxy.evaluator.report import build_report, k_points, trajectory_consistency_grouped
+from faultproxy.evaluator.report import build_report
+from faultproxy.evaluator.sections import k_points, trajectory_consistency_grouped
 from faultproxy.formats.rundir import EpisodeLog, write_plan
 from faultproxy.tasks.model import Effect, EndpointPattern, Expected, OutputSpec, Task
 from faultproxy.formats.trace import read_trace, trace_path
@@ -336,10 +338,10 @@ def test_report_bad_input_is_one_line_and_exit_2(tmp_path, complete_run, capsys,
 PARALLEL_AND_SEQUENTIAL = """
 import sys
 from pathlib import Path
-from faultproxy.evaluator import report
+from faultproxy.evaluator import report, scan
 from faultproxy.evaluator.junit import JUnitWriter
 
-assert report._can_fork(), "this child has one thread, so it must read the log with forked workers"
+assert scan._can_fork(), "this child has one thread, so it must read the log with forked workers"
 run_dir, out = Path(sys.argv[1]), Path(sys.argv[2])
 for jobs, name in ((1, "one"), (3, "two")):
     report.write_json(out / f"{name}.json", report.build_report(run_dir, jobs=jobs, sinks=[JUnitWriter(out / f"{name}.xml")]))
@@ -393,7 +395,7 @@ def test_resource_summary_equals_the_stats_functions_on_sorted_values():
     from array import array
 
     from faultproxy.evaluator import stats
-    from faultproxy.evaluator.report import _summary
+    from faultproxy.evaluator.sections import _summary
 
     rng = random.Random(5)
     for values in (array("d", [rng.randint(1, 9) for _ in range(20000)]),
@@ -402,3 +404,109 @@ def test_resource_summary_equals_the_stats_functions_on_sorted_values():
         summary = _summary(values)
         assert summary["p50"] == stats.percentile(ordered, 50) and summary["p95"] == stats.percentile(ordered, 95)
         assert summary["cv"] == stats.coefficient_of_variation(ordered)
+
+
+# --- one reader of the run directory, one accumulator record, one rendering contract -------------------
+
+
+def _shuffled(verdict: dict) -> dict:
+    """The same verdict with every key order reversed: the log, not the judge, owns the layout."""
+    flip = {name: value for name, value in reversed(list(verdict.items()))}
+    flip["episode"] = dict(reversed(list(flip["episode"].items())))
+    for name in ("failed", "faults"):
+        flip[name] = [dict(reversed(list(item.items()))) for item in flip[name]]
+    return flip
+
+
+def test_the_log_lays_any_verdict_out_for_the_fast_reader(tmp_path, complete_run):
+    from faultproxy.formats.rundir import read_log
+
+    header, episodes = read_log(complete_run / "episodes.jsonl")
+    other = tmp_path / "shuffled"
+    shutil.copytree(complete_run, other)
+    (other / "episodes.jsonl").unlink()
+    log = EpisodeLog(other, {k: v for k, v in header.items() if k != "type"})
+    for record in episodes:
+        log.append({**record, "verdict": _shuffled(record["verdict"])})
+    log.close()
+    assert any(e["verdict"]["faults"] for e in episodes) and any(e["verdict"]["failed"] for e in episodes)
+    fast = build_report(other)
+    assert fast["log"]["verdicts_read_fast"] == 8
+    assert fast["run"] == build_report(complete_run)["run"] == build_report(other, rejudge=True)["run"]
+
+
+@pytest.mark.parametrize("setup, message", [("missing", "no such directory"),
+                                            ("bad_plan", "not JSON; the plan is damaged"),
+                                            ("no_k", "not a faultproxy plan")])
+def test_every_reader_of_a_plan_gets_the_same_one_line_error(tmp_path, setup, message):
+    from faultproxy.formats.rundir import RunDirError, read_plan, read_run
+
+    target = tmp_path / "run"
+    if setup != "missing":
+        target.mkdir()
+        (target / "plan.json").write_text("{not json" if setup == "bad_plan" else '{"tasks": {}}')
+    for reader in (read_plan, read_run):
+        with pytest.raises(RunDirError, match=message):
+            reader(target)
+
+
+def test_the_accumulator_takes_the_same_record_from_the_fast_reader_and_from_json(complete_run):
+    from faultproxy.evaluator.scan import complete_verdict, verdict_fields
+    from faultproxy.evaluator.tally import TaskAccumulator
+    from faultproxy.formats.rundir import read_verdict
+
+    lines = (complete_run / "episodes.jsonl").read_bytes().splitlines(keepends=True)[1:]
+    fast, slow = TaskAccumulator("refund_b", "writes_state", 4), TaskAccumulator("refund_b", "writes_state", 4)
+    for line in lines:
+        record = json.loads(line)
+        if record["task_id"] != "refund_b":
+            continue
+        fields = read_verdict(line)
+        assert isinstance(fields.failed, bytes)  # JSON text, decoded once per distinct value
+        fast.add(fields)
+        slow.add(verdict_fields(complete_verdict(record["verdict"], record)))
+    fast.finish(), slow.finish()
+    for counter in ("n", "c", "fail", "failed_checks", "check_severity", "worst", "violations", "fault_types",
+                    "undelivered", "not_exercised"):
+        assert getattr(fast, counter) == getattr(slow, counter), counter
+    assert (fast.n, fast.c, dict(fast.fault_types)) == (4, 3, {"rate_limit": [1, 0, 0], "response_lost": [0, 1, 0]})
+    assert fast.worst == Counter({"high": 1})
+
+
+def test_html_tables_escape_text_once_and_keep_html_fragments():
+    from faultproxy.evaluator.render import Html, html_table, pct
+
+    table = html_table(["a<b", "n"], [["<script>", Html('<span class="pass">✓</span>'), None, 3, pct(0.5)]],
+                       numeric=(3,))
+    assert "<th>a&lt;b</th>" in table and "<td>&lt;script&gt;</td>" in table
+    assert '<td><span class="pass">✓</span></td>' in table and "<td></td>" in table
+    assert '<td class="n">3</td>' in table and "<td>50.0%</td>" in table and "&amp;" not in table
+
+
+def test_the_terminal_summary_prints_names_from_the_data_as_text(tmp_path):
+    import io
+
+    from rich.console import Console
+
+    from faultproxy.evaluator.terminal import print_summary
+
+    odd = Task(id="cancel[x]", prompt="Cancel order 1006.", shape="writes_state",
+               expected=Expected(output=OutputSpec("regex", "(?i)cancel")))
+    run_dir = make_run(tmp_path / "run", [odd], 2, {("", "cancel[x]"): [{"lines": [], "output": {"answer": "no"}},
+                                                                     crashed()]})
+    out = io.StringIO()
+    print_summary(build_report(run_dir), Console(file=out, width=160))
+    assert "cancel[x]" in out.getvalue() and "incomplete by cause: crash 1" in out.getvalue()
+
+
+def test_one_definition_of_severities_percentages_tables_and_the_verdict_layout():
+    root = Path(__file__).resolve().parent.parent
+    sources = {path.relative_to(root).as_posix(): path.read_text(encoding="utf-8")
+               for folder in ("faultproxy", "formats", "tasks", "scenarios", "proxy", "evaluator", "replay_store",
+                              "runner") for path in (root / folder).rglob("*.py")}
+    assert [name for name, text in sources.items() if '("low", "medium", "high")' in text] == ["tasks/model.py"]
+    for helper in ("def _pct(", "def _table(", "def _e(", "def _esc(", "def _interval("):
+        assert not [name for name, text in sources.items() if helper in text], helper
+    assert [name for name, text in sources.items() if '"verdict": {' in text or "REPORT_CUT_KEY =" in text] == \
+        ["formats/rundir.py"]
+    assert [name for name, text in sources.items() if "def read_plan(" in text] == ["formats/rundir.py"]

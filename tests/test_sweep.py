@@ -15,7 +15,8 @@ from rich.console import Console
 from faultproxy.evaluator import compare, metrics, stats
 from faultproxy.formats.rundir import EpisodeLog, write_plan
 from faultproxy.evaluator.sweep import (OutcomeSink, Outcomes, SweepError, acceptance_rules, analyse, analyse_sweep,
-                             exit_status, is_sweep, print_sweep)
+                             exit_status, is_sweep)
+from faultproxy.evaluator.terminal import print_sweep
 from faultproxy.cli.main import main
 from faultproxy.runner.plan import build_grid, episode_key
 from faultproxy.cli.sweep import parse_levels

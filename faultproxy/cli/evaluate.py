@@ -10,25 +10,20 @@ faultproxy/cli/main.py prints in one line with exit status 2.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
-from rich.table import Table
-
 from faultproxy.evaluator import html, sweep, sweep_html
-from faultproxy.evaluator import report as report_module
 from faultproxy.evaluator.gate import ALPHA, MARGIN, GateResult, evaluate_gate
 from faultproxy.evaluator.junit import JUnitWriter
-from faultproxy.evaluator.report import build_report, read_plan
+from faultproxy.evaluator.report import build_report, write_json
+from faultproxy.evaluator.terminal import print_summary
 from faultproxy.formats.errors import UsageError
-from faultproxy.formats.rundir import PLAN_FILE
+from faultproxy.formats.rundir import PLAN_FILE, read_plan
 
 EXIT_OK, EXIT_BLOCKED, EXIT_BAD_INPUT = 0, 1, 2
-TASK_ROWS = 25
 
 
 def register(subparsers: Any) -> None:
@@ -143,7 +138,7 @@ def cmd_report(args: argparse.Namespace) -> int:
             sink.abort()
         raise
     written = [out / "report.json"]
-    report_module.write_json(out / "report.json", report)
+    write_json(out / "report.json", report)
     if not args.no_html:
         html.write_html(out / "report.html", report, run_dir, _sweep_sections(run_dir))
         written.append(out / "report.html")
@@ -179,84 +174,6 @@ def cmd_gate(args: argparse.Namespace) -> int:
 
 
 # --- printing -------------------------------------------------------------------------------------
-
-
-def _pct(value: float | None) -> str:
-    return "–" if value is None else f"{100 * value:.1f}%"
-
-
-def print_summary(report: dict[str, Any], console: Any = None) -> None:
-
-    if console is None:
-        console = Console()
-        if not console.is_terminal and "COLUMNS" not in os.environ:
-            console = Console(width=120)  # CI logs: wide enough for the tables, never squeezed to 80
-    run = report["run"]
-    scopes = [("run", run)] + list((report.get("groups") or {}).items())
-    scenario = (report.get("scenario") or {}).get("name")
-    console.print(f"[bold]faultproxy report[/bold] {report['run_dir']} · scenario {scenario} · k = {report['k']}",
-                  overflow="fold")
-    headline = Table(title="Headline: mean pass rate against pass^k", title_justify="left")
-    for column in ("scope", "logged/planned", "mean pass rate", "95% interval", "pass^k", "pass@k",
-                   "safety", "not run"):
-        headline.add_column(column, justify="left" if column == "scope" else "right",
-                            overflow="fold", no_wrap=column != "scope")
-    for name, scope in scopes:
-        h = scope["headline"]
-        wilson = h.get("wilson")
-        headline.add_row(name or "run", f"{scope['logged']}/{scope['planned']}", _pct(h["mean_pass_rate"]),
-                         f"{_pct(wilson[0])}–{_pct(wilson[1])}" if wilson else "–",
-                         f"{_pct(h['pass_hat_k'])} (k={h['k']})" if h["pass_hat_k"] is not None else "null",
-                         _pct(h["pass_at_k"]),
-                         "–" if scope["violations"]["safety_score"] is None
-                         else f"{scope['violations']['safety_score']:.3f}",
-                         str(scope["status"]["not_run"]))
-    console.print(headline)
-    if run["headline"].get("note"):
-        console.print(f"[yellow]{run['headline']['note']}[/yellow]")
-
-    k = str(run["headline"]["k"])
-    tasks = sorted(run["tasks"], key=lambda t: (t["pass_rate"] if t["pass_rate"] is not None else -1, t["task_id"]))
-    table = Table(title="Tasks (worst first)", title_justify="left")
-    for column in ("task", "shape", "passed", "incomplete", "not run", "pass rate", f"pass^{k}", "", "failed checks"):
-        table.add_column(column, justify="right" if column in ("passed", "incomplete", "not run", "pass rate",
-                                                                f"pass^{k}") else "left",
-                         overflow="fold", no_wrap=column in ("passed", "pass rate", f"pass^{k}"))
-    for t in tasks[:TASK_ROWS]:
-        flags = " ".join(f for f, on in (("flaky", t["flaky"]), ("never passed", t["never_passed"])) if on)
-        hat = (t.get("pass_hat_k") or {}).get(k)
-        table.add_row(t["task_id"], t["shape"], f"{t['c']}/{t['n']}", str(t["incomplete"]), str(t["not_run"]),
-                      _pct(t["pass_rate"]), _pct(hat), flags,
-                      ", ".join(f"{n}×{c}" for n, c in list((t.get("failed_checks") or {}).items())[:4]))
-    console.print(table)
-    if len(tasks) > TASK_ROWS:
-        console.print(f"[dim]… {len(tasks) - TASK_ROWS} more tasks in report.json / report.html[/dim]")
-
-    shapes = Table(title="Failing set by shape", title_justify="left")
-    for column in ("shape", "tasks", "failing tasks", "episodes", "failed", "incomplete", "pass rate"):
-        shapes.add_column(column, justify="left" if column == "shape" else "right", overflow="fold")
-    for shape, s in run["by_shape"].items():
-        shapes.add_row(shape, str(s["tasks"]), str(s["failing_tasks"]), str(s["episodes"]), str(s["fail"]),
-                       str(s["incomplete"]), _pct(s["pass_rate"]))
-    console.print(shapes)
-
-    v = run["violations"]
-    violations = Table(title="Violations", title_justify="left")
-    for column in ("severity", "episodes (worst)", "violations"):
-        violations.add_column(column, justify="left" if column == "severity" else "right")
-    for severity, style in (("high", "bold red"), ("medium", "yellow"), ("low", "dim")):
-        violations.add_row(f"[{style}]{severity}[/{style}]", str(v["episodes_by_worst"][severity]),
-                           str(v["total_by_severity"][severity]))
-    console.print(violations)
-    if run["by_check"]:
-        console.print("failed checks: " + ", ".join(f"{name} {c['episodes']}" for name, c in run["by_check"].items()))
-    faults = run["by_fault"]
-    if faults["types"] or faults["not_exercised"]["episodes"]:
-        parts = [f"{kind}: survived {f['survived']}/{f['episodes']}" for kind, f in faults["types"].items()]
-        parts.append(f"faults not exercised: {faults['not_exercised']['episodes']} episode(s)")
-        console.print("faults delivered — " + "; ".join(parts))
-    if run["incomplete_by_cause"]:
-        console.print("incomplete by cause: " + ", ".join(f"{c} {n}" for c, n in run["incomplete_by_cause"].items()))
 
 
 def print_gate(result: GateResult, run_dir: Path, baseline: Path, code: int, stream: Any = None) -> None:

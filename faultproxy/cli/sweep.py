@@ -32,17 +32,11 @@ from typing import Any
 from faultproxy.cli.options import add_run_options, run_options
 from faultproxy.cli.run import run_and_tell
 from faultproxy.evaluator import sweep_html
-from faultproxy.evaluator.report import read_plan
-from faultproxy.evaluator.sweep import (
-    SWEEP_FILE,
-    SWEEP_HTML,
-    analyse_sweep,
-    exit_status,
-    is_sweep,
-    print_sweep,
-    write_json,
-)
+from faultproxy.evaluator.report import write_json
+from faultproxy.evaluator.sweep import SWEEP_FILE, SWEEP_HTML, analyse_sweep, exit_status, is_sweep
+from faultproxy.evaluator.terminal import print_sweep
 from faultproxy.formats.errors import UsageError
+from faultproxy.formats.rundir import read_plan
 from faultproxy.runner.sweep import plan_grid, rule_params
 from faultproxy.scenarios import load_scenario
 
