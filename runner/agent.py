@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from faultproxy.runner.agent_guard import PID_FILE, guard, release
 from faultproxy.tasks.model import Budgets
 
 POLL_S = 0.05
@@ -104,6 +105,8 @@ async def run_agent(
     output_file: Path,
     cwd: Path | None = None,
 ) -> AgentResult:
+    """Run `command` in a process group of its own until it exits or overruns `budgets`; the
+    group is killed on the way out, and dies with this process (runner.agent_guard)."""
     started = time.monotonic()
     try:
         process = await asyncio.create_subprocess_exec(
@@ -112,12 +115,15 @@ async def run_agent(
         )
     except OSError as error:
         return AgentResult(None, "crash", 0.0, f"could not start {command[0]!r}: {error}", None, None)
+    pid_file = output_file.with_name(PID_FILE)
     tail: collections.deque[bytes] = collections.deque()
     reader = asyncio.create_task(_keep_tail(process.stdout, tail))
     try:
+        guard(process.pid, pid_file)  # start_new_session: the group's id is the agent's pid
         cause = await _watch(process, budgets, usage, started)
     finally:
         _kill_group(process.pid)  # the agent's children too, whatever happened
+        release(process.pid, pid_file)
         await process.wait()
         await reader
     if cause is None and process.returncode < 0:

@@ -22,6 +22,7 @@ from typing import Any
 import structlog
 from faultproxy.formats import __version__
 from faultproxy.formats.rundir import EpisodeLog, write_plan
+from faultproxy.runner.agent_guard import end_leftover_agents
 from faultproxy.runner.episode import EpisodeRunner
 from faultproxy.runner.executors import Executor, make_executor
 from faultproxy.runner.options import RunOptions, RunResult
@@ -58,6 +59,7 @@ def run(options: RunOptions, runner_class: type[EpisodeRunner] | None = None) ->
     runner_class = runner_class or EpisodeRunner
     plan, header = plan_document(options)
     episode_log = EpisodeLog(options.out, header)  # refuses a log of another plan before anything runs
+    end_leftover_agents(options.out)  # an earlier run's agents, if its watchdog died with it
     try:
         if not (options.out / "plan.json").exists() or not episode_log.done:
             write_plan(options.out, plan)
