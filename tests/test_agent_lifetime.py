@@ -8,41 +8,17 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from faultproxy.runner.agent_guard import PID_FILE, end_leftover_agents, process_start
+from tests.processes import alive, wait_until
 
 SLEEPER = [sys.executable, str(Path(__file__).parent / "agents" / "sleeper_agent.py")]
 FAULTPROXY = [sys.executable, "-m", "faultproxy"]
 OBSERVE_S = 90  # how long agents may take to start on a loaded machine
 GONE_S = 5  # how long an agent may outlive its runner
-
-
-def alive(pid: int) -> bool:
-    """Running (a zombie waiting for its parent to reap it counts as gone)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        if Path("/proc/self/stat").exists():
-            return False
-    else:
-        return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    found = subprocess.run(["ps", "-o", "stat=", "-p", str(pid)], capture_output=True, text=True).stdout.strip()
-    return bool(found) and not found.startswith("Z")
-
-
-def wait_until(condition, seconds: float, runner: subprocess.Popen | None = None) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        if runner is not None and runner.poll() is not None:
-            raise AssertionError(f"the runner exited ({runner.returncode}): {runner.stderr.read()}")
-        time.sleep(0.05)
-    return condition()
 
 
 def agent_pids(markers: Path) -> list[int]:

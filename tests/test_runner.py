@@ -19,6 +19,7 @@ from faultproxy.tasks.loader import load_tasks
 from faultproxy.formats.trace import read_trace
 from faultproxy.scenarios import load_scenario
 from tests.conftest import scenario
+from tests.processes import alive, logged_episodes, wait_until
 
 PROBE_AGENT = [sys.executable, str(Path(__file__).parent / "agents" / "probe_agent.py")]
 FAULTPROXY = [sys.executable, "-m", "faultproxy"]
@@ -121,28 +122,36 @@ def test_another_plan_is_refused(tmp_path, probe_env):
     assert len(read_run(out).episodes) == 1  # nothing logged was lost
 
 
-def test_kill_minus_nine_at_random_moments_loses_and_repeats_nothing(tmp_path, probe_env):
+def test_kill_minus_nine_at_random_moments_loses_and_repeats_nothing(tmp_path, probe_env, monkeypatch):
     tasks = write_tasks(tmp_path, {f"t{i}": "slow" for i in range(5)})
-    out = tmp_path / "run"
+    out, markers = tmp_path / "run", tmp_path / "markers"
+    markers.mkdir()
+    monkeypatch.setenv("PROBE_MARKERS", str(markers))
     command = [*FAULTPROXY, "run", "--scenario", str(tmp_path / "scenario.yaml"), "--tasks", str(tasks),
                "--k", "8", "--parallel", "2", "--out", str(out), "--", *PROBE_AGENT]
     (tmp_path / "scenario.yaml").write_text(REFUND_FLAKY)
     moments = random.Random(20261129)
     kills = 0
     while True:
-        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         if kills < 20:
-            time.sleep(moments.uniform(0.6, 2.5))
-            if process.poll() is None:
-                process.send_signal(signal.SIGKILL)
-                kills += 1
+            # The moment is an event of this process: one of its agents has started (mid-episode), and
+            # half the time one of its episodes has also been logged. At most one line per kill, so
+            # the 40 episodes cannot all be logged before the 20th kill.
+            agents, logged, after_a_line = len(list(markers.iterdir())), logged_episodes(out), moments.random() < 0.5
+            assert wait_until(lambda: len(list(markers.iterdir())) > agents
+                              and (not after_a_line or logged_episodes(out) > logged), 120, process)
+            process.send_signal(signal.SIGKILL)
+            kills += 1
         if process.wait(120) == 0:
             break
-    assert kills >= 20
+    assert kills == 20
     keys = [r["key"] for r in read_run(out).episodes]
     assert len(keys) == len(set(keys)) == 40
     header = (out / "episodes.jsonl").read_text().splitlines()[0]
     assert json.loads(header)["type"] == "header"
+    agents = [int(marker.name) for marker in markers.iterdir()]
+    assert wait_until(lambda: not any(alive(pid) for pid in agents), 5)  # none outlived its runner
 
 
 def test_interrupt_stops_cleanly_and_prints_the_resume_command(tmp_path, probe_env):
@@ -150,7 +159,7 @@ def test_interrupt_stops_cleanly_and_prints_the_resume_command(tmp_path, probe_e
     out = tmp_path / "run"
     process = subprocess.Popen([*FAULTPROXY, "run", "--scenario", "rate_limit", "--tasks", str(tasks), "--k", "4",
                                 "--out", str(out), "--", *PROBE_AGENT], stdout=subprocess.PIPE, text=True)
-    time.sleep(3)
+    assert wait_until(lambda: logged_episodes(out) >= 1, 120, process)  # interrupted once something is logged
     process.send_signal(signal.SIGINT)
     stdout, _ = process.communicate(timeout=60)
     assert process.returncode == 130

@@ -3,6 +3,7 @@
 Prompts: "ok" (two reads and a refund through the proxy, then an answer), "env" (write the
 environment it was given as its answer), "crash" (kill itself with SIGKILL), "hang" (sleep),
 "fail" (exit 3), "chatty" (many requests), "slow" (sleep a little, then "ok").
+With $PROBE_MARKERS set, it first creates the file $PROBE_MARKERS/<its pid>: tests wait for that.
 """
 
 import json
@@ -25,6 +26,8 @@ def answer(value) -> None:
 
 
 def main() -> int:
+    if os.environ.get("PROBE_MARKERS"):
+        open(os.path.join(os.environ["PROBE_MARKERS"], str(os.getpid())), "w").close()
     if "crash" in prompt:
         os.kill(os.getpid(), signal.SIGKILL)
     if "hang" in prompt:
