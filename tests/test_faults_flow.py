@@ -7,7 +7,6 @@ import json
 import time
 
 import brotli
-from backports import zstd
 
 import httpx
 import openai
@@ -16,6 +15,7 @@ import requests
 
 from faultproxy.formats.trace import read_trace, trace_path
 from tests.conftest import scenario
+from tests.upstream import zstd
 
 
 def client(proxy, episode: str = "ep", **kwargs) -> httpx.Client:

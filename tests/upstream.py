@@ -18,12 +18,16 @@ from collections import Counter
 from pathlib import Path
 
 import brotli
-from backports import zstd
 from aiohttp import web
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
+
+try:  # the standard library's from Python 3.14; the backport (a test dependency) below it
+    from compression import zstd
+except ImportError:
+    from backports import zstd
 
 CHAT_WORDS = ["Hello", " from", " the", " scripted", " model", "."]
 
