@@ -5,6 +5,11 @@ The text is composed into nodes (not loaded straight into dicts) so that every v
 line; values are constructed node by node with PyYAML's safe constructor while validating.
 Each file format brings its own error class (ScenarioError, TaskError, ...): any exception class
 whose constructor takes (path, line, field, message).
+
+Every document is bounded before any value is built from it (a YAML "billion laughs" alias
+bomb is a few hundred bytes that expand to billions of values): at most MAX_DOCUMENT_CHARS
+characters, MAX_VALUES values once aliases are expanded, and MAX_DEPTH levels of nesting.
+Checking costs one pass over the composed nodes, as each shared node is counted once.
 """
 
 from __future__ import annotations
@@ -28,6 +33,10 @@ _FLOAT_TAG = "tag:yaml.org,2002:float"
 _BOOL_TAG = "tag:yaml.org,2002:bool"
 _SEQ_TAG = "tag:yaml.org,2002:seq"
 _MAP_TAG = "tag:yaml.org,2002:map"
+
+MAX_DOCUMENT_CHARS = 16 * 1024 * 1024
+MAX_VALUES = 1_000_000  # scalars, lists and mappings, each alias counted as a copy of what it names
+MAX_DEPTH = 100
 
 # (path, line, field, message) -> the exception to raise
 ErrorFactory = Callable[[str, int | None, str | None, str], Exception]
@@ -98,8 +107,12 @@ class YamlReader:
 
     def compose(self, text: str, empty: str = "the file is empty") -> Node:
         """The single YAML document in `text` as a node tree; `empty` is the message for no document."""
+        if len(text) > MAX_DOCUMENT_CHARS:
+            raise self.error_class(self.path, None, None, f"the file is larger than {MAX_DOCUMENT_CHARS:,} characters")
         try:
             root = yaml.compose(text, Loader=yaml.SafeLoader)
+        except RecursionError:  # PyYAML's composer recurses once per level
+            raise self.error_class(self.path, None, None, f"nested more than {MAX_DEPTH} levels deep") from None
         except yaml.MarkedYAMLError as exc:
             mark = exc.problem_mark or exc.context_mark
             line = mark.line + 1 if mark else None
@@ -113,7 +126,8 @@ class YamlReader:
             raise self.error_class(self.path, None, None, f"invalid YAML: {exc}") from exc
         if root is None:
             raise self.error_class(self.path, 1, None, empty)
-        self._reject_duplicates(root, None, set(), set())
+        self._check_bounds(root, None, 0, {}, set())
+        self._reject_duplicates(root, None, set())
         return root
 
     def compose_json(self, text: str, line: int) -> Node:
@@ -121,12 +135,15 @@ class YamlReader:
         `line`, so the same validation reads YAML and JSON alike."""
         try:
             value = json.loads(text, object_pairs_hook=_Pairs, parse_constant=_reject_constant)
+            root = self._json_node(value, Mark(self.path, 0, line - 1, 0, None, None))
         except json.JSONDecodeError as exc:
             raise self.error_class(self.path, line, None, f"invalid JSON: {exc.msg} (column {exc.colno})") from exc
+        except RecursionError:
+            raise self.error_class(self.path, line, None, f"nested more than {MAX_DEPTH} levels deep") from None
         except ValueError as exc:
             raise self.error_class(self.path, line, None, f"invalid JSON: {exc}") from exc
-        root = self._json_node(value, Mark(self.path, 0, line - 1, 0, None, None))
-        self._reject_duplicates(root, None, set(), set())
+        self._check_bounds(root, None, 0, {}, set())
+        self._reject_duplicates(root, None, set())
         return root
 
     def _json_node(self, value: Any, mark: Mark) -> Node:
@@ -145,19 +162,53 @@ class YamlReader:
             return ScalarNode(_FLOAT_TAG, repr(value), mark, mark)
         return ScalarNode(_STR_TAG, value, mark, mark, style='"')
 
-    def _reject_duplicates(self, node: Node, field: str | None, open_ids: set[int], done: set[int]) -> None:
+    def _check_bounds(self, node: Node, field: str | None, depth: int, measured: dict[int, tuple[int, int]],
+                      open_ids: set[int]) -> tuple[int, int]:
+        """(values, height) of `node` with aliases expanded; raises at the first node that breaks a
+        bound (MAX_VALUES, MAX_DEPTH) or contains itself. Each shared node is measured once."""
+        if id(node) in open_ids:
+            raise self.error(node, field, "an alias refers to a node that contains it")
+        if id(node) in measured:
+            values, height = measured[id(node)]
+        elif isinstance(node, ScalarNode):
+            values, height = 1, 0
+        else:
+            if depth >= MAX_DEPTH:
+                raise self.error(node, field, f"nested more than {MAX_DEPTH} levels deep")
+            open_ids.add(id(node))
+            values, height = 1, 0
+            for child, child_field in self._children(node, field):
+                child_values, child_height = self._check_bounds(child, child_field, depth + 1, measured, open_ids)
+                values, height = values + child_values, max(height, child_height + 1)
+                if values > MAX_VALUES:
+                    raise self.error(node, field, f"expands to more than {MAX_VALUES:,} values (aliases "
+                                                  "counted as copies); is it an alias bomb?")
+            open_ids.discard(id(node))
+            measured[id(node)] = (values, height)
+        if depth + height > MAX_DEPTH:
+            raise self.error(node, field, f"nested more than {MAX_DEPTH} levels deep")
+        return values, height
+
+    @staticmethod
+    def _children(node: Node, field: str | None) -> list[tuple[Node, str | None]]:
+        if isinstance(node, SequenceNode):
+            return [(item, f"{field or ''}[{i}]") for i, item in enumerate(node.value)]
+        children = []
+        for key_node, value_node in node.value:
+            key = key_node.value if isinstance(key_node, ScalarNode) else "?"
+            children += [(key_node, field), (value_node, join_field(field, key))]
+        return children
+
+    def _reject_duplicates(self, node: Node, field: str | None, done: set[int]) -> None:
         """PyYAML silently keeps the last of two equal keys; an author wants to know.
 
         Runs before merge keys are expanded, so `<<: *base` followed by an override is fine.
         """
-        if id(node) in open_ids:
-            raise self.error(node, field, "an alias refers to a node that contains it")
         if id(node) in done or isinstance(node, ScalarNode):
             return
-        open_ids.add(id(node))
         if isinstance(node, SequenceNode):
             for i, item in enumerate(node.value):
-                self._reject_duplicates(item, f"{field or ''}[{i}]", open_ids, done)
+                self._reject_duplicates(item, f"{field or ''}[{i}]", done)
         else:
             first_lines: dict[str, int] = {}
             for key_node, value_node in node.value:
@@ -168,8 +219,7 @@ class YamlReader:
                         where = "twice on this line" if first == line_of(key_node) else f"first on line {first}"
                         raise self.error(key_node, join_field(field, key), f"duplicate key '{key}' ({where})")
                     first_lines[key] = line_of(key_node)
-                self._reject_duplicates(value_node, join_field(field, key), open_ids, done)
-        open_ids.discard(id(node))
+                self._reject_duplicates(value_node, join_field(field, key), done)
         done.add(id(node))
 
     def value(self, node: Node, field: str | None) -> Any:
