@@ -47,7 +47,6 @@ counted against HTTP-route effects: `effects` then leaves the verdict to the end
 from __future__ import annotations
 
 import fnmatch
-import importlib
 import json
 import re
 from collections import defaultdict
@@ -62,7 +61,7 @@ from faultproxy.evaluator.equivalence import canonical_json, subset_equal
 from faultproxy.evaluator.metrics import endpoint_class
 from faultproxy.formats.redact import MASK, SECRET_HEADERS
 from faultproxy.formats.trace import MODEL_PATH_SUFFIXES
-from faultproxy.tasks.model import SEVERITY_RANK
+from faultproxy.tasks.model import SEVERITY_RANK, load_checker
 
 # The check names, as `severity:` in a tasks file may name them.
 CHECK_NAMES = ("outcome", "end_state", "effects", "idempotency", "policy", "tool_calls", "retry", "escalation")
@@ -444,9 +443,8 @@ def check_outcome(task: Any, record: Mapping[str, Any], exchanges: Sequence[Exch
 
 
 def _run_checker(target: str, output: Mapping[str, Any], task: Any, severity: str) -> CheckResult:
-    module_name, _, function_name = target.partition(":")
     try:
-        function = getattr(importlib.import_module(module_name), function_name)
+        function = load_checker(target)
     except (ImportError, AttributeError) as error:
         return CheckResult("outcome", False, severity, f"checker {target} could not be loaded: {error}")
     try:

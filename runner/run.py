@@ -27,6 +27,7 @@ from faultproxy.runner.episode import EpisodeRunner
 from faultproxy.runner.executors import Executor, make_executor
 from faultproxy.runner.options import RunOptions, RunResult
 from faultproxy.runner.plan import PlannedEpisode, plan_episodes
+from faultproxy.runner.preflight import check_can_start
 from faultproxy.runner.progress import RunProgress
 from faultproxy.runner.variants import make_variant
 
@@ -57,6 +58,7 @@ def run(options: RunOptions, runner_class: type[EpisodeRunner] | None = None) ->
     """Run every planned episode not yet logged; `runner_class` chooses how agents are launched,
     `options.executor` where (this machine, or a Dask cluster)."""
     runner_class = runner_class or EpisodeRunner
+    check_can_start(options, runner_class)  # nothing is written for a run that could judge nothing
     plan, header = plan_document(options)
     episode_log = EpisodeLog(options.out, header)  # refuses a log of another plan before anything runs
     end_leftover_agents(options.out)  # an earlier run's agents, if its watchdog died with it

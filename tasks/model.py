@@ -14,9 +14,10 @@ from __future__ import annotations
 import copy
 import fnmatch
 import hashlib
+import importlib
 import json
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
@@ -93,6 +94,16 @@ class OutputSpec:
 
     def __hash__(self) -> int:
         return hash((self.kind, json.dumps(self.value, sort_keys=True)))
+
+
+def load_checker(target: str) -> Callable[..., Any]:
+    """The function a "checker" output spec names ("module:function"), imported; ImportError or
+    AttributeError (with a message that says which) when it cannot be found."""
+    module_name, _, function_name = target.partition(":")
+    function = getattr(importlib.import_module(module_name), function_name, None)
+    if not callable(function):
+        raise AttributeError(f"module {module_name!r} has no function {function_name!r}")
+    return function
 
 
 @dataclass(frozen=True)

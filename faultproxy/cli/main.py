@@ -12,10 +12,11 @@ from faultproxy.cli import evaluate, replay, sweep
 from faultproxy.cli.options import (
     add_proxy_options,
     add_run_options,
-    parse_pairs,
+    check_secret_env,
+    parse_upstreams,
     proxy_params,
 )
-from faultproxy.cli.run import run_command
+from faultproxy.cli.run import proxy_start_problem, run_command
 from faultproxy.formats.errors import UsageError, UserError
 from faultproxy.formats.logs import configure_logging
 from faultproxy.proxy.ca import ca_bundle
@@ -87,16 +88,19 @@ def cmd_ca(args: argparse.Namespace) -> int:
 
 
 def cmd_proxy(args: argparse.Namespace) -> int:
-    upstreams = parse_pairs(args.upstream, "--upstream")
+    upstreams = parse_upstreams(args.upstream)
+    for option, port in (("--port", args.port), ("--reverse-port", args.reverse_port)):
+        if not 0 <= port <= 65535:
+            raise UsageError(f"{option} must be 0 (any free port) to 65535, got {port}")
     scenario = load_scenario(args.scenario, proxy_params(args))
     server = ProxyServer(
         scenario, trace_dir=args.trace_dir, host=args.host, port=args.port, reverse_port=args.reverse_port,
-        upstreams=upstreams, secret_env=args.secret_env, ssl_insecure=args.insecure_upstream,
+        upstreams=upstreams, secret_env=check_secret_env(args.secret_env), ssl_insecure=args.insecure_upstream,
     )
     try:
         server.start()
     except ProxyStartError as error:
-        raise UsageError(f"{error}; choose another port") from None
+        raise proxy_start_problem(error) from None
     try:
         print(f"faultproxy: scenario {scenario.name} ({len(scenario.rules)} rules), traces in {args.trace_dir}/")
         print(f"  forward proxy: HTTPS_PROXY=http://EPISODE:x@{args.host}:{server.port}  (trust {server.ca_bundle})")

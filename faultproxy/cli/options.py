@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import os
+import re
 import sys
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from faultproxy.formats.errors import UsageError
 from faultproxy.proxy.injector import parse_params
@@ -14,16 +17,25 @@ from faultproxy.runner.variants import load_variant_function
 from faultproxy.scenarios import Scenario
 from faultproxy.tasks.loader import TaskError, load_tasks, single_task
 
+# Documented ranges of the numbers a run takes (README, `--help`); anything outside is refused.
+K_RANGE = (1, 10_000)
+PARALLEL_RANGE = (1, 256)
+BUDGET_S_MAX = 86_400.0  # a day per episode
+_UPSTREAM_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
+
 
 def add_run_options(parser: argparse.ArgumentParser) -> None:
     """Options shared by `run` and `sweep`: what to run, how, and where to log it."""
     parser.add_argument("--scenario", required=True, help="Scenario file, or the name of a bundled one.")
     parser.add_argument("--tasks", type=Path, help="Tasks file (YAML or JSON Lines); without it CMD is one task.")
     parser.add_argument("--only", default="", metavar="IDS", help="Comma-separated task ids: run just these.")
-    parser.add_argument("--k", type=int, default=1, help="Trials (honest variants) per task (default 1).")
-    parser.add_argument("--parallel", type=int, default=1, help="Episodes at once, through one proxy (default 1).")
+    parser.add_argument("--k", type=int, default=1,
+                        help=f"Trials (honest variants) per task, {K_RANGE[0]} to {K_RANGE[1]:,} (default 1).")
+    parser.add_argument("--parallel", type=int, default=1,
+                        help=f"Episodes at once, through one proxy, {PARALLEL_RANGE[0]} to {PARALLEL_RANGE[1]} (default 1).")
     parser.add_argument("--out", type=Path, help="Run directory (default under runs/); rerun to resume.")
-    parser.add_argument("--budget-s", type=float, help="Wall-time budget per episode, seconds.")
+    parser.add_argument("--budget-s", type=float,
+                        help=f"Wall-time budget per episode, seconds: more than 0, at most {BUDGET_S_MAX:g}.")
     parser.add_argument("--no-proxy", default="", metavar="HOSTS", help="Comma-separated hosts the agent reaches directly.")
     parser.add_argument("--variants", metavar="MODULE:FUNCTION", help="Your own variant function.")
     parser.add_argument("--rewrite-model", action="store_true",
@@ -37,7 +49,8 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
 def add_proxy_options(parser: argparse.ArgumentParser) -> None:
     """Options shared by every command that starts a proxy."""
     parser.add_argument("--upstream", action="append", default=[], metavar="NAME=URL",
-                        help="Reverse-mode upstream; clients use http://HOST:PORT/EPISODE/NAME as base URL.")
+                        help="Reverse-mode upstream, NAME=http(s)://HOST[:PORT][/PATH] (NAME: letters, digits, _ "
+                             "and -); clients use http://HOST:PORT/EPISODE/NAME as base URL.")
     parser.add_argument("--secret-env", action="append", default=[], metavar="VAR",
                         help="Redact the value of this environment variable from everything written.")
     parser.add_argument("--insecure-upstream", action="store_true", help="Do not verify upstream TLS (tests only).")
@@ -68,6 +81,38 @@ def proxy_params(args: argparse.Namespace) -> dict[str, float]:
         raise UsageError(str(error)) from None
 
 
+def parse_upstreams(specs: list[str]) -> dict[str, str]:
+    """--upstream NAME=URL values, each NAME a simple identifier and URL http(s)://HOST[:PORT][/PATH]."""
+    upstreams = parse_pairs(specs, "--upstream")
+    for name, url in upstreams.items():
+        if not _UPSTREAM_NAME.fullmatch(name):
+            raise UsageError(f"--upstream {name}={url}: NAME must be letters, digits, '_' and '-' "
+                             "(it becomes a path segment and a variable name)")
+        try:
+            parts = urlsplit(url)
+            parts.port  # noqa: B018 — raises ValueError for a port that is not a number in range
+        except ValueError as error:
+            raise UsageError(f"--upstream {name}={url}: {error}") from None
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise UsageError(f"--upstream {name}={url}: URL must be http(s)://HOST[:PORT][/PATH]")
+    return upstreams
+
+
+def check_secret_env(names: list[str]) -> list[str]:
+    """--secret-env names: each must be set, or there is nothing to redact (a typo, most likely)."""
+    unset = [name for name in names if not os.environ.get(name)]
+    if unset:
+        raise UsageError(f"--secret-env {unset[0]}: no such variable is set here, so there is nothing to redact")
+    return names
+
+
+def _check_range(option: str, value: float, low: float, high: float, low_open: bool = False) -> None:
+    if not (low < value <= high if low_open else low <= value <= high):
+        least = f"more than {low:g}" if low_open else f"{low:g}"
+        shown = value if isinstance(value, int) else f"{value:g}"
+        raise UsageError(f"{option} must be {least} to {high:,g}, got {shown}")
+
+
 def agent_command(remainder: list[str]) -> list[str]:
     command = remainder[1:] if remainder[:1] == ["--"] else remainder
     if not command:
@@ -78,10 +123,10 @@ def agent_command(remainder: list[str]) -> list[str]:
 def run_options(args: argparse.Namespace, scenario: Scenario, grid: list[GridPoint], default_out: Path) -> RunOptions:
     """RunOptions from the arguments add_run_options declared; bad input raises UsageError."""
     command = agent_command(args.agent)
-    if args.k < 1 or args.parallel < 1:
-        raise UsageError("--k and --parallel must be at least 1")
-    if args.budget_s is not None and not args.budget_s > 0:
-        raise UsageError("--budget-s must be a positive number of seconds")
+    _check_range("--k", args.k, *K_RANGE)
+    _check_range("--parallel", args.parallel, *PARALLEL_RANGE)
+    if args.budget_s is not None:
+        _check_range("--budget-s", args.budget_s, 0, BUDGET_S_MAX, low_open=True)
     if args.rewrite_model and not any(point.model for point in grid):
         raise UsageError("--rewrite-model needs a model to ask for: --model (run) or --models (sweep)")
     try:
@@ -93,9 +138,9 @@ def run_options(args: argparse.Namespace, scenario: Scenario, grid: list[GridPoi
         raise UsageError(str(error)) from None
     return RunOptions(
         scenario=scenario, tasks=tasks, command=command, out=args.out or default_out, k=args.k, grid=grid,
-        parallel=args.parallel, budget_s=args.budget_s, upstreams=parse_pairs(args.upstream, "--upstream"),
+        parallel=args.parallel, budget_s=args.budget_s, upstreams=parse_upstreams(args.upstream),
         no_proxy=[h for h in args.no_proxy.split(",") if h], variant_function=variant_function,
-        secret_env=args.secret_env, insecure_upstream=args.insecure_upstream, show_progress=sys.stderr.isatty(),
+        secret_env=check_secret_env(args.secret_env), insecure_upstream=args.insecure_upstream, show_progress=sys.stderr.isatty(),
         rewrite_model=args.rewrite_model,
         **executor_options(args),
     )

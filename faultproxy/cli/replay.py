@@ -13,7 +13,7 @@ import argparse
 import json
 from pathlib import Path
 
-from faultproxy.cli.options import parse_pairs
+from faultproxy.cli.options import parse_pairs, parse_upstreams
 from faultproxy.formats.errors import UsageError
 from faultproxy.replay_store import har
 from faultproxy.replay_store.freeze import freeze
@@ -119,7 +119,7 @@ def _split_remainder(args: argparse.Namespace) -> None:
 def _options(args: argparse.Namespace):
 
     return ReplayOptions(command=_command(args.agent), env=parse_pairs(args.env, "--env"), out=args.out,
-                         upstreams=parse_pairs(args.upstream, "--upstream"), secret_env=args.secret_env,
+                         upstreams=parse_upstreams(args.upstream), secret_env=args.secret_env,
                          budget_s=args.budget_s, parallel=max(1, getattr(args, "parallel", 1)))
 
 
