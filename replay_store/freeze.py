@@ -39,6 +39,7 @@ from faultproxy.scenarios import Scenario, ScenarioError, load_scenario
 from faultproxy.tasks.model import Task
 from faultproxy.tasks.templates import template_variables
 
+_BASE_URL_NAME = re.compile(r"[A-Z0-9_]+_BASE_URL")  # OPENAI_BASE_URL, ANTHROPIC_BASE_URL, ...
 _SECRET_NAME = re.compile(r"(?i)(api[_-]?key|secret|password|passwd|token|authorization|credential|cookie)")
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
@@ -109,7 +110,7 @@ def freeze(run_dir: Path, store: Path, *, failing: bool = False, episodes: Seque
             "command": list(plan.get("command") or []),
             "upstreams": dict(plan.get("upstreams") or {}),
             "rewrite_model": bool(plan.get("rewrite_model")),
-            "env": agent_env(task, env or {}),
+            "env": agent_env(task, env or {}, plan.get("base_urls") or {}),
             "severity_defaults": plan["tasks"].get("severity") or {},
             "secret_env": secret_names,
             "source": source,
@@ -147,10 +148,22 @@ def _episode_scenario(plan: Mapping[str, Any], record: Mapping[str, Any], base: 
     return load_scenario(base.path, {k: float(v) for k, v in record["params"].items()})
 
 
-def agent_env(task: Task, given: Mapping[str, str | None]) -> dict[str, str]:
-    """The variables to store: those the task's env templates use (from this environment, when
-    set) and those given; never FAULTPROXY_* and never secret-looking names."""
-    wanted: dict[str, str | None] = {}
+def base_url_variables(environ: Mapping[str, str]) -> dict[str, str]:
+    """The `*_BASE_URL` variables of a run's environment (where SDKs look for their API, e.g.
+    OPENAI_BASE_URL): the plan records them, so a frozen episode's agent reaches the same URLs at
+    replay whatever the environment then. Never FAULTPROXY_*, secret-looking names or URLs with
+    credentials."""
+    return {name: value for name, value in sorted(environ.items())
+            if _BASE_URL_NAME.fullmatch(name) and not name.startswith("FAULTPROXY_")
+            and not _SECRET_NAME.search(name) and "@" not in urlsplit(value).netloc}
+
+
+def agent_env(task: Task, given: Mapping[str, str | None],
+              recorded: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The variables to store: the base URLs the run recorded, those the task's env templates use
+    (from this environment, when set) and those given; never FAULTPROXY_* and never
+    secret-looking names."""
+    wanted: dict[str, str | None] = dict(recorded or {})
     for template in task.env.values():
         for name in template_variables(template):
             if not name.startswith("FAULTPROXY_") and not _SECRET_NAME.search(name):

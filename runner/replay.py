@@ -20,6 +20,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from faultproxy.evaluator.judge import judge_episode
+from faultproxy.formats.errors import UsageError
 from faultproxy.formats.trace import read_trace, trace_path
 from faultproxy.proxy.server import ProxyServer
 from faultproxy.replay_store.har import Entry, StoreError, read_entries
@@ -48,7 +49,11 @@ from faultproxy.runner.inprocess import (
 )
 from faultproxy.scenarios import Scenario, ScenarioError, load_scenario
 from faultproxy.tasks.model import Budgets
-from faultproxy.tasks.templates import UnsetVariable, expand
+from faultproxy.tasks.templates import TemplateError, UnsetVariable, expand
+
+
+class MissingVariable(UsageError):
+    """An entry's task needs a variable that neither the entry, the environment nor --env gives."""
 
 
 def function_episode(entry: Entry, environment: AgentEnvironment) -> Episode:
@@ -150,6 +155,8 @@ class Replayer:
 
             return await asyncio.gather(*(one(e) for e in entries for _ in range(repeat)))
 
+        for entry in entries:  # before any replay starts: an entry that cannot run stops them all
+            self.task_env(entry)
         return asyncio.run(all_of())
 
     def scenario(self, entry: Entry) -> Scenario:
@@ -187,39 +194,34 @@ class Replayer:
                                          "prompt": episode["prompt"], "state": episode.get("state"),
                                          "seed": episode.get("seed")}))
         command = list(command or self.options.command or entry.command)
-        base_env = {**os.environ, **entry.env, **self.options.env, "FAULTPROXY_REPLAY": "1"}
+        base_env = self._base_env(entry)
+        task_env = self.task_env(entry)
         blocked_before = len(self.guard.attempts)
         self.injector.stage(attribution, replay)
         await asyncio.to_thread(self.proxy.begin_episode, attribution, scenario, entry.rewritten_model)
         started = time.time()
-        try:
-            task_env = {name: expand(value, {**base_env, "FAULTPROXY_EPISODE": entry.key})
-                        for name, value in task.env.items()}
-        except (UnsetVariable, ValueError) as error:
-            result = AgentResult(None, "harness_error", 0.0, f"{error}; give it with --env NAME=VALUE", None, None)
+        environment = AgentEnvironment(
+            proxy_url=self.proxy.proxy_url(attribution), ca_bundle=self.proxy.ca_bundle, episode=entry.key,
+            task_file=task_file, output_file=output_file, prompt=episode["prompt"],
+            seed=episode.get("seed") or 0, model=episode.get("model"), params=episode.get("params") or {},
+            base_urls={name: self.proxy.reverse_url(attribution, name) for name in self.upstreams},
+            extra=task_env,
+        )
+        if agent is not None:
+            result = await call_agent(agent, function_episode(entry, environment),
+                                      self._budgets(task.budgets).wall_s)
+        elif command[0].startswith(FUNCTION_PREFIX):
+            result = AgentResult(None, "harness_error", 0.0, f"{entry.name} was recorded from the Python "
+                                 f"function {command[0].removeprefix(FUNCTION_PREFIX)}: replay it with "
+                                 "faultproxy.replay_function(agent, store), or give a command", None, None)
         else:
-            environment = AgentEnvironment(
-                proxy_url=self.proxy.proxy_url(attribution), ca_bundle=self.proxy.ca_bundle, episode=entry.key,
-                task_file=task_file, output_file=output_file, prompt=episode["prompt"],
-                seed=episode.get("seed") or 0, model=episode.get("model"), params=episode.get("params") or {},
-                base_urls={name: self.proxy.reverse_url(attribution, name) for name in self.upstreams},
-                extra=task_env,
-            )
-            if agent is not None:
-                result = await call_agent(agent, function_episode(entry, environment),
-                                          self._budgets(task.budgets).wall_s)
-            elif command[0].startswith(FUNCTION_PREFIX):
-                result = AgentResult(None, "harness_error", 0.0, f"{entry.name} was recorded from the Python "
-                                     f"function {command[0].removeprefix(FUNCTION_PREFIX)}: replay it with "
-                                     "faultproxy.replay_function(agent, store), or give a command", None, None)
-            else:
-                command = fill_placeholders(command, {
-                    "prompt": episode["prompt"], "task_id": task.id, "variant": episode.get("variant", 0),
-                    "seed": episode.get("seed") or 0, "model": episode.get("model") or "",
-                    **{name: f"{float(value):g}" for name, value in (episode.get("params") or {}).items()},
-                })
-                result = await run_agent(command, environment.build(base_env), self._budgets(task.budgets),
-                                         lambda: self._usage(attribution), output_file)
+            command = fill_placeholders(command, {
+                "prompt": episode["prompt"], "task_id": task.id, "variant": episode.get("variant", 0),
+                "seed": episode.get("seed") or 0, "model": episode.get("model") or "",
+                **{name: f"{float(value):g}" for name, value in (episode.get("params") or {}).items()},
+            })
+            result = await run_agent(command, environment.build(base_env), self._budgets(task.budgets),
+                                     lambda: self._usage(attribution), output_file)
         stats = await asyncio.to_thread(self.proxy.end_episode, attribution)
         trace = trace_path(self.out / "flows", attribution)
         cause = "diverged" if replay.diverged else result.cause
@@ -243,6 +245,20 @@ class Replayer:
                             sorted(replay.forced) if replay.forced is not None else None)
 
     # -- helpers ---------------------------------------------------------------------------
+
+    def _base_env(self, entry: Entry) -> dict[str, str]:
+        return {**os.environ, **entry.env, **self.options.env, "FAULTPROXY_REPLAY": "1"}
+
+    def task_env(self, entry: Entry) -> dict[str, str]:
+        """The entry's task env, expanded as its agent will get it; MissingVariable names what is unset."""
+        env = {**self._base_env(entry), "FAULTPROXY_EPISODE": entry.key}
+        try:
+            return {name: expand(value, env) for name, value in entry.task.env.items()}
+        except UnsetVariable as error:
+            raise MissingVariable(f"{entry.path / 'episode.json'}: task.env: {error}; the entry does not store it: "
+                                  f"give it with --env {error.name}=VALUE") from None
+        except TemplateError as error:
+            raise StoreError(str(entry.path / "episode.json"), None, "task.env", str(error)) from None
 
     def _budgets(self, budgets: Budgets) -> Budgets:
         wall = self.options.budget_s or budgets.wall_s or DEFAULT_WALL_S

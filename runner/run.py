@@ -22,6 +22,7 @@ from typing import Any
 import structlog
 from faultproxy.formats import __version__
 from faultproxy.formats.rundir import EpisodeLog, write_plan
+from faultproxy.replay_store.freeze import base_url_variables
 from faultproxy.runner.agent_guard import end_leftover_agents
 from faultproxy.runner.episode import EpisodeRunner
 from faultproxy.runner.executors import Executor, make_executor
@@ -47,6 +48,7 @@ def plan_document(options: RunOptions) -> tuple[dict, dict]:
                   "items": [task.to_json() for task in options.tasks.tasks]},
         "k": options.k, "grid": grid, "command": options.command, "created": created,
         "upstreams": dict(options.upstreams), "rewrite_model": options.rewrite_model,
+        "base_urls": base_url_variables(os.environ),  # what a frozen episode's agent needs to reach the same URLs
     }
     header = {"faultproxy_version": __version__, "scenario_digest": options.scenario.digest,
               "tasks_digest": options.tasks.digest, "k": options.k, "grid": grid,

@@ -1,0 +1,71 @@
+"""What replay needs from the environment: freeze stores the base URLs the run's agents used (so
+an entry replays without knowing the ports it was recorded with), and a variable that is still
+missing is named, in one line, before anything replays."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from examples.world import world_in_thread
+from faultproxy import RunOptions, run
+from faultproxy.replay_store import har
+from faultproxy.replay_store.freeze import freeze
+from faultproxy.scenarios import load_scenario
+from faultproxy.tasks.model import load_tasks
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+NAIVE = [sys.executable, str(EXAMPLES / "naive_agent.py")]
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    """The naive agent's failing refund, run live in the demo world, then frozen from a shell that
+    has none of the world's variables (no --env given)."""
+    folder = tmp_path_factory.mktemp("replay-env")
+    tasks = load_tasks(EXAMPLES / "tasks.yaml")
+    tasks = replace(tasks, tasks=tuple(t for t in tasks.tasks if t.id == "refund_order_1001"))
+    with pytest.MonkeyPatch.context() as mp:
+        with world_in_thread() as world:
+            for name, value in world.env().items():
+                mp.setenv(name, value)
+            run(RunOptions(scenario=load_scenario("response_lost"), tasks=tasks, out=folder / "run",
+                           command=NAIVE, show_progress=False))
+    assert "SHOP_ROOT" not in os.environ and "OPENAI_BASE_URL" not in os.environ
+    [frozen] = freeze(folder / "run", folder / "store", failing=True)
+    return folder / "store", har.read_entry(frozen.path), world
+
+
+def replay(store: Path, *options: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "faultproxy", "replay", str(store), *options, "--", *NAIVE],
+                          capture_output=True, text=True, timeout=180,
+                          env={k: v for k, v in os.environ.items() if k not in ("SHOP_ROOT", "OPENAI_BASE_URL")})
+
+
+def test_freeze_stores_the_model_base_url_the_run_used(store):
+    _, entry, world = store
+    assert entry.env == {"OPENAI_BASE_URL": world.model_url}  # SHOP_ROOT was not set where freeze ran
+    assert json.loads((entry.path.parent.parent / "run" / "plan.json").read_text())["base_urls"] == {
+        "OPENAI_BASE_URL": world.model_url}
+
+
+def test_a_variable_the_entry_lacks_is_named_before_anything_replays(store):
+    path, entry, _ = store
+    result = replay(path, "--env", "OPENAI_API_KEY=replay")
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [
+        f"faultproxy: {entry.path / 'episode.json'}: task.env: ${{SHOP_ROOT}} is not set (needed by "
+        "'${SHOP_ROOT}/t/${FAULTPROXY_EPISODE}'); the entry does not store it: give it with --env SHOP_ROOT=VALUE"]
+
+
+def test_given_that_variable_the_entry_replays_without_being_told_the_model_url(store):
+    path, _, world = store  # the world is stopped; OPENAI_BASE_URL comes from the entry
+    result = replay(path, "--env", f"SHOP_ROOT={world.shop_url}", "--env", "OPENAI_API_KEY=replay")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "1/1 replay(s) as expected; upstream connections attempted: 0" in result.stdout
