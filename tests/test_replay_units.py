@@ -126,7 +126,7 @@ def test_bad_entries_get_one_clear_line(tmp_path, capsys):
     with pytest.raises(StoreError, match=r"flows.har: missing"):
         har.read_entry(entry)
     (entry / "flows.har").write_text(json.dumps({"log": {"entries": [{"request": {}}]}}))
-    with pytest.raises(StoreError, match=r"log.entries\[0\]: not a HAR entry"):
+    with pytest.raises(StoreError, match=r"log.entries\[0\].response: expected an object, got null"):
         har.read_entry(entry)
     assert faultproxy_main(["replay", str(tmp_path / "store"), "--", "true"]) == 2
     err = capsys.readouterr().err
