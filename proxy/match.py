@@ -1,4 +1,11 @@
-"""Does a rule's match block select this request?"""
+"""Does a rule's match block select this request?
+
+A body nested too deeply for the JSON parser (about a thousand levels: Python's recursion limit)
+cannot be evaluated. Then a rule's body predicates are not evaluated at all: the rule selects
+the request on its other predicates (method, host, path, headers), and a warning
+(`body_not_evaluated`) is logged. So a hostile body cannot hide a request from the faults that
+would otherwise match it; what a rule may select is only ever widened, by its body predicates.
+"""
 
 from __future__ import annotations
 
@@ -6,19 +13,26 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import structlog
 from faultproxy.scenarios import MatchSpec
 
+log = structlog.get_logger("faultproxy.match")
+
 NO_BODY = object()
+UNREADABLE_BODY = object()  # JSON nested too deeply to parse: body predicates are not evaluated
 
 
 def parse_json_body(raw: bytes | None) -> Any:
-    """The request body as JSON, or NO_BODY; body predicates never match NO_BODY."""
+    """The request body as JSON, NO_BODY (none, or not JSON; body predicates never match it), or
+    UNREADABLE_BODY (too deeply nested to parse; body predicates are skipped)."""
     if not raw:
         return NO_BODY
     try:
         return json.loads(raw)
     except ValueError:
         return NO_BODY
+    except RecursionError:
+        return UNREADABLE_BODY
 
 
 def request_matches(
@@ -40,4 +54,8 @@ def request_matches(
     if not spec.body:
         return True
     body = body_json()
+    if body is UNREADABLE_BODY:
+        log.warning("body_not_evaluated", reason="JSON nested too deeply to parse", method=method, host=host,
+                    path=path.split("?", 1)[0])
+        return True
     return body is not NO_BODY and all(predicate.matches(body) for predicate in spec.body)
