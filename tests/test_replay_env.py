@@ -18,7 +18,7 @@ from faultproxy import RunOptions, run
 from faultproxy.replay_store import har
 from faultproxy.replay_store.freeze import freeze
 from faultproxy.scenarios import load_scenario
-from faultproxy.tasks.model import load_tasks
+from faultproxy.tasks.loader import load_tasks
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 NAIVE = [sys.executable, str(EXAMPLES / "naive_agent.py")]
