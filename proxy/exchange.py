@@ -117,7 +117,8 @@ class Exchange:
 
 
 def _events(events: list[tuple[float, bytes]], redactor: Redactor) -> list[list[Any]]:
-    return [[round(t, 6), redactor.text(e.decode("utf-8", "replace"))] for t, e in events]
+    texts = redactor.events([e.decode("utf-8", "replace") for _, e in events])
+    return [[round(t, 6), text] for (t, _), text in zip(events, texts, strict=True)]
 
 
 def _plain(value: Any) -> Any:

@@ -8,11 +8,11 @@ probability is applied. Every exchange, faulted or not, is appended to the episo
 from __future__ import annotations
 
 import collections.abc
-import os
 import time
 from pathlib import Path
 
 import structlog
+from faultproxy.formats.errors import UserError
 from faultproxy.formats.redact import Redactor
 from faultproxy.proxy import decide
 from faultproxy.proxy.attribution import episode_of
@@ -71,7 +71,10 @@ class FaultInjector:
             trace_dir = ctx.options.faultproxy_trace_dir
             self.episodes = Episodes(Path(trace_dir) if trace_dir else None)
         if "faultproxy_secret_env" in updated:
-            self.redactor = Redactor(os.environ.get(name, "") for name in ctx.options.faultproxy_secret_env)
+            try:
+                self.redactor = Redactor.from_env(ctx.options.faultproxy_secret_env)
+            except UserError as error:
+                raise exceptions.OptionsError(str(error)) from None
 
     def fault(self, scenario: Scenario, rule: Rule) -> Fault:
         """The fault object for a rule, made once per scenario version."""

@@ -28,6 +28,7 @@ from urllib.parse import urlsplit
 from faultproxy.evaluator.judge import judge_episode
 from faultproxy.formats.redact import Redactor
 from faultproxy.formats.rundir import read_run
+from faultproxy.formats.secret_names import is_secret_name
 from faultproxy.formats.trace import decode_body, read_trace
 from faultproxy.proxy import decide
 from faultproxy.proxy.injector import FORCE_HEADER
@@ -40,7 +41,6 @@ from faultproxy.tasks.model import Task
 from faultproxy.tasks.templates import template_variables
 
 _BASE_URL_NAME = re.compile(r"[A-Z0-9_]+_BASE_URL")  # OPENAI_BASE_URL, ANTHROPIC_BASE_URL, ...
-_SECRET_NAME = re.compile(r"(?i)(api[_-]?key|secret|password|passwd|token|authorization|credential|cookie)")
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
@@ -155,7 +155,7 @@ def base_url_variables(environ: Mapping[str, str]) -> dict[str, str]:
     credentials."""
     return {name: value for name, value in sorted(environ.items())
             if _BASE_URL_NAME.fullmatch(name) and not name.startswith("FAULTPROXY_")
-            and not _SECRET_NAME.search(name) and "@" not in urlsplit(value).netloc}
+            and not is_secret_name(name) and "@" not in urlsplit(value).netloc}
 
 
 def agent_env(task: Task, given: Mapping[str, str | None],
@@ -166,12 +166,12 @@ def agent_env(task: Task, given: Mapping[str, str | None],
     wanted: dict[str, str | None] = dict(recorded or {})
     for template in task.env.values():
         for name in template_variables(template):
-            if not name.startswith("FAULTPROXY_") and not _SECRET_NAME.search(name):
+            if not name.startswith("FAULTPROXY_") and not is_secret_name(name):
                 wanted[name] = None
     wanted.update(given)
     env = {}
     for name, value in wanted.items():
-        if _SECRET_NAME.search(name):
+        if is_secret_name(name):
             raise StoreError("--env", None, name, "looks like a secret; secrets are never stored. "
                                                   "Give it to `faultproxy replay --env` if the agent needs one")
         value = os.environ.get(name) if value is None else value

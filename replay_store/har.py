@@ -211,7 +211,7 @@ def write_entry(directory: Path, episode: Mapping[str, Any], trace: Iterable[Map
     directory.mkdir(parents=True, exist_ok=True)
     document = {"format": FORMAT, "version": VERSION, "name": directory.name, **episode}
     document.setdefault("minimal_faults", None)
-    document = _scrub(document, redactor)
+    document = redactor.document(document)
     har = {"log": {
         "version": "1.2",
         "creator": {"name": "faultproxy", "version": __version__},
@@ -241,24 +241,6 @@ def _write_atomically(path: Path, text: str) -> None:
     scratch = path.with_suffix(path.suffix + ".tmp")
     scratch.write_text(text, encoding="utf-8")
     os.replace(scratch, path)
-
-
-def _scrub(value: Any, redactor: Redactor, key: str = "") -> Any:
-    if isinstance(value, Mapping):
-        return {k: _scrub(v, redactor, k) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_scrub(v, redactor, key) for v in value]
-    if isinstance(value, str):
-        return redactor.url(value) if _secret_query(value) else redactor.text(value)
-    return value
-
-
-def _secret_query(value: str) -> bool:
-    """A URL with a secret-named query parameter (only those are worth re-encoding a URL for)."""
-    if "://" not in value or "?" not in value or " " in value:
-        return False
-    masked = Redactor().url(value)
-    return masked != value and "[REDACTED]" in masked
 
 
 def _iso(timestamp: float | None) -> str:
@@ -312,7 +294,7 @@ def _har_entry(line: Mapping[str, Any], redactor: Redactor) -> dict[str, Any]:
     if upstream is not None:
         text, encoding = _body_text(upstream, redactor)
         if upstream.get("sse"):
-            sse = [[float(t), redactor.text(str(e))] for t, e in upstream["sse"]]
+            sse = [[float(t), e] for (t, _), e in zip(upstream["sse"], redactor.events([str(e) for _, e in upstream["sse"]]), strict=True)]
             if text is None:
                 text = "".join(e for _, e in sse)
         content: dict[str, Any] = {"size": len(text.encode()) if text is not None else 0,
@@ -342,7 +324,7 @@ def _har_entry(line: Mapping[str, Any], redactor: Redactor) -> dict[str, Any]:
             "forwarded": forwarded,
             "upstream_error": None if upstream is not None or not forwarded
             else redactor.text(str(line.get("error") or "no response")),
-            "fault": _scrub(fault, redactor) if fault else None,
+            "fault": redactor.document(fault) if fault else None,
             "client": {"outcome": client.get("outcome"), "status": client.get("status")},
             "tokens": line.get("tokens") or 0,
             "sse": sse,

@@ -25,6 +25,7 @@ from faultproxy.runner.agent import (
 )
 from faultproxy.runner.options import RunOptions
 from faultproxy.runner.plan import GridPoint, PlannedEpisode
+from faultproxy.runner.secrets import redact_output_file, task_secrets
 from faultproxy.scenarios import Scenario, load_scenario
 from faultproxy.tasks.model import Budgets
 from faultproxy.tasks.templates import expand
@@ -46,12 +47,16 @@ class EpisodeRunner:
         harness_env = {**os.environ, "FAULTPROXY_EPISODE": episode.key}
         task_env = {name: expand(value, harness_env) for name, value in {**self.options.tasks.env, **task.env}.items()}
         url_env = {**harness_env, **task_env}
+        # The proxy's redactor learns this task's secret values before the agent can send them.
+        injector = self.proxy.injector
+        injector.redactor = redactor = task_secrets(task, harness_env, injector.redactor, self.options.tasks.path)
         files = self.options.out / "episodes" / episode.key
         files.mkdir(parents=True, exist_ok=True)
         task_file, output_file = files / "task.json", files / "output.json"
         output_file.unlink(missing_ok=True)
-        task_file.write_text(json.dumps({"task": task.to_json(), "variant": variant.index, "prompt": variant.prompt,
-                                         "state": variant.state, "seed": variant.seed}))
+        task_file.write_text(json.dumps(redactor.document({
+            "task": task.to_json(), "variant": variant.index, "prompt": variant.prompt, "state": variant.state,
+            "seed": variant.seed})))
         reset_error = await self._reset(task, variant.state, url_env)
         await asyncio.to_thread(self.proxy.begin_episode, episode.key, self._scenario_for(point),
                                 point.model if self.options.rewrite_model else None)
@@ -64,6 +69,7 @@ class EpisodeRunner:
         )
         started = time.time()
         result = await self.launch(episode, environment)
+        redact_output_file(output_file, redactor)
         stats = await asyncio.to_thread(self.proxy.end_episode, episode.key)
         end_state, state_error = await self._fetch_state(task, url_env)
         record = {
@@ -76,11 +82,11 @@ class EpisodeRunner:
             "stats": {"exchanges": stats.exchanges if stats else 0, "tokens": stats.tokens if stats else 0,
                       "faults": stats.faults if stats else 0},
             "trace": f"{FLOWS_DIR}/{trace_path(Path(), episode.key).name}",
-            "log_tail": self.proxy.injector.redactor.text(result.log_tail),
+            "log_tail": result.log_tail,
         }
         trace = read_trace(self.options.out / record["trace"])
         record["verdict"] = judge_episode(task, record, trace, self.options.tasks.severity)
-        return record
+        return redactor.document(record)  # judged on what the agent said, logged without its secrets
 
     async def launch(self, episode: PlannedEpisode, environment: AgentEnvironment) -> AgentResult:
         """Run the agent command as a process of its own."""

@@ -47,6 +47,7 @@ from faultproxy.runner.inprocess import (
     Episode,
     call_agent,
 )
+from faultproxy.runner.secrets import redact_output_file
 from faultproxy.scenarios import Scenario, ScenarioError, load_scenario
 from faultproxy.tasks.model import Budgets
 from faultproxy.tasks.templates import TemplateError, UnsetVariable, expand
@@ -222,6 +223,7 @@ class Replayer:
             })
             result = await run_agent(command, environment.build(base_env), self._budgets(task.budgets),
                                      lambda: self._usage(attribution), output_file)
+        redact_output_file(output_file, self.injector.redactor)
         stats = await asyncio.to_thread(self.proxy.end_episode, attribution)
         trace = trace_path(self.out / "flows", attribution)
         cause = "diverged" if replay.diverged else result.cause
@@ -240,6 +242,7 @@ class Replayer:
             "replay_of": str(entry.path),
         }
         verdict = judge_episode(task, record, read_trace(trace), episode.get("severity_defaults") or {})
+        record = self.injector.redactor.document(record)
         return ReplayResult(entry, record, verdict, replay.diverged, replay.served,
                             [r.seq for r in replay.pool.unserved()], self.guard.attempts[blocked_before:], trace,
                             sorted(replay.forced) if replay.forced is not None else None)

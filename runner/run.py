@@ -21,6 +21,7 @@ from typing import Any
 
 import structlog
 from faultproxy.formats import __version__
+from faultproxy.formats.redact import Redactor
 from faultproxy.formats.rundir import EpisodeLog, write_plan
 from faultproxy.replay_store.freeze import base_url_variables
 from faultproxy.runner.agent_guard import end_leftover_agents
@@ -30,13 +31,15 @@ from faultproxy.runner.options import RunOptions, RunResult
 from faultproxy.runner.plan import PlannedEpisode, plan_episodes
 from faultproxy.runner.preflight import check_can_start
 from faultproxy.runner.progress import RunProgress
+from faultproxy.runner.secrets import run_redactor
 from faultproxy.runner.variants import make_variant
 
 log = structlog.get_logger("faultproxy.run")
 
 
-def plan_document(options: RunOptions) -> tuple[dict, dict]:
-    """plan.json's content and the log header that names it."""
+def plan_document(options: RunOptions, redactor: Redactor | None = None) -> tuple[dict, dict]:
+    """plan.json's content and the log header that names it, both redacted (a task's env may
+    hold a secret's value, the agent command a key)."""
     grid = [point.to_json() for point in options.grid]
     created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     plan = {
@@ -53,7 +56,8 @@ def plan_document(options: RunOptions) -> tuple[dict, dict]:
     header = {"faultproxy_version": __version__, "scenario_digest": options.scenario.digest,
               "tasks_digest": options.tasks.digest, "k": options.k, "grid": grid,
               "command": options.command, "created": created}
-    return plan, header
+    redactor = redactor or run_redactor(options)
+    return redactor.document(plan), redactor.document(header)
 
 
 def run(options: RunOptions, runner_class: type[EpisodeRunner] | None = None) -> RunResult:
@@ -61,7 +65,8 @@ def run(options: RunOptions, runner_class: type[EpisodeRunner] | None = None) ->
     `options.executor` where (this machine, or a Dask cluster)."""
     runner_class = runner_class or EpisodeRunner
     check_can_start(options, runner_class)  # nothing is written for a run that could judge nothing
-    plan, header = plan_document(options)
+    redactor = run_redactor(options)  # refuses a too-short secret before anything runs
+    plan, header = plan_document(options, redactor)
     episode_log = EpisodeLog(options.out, header)  # refuses a log of another plan before anything runs
     end_leftover_agents(options.out)  # an earlier run's agents, if its watchdog died with it
     try:
@@ -72,16 +77,18 @@ def run(options: RunOptions, runner_class: type[EpisodeRunner] | None = None) ->
         todo = [e for e in planned if e.key not in episode_log.done]  # trial-major, as planned
         counts = Counter(e["verdict"]["status"] for e in episode_log.done.values() if e.get("verdict"))
         executor = make_executor(options, runner_class, episode_log, counts)
-        ran, interrupted, errors = asyncio.run(drive(options, executor, todo, len(planned), episode_log, counts))
+        ran, interrupted, errors = asyncio.run(drive(options, executor, todo, len(planned), episode_log, counts,
+                                                     redactor))
     finally:
         episode_log.close()
     return RunResult(len(planned), len(episode_log.done), ran, interrupted, counts, errors)
 
 
 async def drive(options: RunOptions, executor: Executor, todo: list[PlannedEpisode], planned: int,
-                episode_log: EpisodeLog, counts: Counter) -> tuple[int, bool, list[str]]:
+                episode_log: EpisodeLog, counts: Counter, redactor: Redactor) -> tuple[int, bool, list[str]]:
     """The driver's half, whatever the executor: hand it the episodes in plan order and log what
-    comes back, each key at most once. Only this writes the run directory."""
+    comes back, each key at most once. Only this writes the run directory, through `redactor`
+    (whichever executor ran the episode)."""
     ran, errors = 0, []
     async with executor:  # starts the proxy, or connects to the cluster and checks its workers
         stop = asyncio.Event()
@@ -103,8 +110,8 @@ async def drive(options: RunOptions, executor: Executor, todo: list[PlannedEpiso
                             log.warning("episode_already_logged", episode=key)
                             continue
                         if finished.trace is not None:  # run elsewhere: its trace travelled with it
-                            write_trace_text(options.out, finished.record, finished.trace)
-                        episode_log.append(finished.record)
+                            write_trace_text(options.out, finished.record, redactor.text(finished.trace))
+                        episode_log.append(redactor.document(finished.record))
                         ran += 1
                         counts[finished.record["verdict"]["status"]] += 1
                         progress.advance()

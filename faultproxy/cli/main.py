@@ -8,7 +8,7 @@ import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from faultproxy.cli import evaluate, replay, sweep
+from faultproxy.cli import evaluate, replay, scan, sweep
 from faultproxy.cli.options import (
     add_proxy_options,
     add_run_options,
@@ -19,6 +19,7 @@ from faultproxy.cli.options import (
 from faultproxy.cli.run import proxy_start_problem, run_command
 from faultproxy.formats.errors import UsageError, UserError
 from faultproxy.formats.logs import configure_logging
+from faultproxy.formats.redact import Redactor
 from faultproxy.proxy.ca import ca_bundle
 from faultproxy.proxy.server import ProxyServer, ProxyStartError
 from faultproxy.scenarios import load_scenario
@@ -66,6 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.register(commands)
     sweep.register(commands)
     replay.register(commands)
+    scan.register(commands)
     return parser
 
 
@@ -93,6 +95,7 @@ def cmd_proxy(args: argparse.Namespace) -> int:
         if not 0 <= port <= 65535:
             raise UsageError(f"{option} must be 0 (any free port) to 65535, got {port}")
     scenario = load_scenario(args.scenario, proxy_params(args))
+    Redactor.from_env(args.secret_env)  # a too-short secret: one clear line before the proxy starts
     server = ProxyServer(
         scenario, trace_dir=args.trace_dir, host=args.host, port=args.port, reverse_port=args.reverse_port,
         upstreams=upstreams, secret_env=check_secret_env(args.secret_env), ssl_insecure=args.insecure_upstream,

@@ -15,6 +15,7 @@ from faultproxy.proxy.server import ProxyStartError
 from faultproxy.runner.options import RunOptions, RunResult
 from faultproxy.runner.plan import GridPoint
 from faultproxy.runner.run import resume_command, run
+from faultproxy.runner.secrets import run_redactor
 from faultproxy.scenarios import load_scenario
 
 
@@ -23,7 +24,7 @@ def run_and_tell(options: RunOptions) -> RunResult:
     log_file = options.out / "faultproxy.log"
     try:
         options.out.mkdir(parents=True, exist_ok=True)
-        configure_logging(json_lines=True, file=log_file.open("a"))
+        configure_logging(json_lines=True, file=log_file.open("a"), redactor=run_redactor(options))
     except OSError as error:
         raise UsageError(f"--out {options.out}: cannot write the run directory there "
                          f"({error.strerror or error})") from None
