@@ -26,7 +26,7 @@ from typing import Any
 from urllib.parse import parse_qsl, quote, quote_plus, unquote_plus, urlencode, urlsplit, urlunsplit
 
 from faultproxy.formats.errors import UserError
-from faultproxy.formats.secret_names import SHAPES, is_secret_name
+from faultproxy.formats.secret_names import SHAPE_HINTS, SHAPES, is_secret_name
 
 MASK = "[REDACTED]"
 MIN_SECRET_LENGTH = 8
@@ -37,9 +37,10 @@ SECRET_HEADERS = frozenset(
 
 # A field name with a secret-looking word in it, as a JSON key ("name": or \"name\":), a form or
 # query field (name=) or a multipart field (name="name"): only then is a body worth parsing.
+_STEMS = ("key", "token", "secr", "passw", "pwd", "passphrase", "pin", "auth", "sess", "sid", "sig", "cred", "cookie",
+          "bearer", "jwt", "csrf", "xsrf")
 _CANDIDATE = re.compile(
-    r'(?i)(?:^|["&?;\s])([\w.\[\]-]*(?:key|token|secr|passw|pwd|passphrase|pin|auth|sess|sid|sig|cred|cookie'
-    r'|bearer|jwt|csrf|xsrf)[\w.\[\]-]*)(?:\\?"\s*:|=|")'
+    r'(?i)(?:^|["&?;\s])([\w.\[\]-]*(?:' + "|".join(_STEMS) + r')[\w.\[\]-]*)(?:\\?"\s*:|=|")'
 )
 # faultproxy's own fields whose values are names, not secrets (the episode key, the names of
 # secret variables): kept in its own documents, masked in traffic like any other.
@@ -98,7 +99,8 @@ class Redactor:
         for value in self._values:
             if value in text:
                 text = text.replace(value, MASK)
-        return SHAPES.sub(_mask_shape, text)
+        lowered = text.lower()
+        return SHAPES.sub(_mask_shape, text) if any(hint in lowered for hint in SHAPE_HINTS) else text
 
     def headers(self, headers: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
         return [(k, MASK if is_secret_name(k) else self.text(v)) for k, v in headers]
@@ -208,6 +210,9 @@ def _masks(key: str, value: Any) -> bool:
 def _has_secret_field(text: str) -> bool:
     if "%7B" in text or "%7b" in text:  # URL-encoded JSON (a form field): look inside
         text = unquote_plus(text)
+    lowered = text.lower()  # substring tests in C first: most bodies have no stem at all
+    if not any(stem in lowered for stem in _STEMS):
+        return False
     return any(is_secret_name(m.group(1)) for m in _CANDIDATE.finditer(text))
 
 

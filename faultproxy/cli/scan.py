@@ -1,8 +1,8 @@
-"""`faultproxy scan PATH`: is any secret left in a run directory or a replay store?
+"""`faultproxy scan PATH...`: is any secret left in a run directory or a replay store?
 
     faultproxy scan runs/response_lost --secret-env OPENAI_API_KEY --secret "$PLANTED"
 
-Reads every file under PATH and reports each place that holds a planted secret (a value given
+Reads every file under each PATH and reports each place that holds a planted secret (a value given
 with --secret, or the value of a --secret-env variable) or a well-known credential shape
 (`Bearer ...`, `sk-...`, `AIza...`, ...). It never prints the secret itself. Exit 0: clean;
 1: found; 2: bad input. Run it before uploading run directories or stores as CI artifacts.
@@ -28,7 +28,7 @@ def register(subparsers: Any) -> None:
         "scan", help="Exit 1 if a run directory or replay store still holds a secret.",
         description="Report every planted (--secret, --secret-env) or well-known-shaped secret left in the files "
                     "under PATH. Exit 0: clean; 1: found; 2: bad input.")
-    scan.add_argument("path", type=Path, metavar="PATH", help="A run directory, a replay store, or a file.")
+    scan.add_argument("paths", type=Path, nargs="+", metavar="PATH", help="Run directories, replay stores, files.")
     scan.add_argument("--secret", action="append", default=[], metavar="VALUE", help="A secret value to look for.")
     scan.add_argument("--secret-env", action="append", default=[], metavar="VAR",
                       help="An environment variable whose value is a secret to look for.")
@@ -36,14 +36,17 @@ def register(subparsers: Any) -> None:
 
 
 def cmd_scan(args: argparse.Namespace) -> int:
-    if not args.path.exists():
-        raise UsageError(f"{args.path}: no such file or directory")
+    missing = [str(p) for p in args.paths if not p.exists()]
+    if missing:
+        raise UsageError(f"{', '.join(missing)}: no such file or directory")
     planted = Redactor(args.secret, source="--secret").with_values(Redactor.from_env(args.secret_env).secrets)
-    findings = list(scan(args.path, sorted(planted.secrets)))
-    for finding in findings:
-        print(finding)
-    count = len(findings)
-    print(f"{args.path}: {'clean' if not count else f'{count} secret(s) found'}", file=sys.stderr)
+    count = 0
+    for path in args.paths:
+        for finding in scan(path, sorted(planted.secrets)):
+            print(finding)
+            count += 1
+    where = ", ".join(str(p) for p in args.paths)
+    print(f"{where}: {'clean' if not count else f'{count} secret(s) found'}", file=sys.stderr)
     return EXIT_FOUND if count else EXIT_CLEAN
 
 
