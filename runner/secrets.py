@@ -15,7 +15,8 @@ from pathlib import Path
 from faultproxy.formats.redact import Redactor
 from faultproxy.formats.secret_names import is_secret_name
 from faultproxy.runner.options import RunOptions
-from faultproxy.tasks.model import Task, UnsetVariable, expand
+from faultproxy.tasks.model import Task
+from faultproxy.tasks.templates import UnsetVariable, expand
 
 
 def task_secrets(task: Task, env: Mapping[str, str], redactor: Redactor, where: str = "") -> Redactor:
