@@ -117,7 +117,7 @@ def test_addon_runs_under_plain_mitmdump(background, upstream, tmp_path):
     process = background([
         str(MITMDUMP), "-q", "--listen-host", "127.0.0.1", "-p", str(port), "-s", str(addon),
         "--set", "faultproxy_scenario=response_lost", "--set", f"faultproxy_trace_dir={tmp_path / 'flows'}",
-        "--set", "faultproxy_params=lambda=1", "--set", "faultproxy_secret_env=HOME",
+        "--set", "faultproxy_params=lambda=1", "--set", "faultproxy_secret_env=PATH",  # HOME may be shorter than a secret may be
         "--set", "connection_strategy=lazy", "--set", f"confdir={tmp_path / 'conf'}",
     ])
     wait_for_port(port, process)
