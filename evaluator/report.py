@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from faultproxy.evaluator.causes import CauseSink
 from faultproxy.evaluator.scan import EpisodeSink, LineError, Scan, complete_verdict, read_log
 from faultproxy.evaluator.sections import scope_report
 from faultproxy.evaluator.tally import TaskAccumulator
@@ -31,7 +32,8 @@ DRILLDOWN_LIMIT = 200
 
 
 def build_report(run_dir: Path | str, *, rejudge: bool = False, sinks: Sequence[EpisodeSink] = (),
-                 drilldown_limit: int = DRILLDOWN_LIMIT, jobs: int | None = None) -> dict[str, Any]:
+                 drilldown_limit: int = DRILLDOWN_LIMIT, jobs: int | None = None,
+                 causes: bool = True) -> dict[str, Any]:
     """Stream the run directory's log once and return the report (see evaluator.sections).
 
     rejudge: judge every episode again from its trace (else only those without a verdict).
@@ -39,12 +41,14 @@ def build_report(run_dir: Path | str, *, rejudge: bool = False, sinks: Sequence[
     jobs: processes reading chunks of the log in parallel; None picks by the log's size (one
     process below 32 MB, else up to one per CPU, at most 8). Only from a single-threaded process
     on Linux (workers are forked); else one. The result does not depend on it.
+    causes: cluster the failing episodes by cause (evaluator.causes; reads some of their traces).
     Raises RunDirError for a directory that is not a readable run.
     """
     run_dir = Path(run_dir)
     plan = read_plan(run_dir)
+    cause_sink = CauseSink() if causes else None
     try:
-        scan = read_log(run_dir, plan, rejudge, drilldown_limit, sinks, jobs)
+        scan = read_log(run_dir, plan, rejudge, drilldown_limit, [*sinks, *([cause_sink] if cause_sink else [])], jobs)
     except LineError as error:
         raise RunDirError(f"{run_dir / LOG_FILE}:{error.number}: {error.message}") from None
     accs = scan.accs
@@ -71,6 +75,7 @@ def build_report(run_dir: Path | str, *, rejudge: bool = False, sinks: Sequence[
                    if len(plan.labels) > 1 else {}),
         "planned": plan.k * len(plan.labels) * len(plan.task_ids),
         "drilldown": _drilldown(scan, drilldown_limit),
+        "causes": cause_sink.summarise(run_dir, plan) if cause_sink else None,
     }
 
 

@@ -55,8 +55,14 @@ class EpisodeSink:
     whose shard() returns None makes the report read the log in one process.
     """
 
+    wants_fields = False  # True: fields() gets each episode's VerdictFields instead of episode() a dict
+
     def episode(self, verdict: Mapping[str, Any]) -> None:
         """One logged episode: its verdict, or (fast path) its status, cause, failed checks and episode."""
+
+    def fields(self, v: VerdictFields, task_id: str) -> None:
+        """One logged episode as the fast reader gives it (failed, faults, endpoints as JSON text):
+        for sinks that keep little per episode and must not cost a dict each."""
 
     def not_run(self, label: str, task_id: str, trial: int) -> None:
         """A planned trial that is not in the log."""
@@ -146,6 +152,14 @@ def verdict_fields(verdict: Mapping[str, Any]) -> VerdictFields:
         json.dumps(verdict["usage"], ensure_ascii=False).encode("utf-8"))
 
 
+def raw_fields(verdict: Mapping[str, Any]) -> VerdictFields:
+    """verdict_fields with the failed checks and faults as JSON text, as the fast reader gives them."""
+    v = verdict_fields(verdict)
+    v.failed = json.dumps(verdict["failed"], ensure_ascii=False).encode("utf-8")
+    v.faults = json.dumps(verdict["faults"], ensure_ascii=False).encode("utf-8")
+    return v
+
+
 def _sink_verdict(v: VerdictFields, task_id: str) -> dict[str, Any]:
     """What sinks get of a verdict read on the fast path."""
     return {"status": STATUSES[v.status], "cause": decode_name(v.cause),
@@ -186,9 +200,13 @@ class _Chunk:
             scan.fast += 1
             acc.add(v)
             if sinks:
-                verdict = _sink_verdict(v, acc.task_id)
+                verdict = None
                 for sink in sinks:
-                    sink.episode(verdict)
+                    if sink.wants_fields:
+                        sink.fields(v, acc.task_id)
+                    else:
+                        verdict = verdict or _sink_verdict(v, acc.task_id)
+                        sink.episode(verdict)
             self._keep(raw, v.status != 0 or v.failed != b"[]")
         scan.lines = number
         scan.logged += scan.fast
@@ -223,7 +241,10 @@ class _Chunk:
         self.scan.logged += 1
         acc.add(verdict_fields(verdict))
         for sink in self.sinks:
-            sink.episode(verdict)
+            if sink.wants_fields:
+                sink.fields(raw_fields(verdict), acc.task_id)
+            else:
+                sink.episode(verdict)
         self._keep(verdict, verdict["status"] != "pass" or bool(verdict["failed"]))
 
     def _keep(self, item: bytes | dict, notable: bool) -> None:
