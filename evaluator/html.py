@@ -210,6 +210,7 @@ def render(report: Mapping[str, Any], run_dir: Path | str | None = None, extra_s
                              for label, g in report["groups"].items()], numeric=(1, 2, 3, 4, 5, 6)))
     parts.append(_tasks_table(run))
     parts.append(_failures(run))
+    parts.append(_causes(report.get("causes"), run_dir))
     parts.append(_resources(run))
     parts.append(_calibration(run))
     parts.append(_drilldown(report, run_dir))
@@ -302,6 +303,26 @@ def _failures(run: Mapping[str, Any]) -> str:
                "<span class=\"muted small\">(1 − P(violation)·E[severity], weights 0.25/0.5/1)</span></p>")
     out.append("</div></div>")
     return "".join(out)
+
+
+def _causes(causes: Mapping[str, Any] | None, run_dir: Path | str | None) -> str:
+    """Failure causes, ranked by episodes × severity, each linking its representative's timeline."""
+    if not causes or not causes["clusters"]:
+        return ""
+    rows, details = [], []
+    for rank, c in enumerate(causes["clusters"], 1):
+        rep = c["representative"]
+        anchor = f"cause-{c['id']}"
+        link = Html(f'<a href="#{esc(anchor)}"><code>{esc(rep["key"])}</code></a>')
+        rows.append((rank, c["episodes"], c["severity"] or "–", c["line"], ", ".join(c["tasks"]),
+                     ", ".join(c["shapes"]), (c["parting"] or {}).get("text") or "–", link))
+        details.append(f'<details id="{esc(anchor)}"><summary>#{rank} representative <code>{esc(rep["key"])}</code> '
+                       f'<span class="muted small">({esc(rep["requests"])} requests) · {esc(c["line"])}</span>'
+                       f'</summary>{_timeline(rep, run_dir)}</details>')
+    return (f"<h2>Failure causes</h2><p class=\"muted\">{causes['failing']} failing episodes, "
+            f"{len(causes['clusters'])} causes, ranked by episodes × severity.</p>"
+            + html_table(["#", "episodes", "severity", "cause", "tasks", "shapes", "where it parted",
+                          "representative"], rows, numeric=(0, 1)) + "".join(details))
 
 
 def _resources(run: Mapping[str, Any]) -> str:

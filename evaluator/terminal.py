@@ -41,6 +41,7 @@ def print_summary(report: Mapping[str, Any], console: Any = None) -> None:
                        str(s["incomplete"]), pct(s["pass_rate"]))
     console.print(shapes)
     _print_violations(console, run)
+    _print_causes(console, report.get("causes"))
 
 
 def _print_headline(console: Any, scopes: list[tuple[str, Mapping[str, Any]]]) -> None:
@@ -101,6 +102,28 @@ def _print_violations(console: Any, run: Mapping[str, Any]) -> None:
     if run["incomplete_by_cause"]:
         causes = ", ".join(f"{cause} {n}" for cause, n in run["incomplete_by_cause"].items())
         console.print("incomplete by cause: " + markup(causes))
+
+
+CAUSE_ROWS = 10
+
+
+def _print_causes(console: Any, causes: Mapping[str, Any] | None) -> None:
+    """Failure causes, ranked by episodes × severity (what to fix first): one block each."""
+    if not causes or not causes["clusters"]:
+        return
+    clusters = causes["clusters"]
+    console.print(f"[bold]Failure causes[/bold]: {causes['failing']} failing episodes, {len(clusters)} causes")
+    for rank, c in enumerate(clusters[:CAUSE_ROWS], 1):
+        style = SEVERITY_STYLES.get(c["severity"] or "", "")
+        severity = f"[{style}]{c['severity']}[/{style}]" if style else "no violation"
+        tasks = ", ".join(list(c["tasks"])[:3]) + (f" +{len(c['tasks']) - 3} more" if len(c["tasks"]) > 3 else "")
+        console.print(f"{rank:>2}. {c['episodes']} episode(s) · {severity} · {markup(tasks)} · "
+                      f"representative {markup(c['representative']['key'])}", overflow="fold")
+        console.print(f"    {markup(c['line'])}", overflow="fold")
+        if c["parting"]:
+            console.print(f"    [dim]{markup(c['parting']['text'])}[/dim]", overflow="fold")
+    if len(clusters) > CAUSE_ROWS:
+        console.print(f"[dim]… {len(clusters) - CAUSE_ROWS} more causes in report.json / report.html[/dim]")
 
 
 def print_sweep(analysis: Mapping[str, Any], console: Any = None) -> None:
