@@ -10,11 +10,18 @@ fired — cross-checked against the decision value the trace recorded); the chec
 the expectation. The replay of an entry is judged without an end state, so the expectation is
 the verdict and, for a failure, the failed checks that can be judged from the trace alone
 (`expect_failed`).
+
+With `representatives`, one entry per failure cause (evaluator.causes): the cluster's
+representative episode, in a folder named after the cause (`cause-<slug>--<scenario>`), its
+episode.json labelled with the cause ({"id", "slug", "line", "episodes", "tasks"}). A cause the
+store already holds (an entry with the same cause id) is not frozen again, so freezing after
+every run adds only new causes. Causes of incomplete episodes cannot be frozen and are skipped.
 """
 
 from __future__ import annotations
 
 import functools
+import json
 import os
 import re
 import time
@@ -26,6 +33,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from faultproxy.evaluator.judge import judge_episode
+from faultproxy.evaluator.report import build_report
 from faultproxy.formats.redact import Redactor
 from faultproxy.formats.rundir import read_run
 from faultproxy.formats.secret_names import is_secret_name
@@ -51,12 +59,15 @@ class Frozen:
     expect: str
     expect_failed: list[str]
     warnings: list[str]
+    cause: Mapping[str, Any] | None = None  # with representatives: the cause this entry stands for
+    new: bool = True  # False: the store already had an entry for this cause (nothing written)
 
 
-def freeze(run_dir: Path, store: Path, *, failing: bool = False, episodes: Sequence[str] = (),
-           expect: str | None = None, env: Mapping[str, str | None] | None = None,
+def freeze(run_dir: Path, store: Path, *, failing: bool = False, representatives: bool = False,
+           episodes: Sequence[str] = (), expect: str | None = None, env: Mapping[str, str | None] | None = None,
            secret_env: Sequence[str] = ()) -> list[Frozen]:
-    """Write the chosen episodes of `run_dir` into `store`; returns what was written.
+    """Write the chosen episodes of `run_dir` into `store`; returns what was written (with
+    `representatives`, also the causes the store already had, as Frozen(new=False)).
 
     `env`: variables the agent needs at replay time, stored in the entry; NAME -> value, or
     NAME -> None to take the value from this environment. Variables the task's env templates
@@ -77,6 +88,10 @@ def freeze(run_dir: Path, store: Path, *, failing: bool = False, episodes: Seque
         raise StoreError(str(run_dir), None, None, f"incomplete episodes cannot be frozen: {', '.join(skipped)}")
     if failing:
         judged = [e for e in judged if e["verdict"]["status"] == "fail"]
+    causes: dict[str, Mapping[str, Any]] = {}
+    known: list[Frozen] = []
+    if representatives:
+        judged, causes, known = _representatives(Path(run_dir), Path(store), judged)
     secret_names = sorted(set(secret_env) | {n for t in tasks.values() for n in t.get("secrets") or ()})
     secret_values = [os.environ[n] for n in secret_names if os.environ.get(n)]
     redactor = Redactor(secret_values)
@@ -118,10 +133,51 @@ def freeze(run_dir: Path, store: Path, *, failing: bool = False, episodes: Seque
                      "faults": sum(1 for d in decisions if d["fired"])},
             "minimal_faults": None,
         }
-        directory = har.choose_entry_dir(Path(store), record["key"], scenario.name, source)
+        cause = causes.get(record["key"])
+        if cause:
+            document["cause"] = cause
+            directory = Path(store) / har.entry_name(f"cause-{cause['slug']}", scenario.name)
+        else:
+            directory = har.choose_entry_dir(Path(store), record["key"], scenario.name, source)
         har.write_entry(directory, document, trace, redactor, secret_values)
-        frozen.append(Frozen(directory, record["key"], wanted, document["expect_failed"], warnings))
-    return frozen
+        frozen.append(Frozen(directory, record["key"], wanted, document["expect_failed"], warnings, cause))
+    return frozen + known
+
+
+def _representatives(run_dir: Path, store: Path, judged: Sequence[Mapping[str, Any]]
+                     ) -> tuple[list[Mapping[str, Any]], dict[str, Mapping[str, Any]], list[Frozen]]:
+    """Each failure cause's representative among `judged` that the store does not hold yet
+    (with its cause label, by episode key), and the causes it already holds."""
+    clusters = (build_report(run_dir, drilldown_limit=0).get("causes") or {}).get("clusters") or []
+    stored = _stored_causes(store)
+    by_key = {record["key"]: record for record in judged}
+    chosen: list[Mapping[str, Any]] = []
+    labels: dict[str, Mapping[str, Any]] = {}
+    known = []
+    for cluster in clusters:
+        key = cluster["representative"]["key"]
+        label = {name: cluster[name] for name in ("id", "slug", "line", "episodes", "tasks")}
+        if cluster["id"] in stored:
+            known.append(Frozen(stored[cluster["id"]], key, "fail", [], [], label, new=False))
+        elif key in by_key:  # incomplete representatives cannot be frozen
+            chosen.append(by_key[key])
+            labels[key] = label
+    return chosen, labels, known
+
+
+def _stored_causes(store: Path) -> dict[str, Path]:
+    """{cause id: entry folder} of the store's entries frozen as representatives."""
+    if not store.is_dir():
+        return {}
+    causes = {}
+    for path in har.find_entries(store):
+        try:
+            cause = json.loads((path / har.EPISODE_FILE).read_text(encoding="utf-8")).get("cause")
+        except (OSError, ValueError):
+            continue
+        if isinstance(cause, dict) and isinstance(cause.get("id"), str):
+            causes.setdefault(cause["id"], path)
+    return causes
 
 
 def _scenario_source(plan: Mapping[str, Any]) -> tuple[str, Scenario]:

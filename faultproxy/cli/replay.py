@@ -31,6 +31,9 @@ def register(commands) -> None:
     freeze.set_defaults(handler=cmd_freeze)
     freeze.add_argument("run_dir", type=Path, metavar="RUN_DIR")
     freeze.add_argument("--failing", action="store_true", help="Only the episodes judged fail.")
+    freeze.add_argument("--representatives", action="store_true",
+                        help="One entry per failure cause (its representative episode), named after the cause; "
+                             "causes the store already has are not frozen again.")
     freeze.add_argument("--episode", action="append", default=[], metavar="KEY", help="Only this episode (repeatable).")
     freeze.add_argument("--to", type=Path, default=Path("replay_store"), metavar="DIR",
                         help="The store (default replay_store/).")
@@ -134,14 +137,20 @@ def cmd_freeze(args: argparse.Namespace) -> int:
         if not name:
             raise UsageError(f"--env {spec!r} is not NAME or NAME=VALUE")
         env[name] = value if sep else None
-    frozen = freeze(args.run_dir, args.to, failing=args.failing, episodes=args.episode, expect=args.expect,
-                    env=env, secret_env=args.secret_env)
-    for entry in frozen:
+    frozen = freeze(args.run_dir, args.to, failing=args.failing, representatives=args.representatives,
+                    episodes=args.episode, expect=args.expect, env=env, secret_env=args.secret_env)
+    new = [entry for entry in frozen if entry.new]
+    for entry in new:
         failed = f" ({', '.join(entry.expect_failed)})" if entry.expect_failed else ""
         print(f"{entry.path}: {entry.key}, expect {entry.expect}{failed}")
+        if entry.cause:
+            print(f"  cause ({entry.cause['episodes']} episode(s); {', '.join(entry.cause['tasks'])}): "
+                  f"{entry.cause['line']}")
         for warning in entry.warnings:
             print(f"  warning: {warning}")
-    print(f"{len(frozen)} episode(s) frozen into {args.to}/")
+    known = len(frozen) - len(new)
+    print(f"{len(new)} episode(s) frozen into {args.to}/"
+          + (f"; {known} cause(s) already in the store" if known else ""))
     return 0
 
 
