@@ -101,6 +101,7 @@ class GateInput:
     mean_pass_rate: float | None = None
     pass_hat_k: float | None = None
     headline_note: str | None = None
+    causes: dict[str, str] = field(default_factory=dict)  # failure cause id -> its line (evaluator.causes)
 
 
 @dataclass(frozen=True)
@@ -160,7 +161,8 @@ def gate_input(report: Mapping[str, Any]) -> GateInput:
         high_detail=detail,
         scenario_digest=(report.get("scenario") or {}).get("digest"), tasks_digest=report.get("tasks_digest"),
         k=headline["k"], mean_pass_rate=headline["mean_pass_rate"], pass_hat_k=headline["pass_hat_k"],
-        headline_note=headline.get("note"))
+        headline_note=headline.get("note"),
+        causes={c["id"]: c["line"] for c in (report.get("causes") or {}).get("clusters") or ()})
 
 
 def evaluate_gate(run: Mapping[str, Any], base: Mapping[str, Any], **options: Any) -> GateResult:
@@ -191,7 +193,15 @@ def evaluate_counts(run: GateInput, base: GateInput, *, alpha: float = ALPHA, ma
     blocked = result.blocked
     for label, rows in tables.items():
         _change(result, label, rows, alpha, margin, blocked)
+    _new_causes(result, run, base)
     return result
+
+
+def _new_causes(result: GateResult, run: GateInput, base: GateInput) -> None:
+    """A note (never a verdict) per failure cause the run has and the baseline does not."""
+    for cause_id, line in run.causes.items():
+        if cause_id not in base.causes:
+            result.add("", "", "note", f"new cause [{cause_id}]: {line}")
 
 
 def _name(side: GateInput, fallback: str) -> str:

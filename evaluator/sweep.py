@@ -32,6 +32,9 @@ param (each level of the other params, each model); one violation fails the swee
 series whose two points are not fully run is pending, which also exits 1: a partial sweep must
 not pass for a whole one.
 
+Causes by level: each failure cause of the run (evaluator.causes) with its episodes at every
+grid point, so a sweep shows which causes appear as λ rises.
+
 Model matrix (two or more models): each model alone; pass@M (some model succeeds) and pass^M
 (every model succeeds) over aligned task-trials — the same task, trial index and non-model
 params, logged for every model (evaluator.compare); per task the disagreement score (the
@@ -138,8 +141,21 @@ def analyse_sweep(run_dir: Path | str, *, expect: Mapping[str, Any] | None = Non
     analysis.update(run_dir=str(run_dir), created=plan.document.get("created"),
                     scenario={key: scenario.get(key) for key in ("name", "digest", "path", "params")},
                     command=plan.document.get("command"),
-                    unplanned_episodes=report["log"]["unplanned_episodes"])
+                    unplanned_episodes=report["log"]["unplanned_episodes"],
+                    causes=causes_by_level(report.get("causes"), [p["label"] for p in analysis["points"]]))
     return analysis
+
+
+def causes_by_level(causes: Mapping[str, Any] | None, labels: Sequence[str]) -> list[dict[str, Any]]:
+    """Which failure causes appear at which grid point (as λ rises, say): per cause (ranked as in
+    the report) its episodes at each grid label, and the first label, in grid order, it appears at."""
+    rows = []
+    for cluster in (causes or {}).get("clusters") or ():
+        counts = [cluster["by_label"].get(label, 0) for label in labels]
+        first = next((label for label, n in zip(labels, counts) if n), None)
+        rows.append({"id": cluster["id"], "line": cluster["line"], "severity": cluster["severity"],
+                     "episodes": counts, "first_at": first})
+    return rows
 
 
 # --- the analysis -------------------------------------------------------------------------------

@@ -242,9 +242,22 @@ def sweep_section(analysis: Mapping[str, Any]) -> str:
             maps.append(f"<div>{surface_svg(surface, grids['pass_hat_k'], f'pass^{k}' + suffix)}</div>")
         parts.append(f'<h3>Surface</h3><div class="charts">{"".join(maps)}</div>')
     parts.append(_points_table(analysis, flagged))
+    parts.append(_causes(analysis))
     if analysis.get("matrix"):
         parts.append(_matrix(analysis["matrix"], k))
     return "".join(parts)
+
+
+def _causes(analysis: Mapping[str, Any]) -> str:
+    """Failure causes by grid point: which appear as the params rise."""
+    rows = analysis.get("causes") or []
+    if not rows:
+        return ""
+    labels = [p["label"] for p in analysis["points"]]
+    return ("<h3>Failure causes by grid point</h3>"
+            + html_table(["cause", "severity", *labels],
+                         [(r["line"], r["severity"] or "–", *r["episodes"]) for r in rows],
+                         numeric=tuple(range(2, 2 + len(labels)))))
 
 
 def _acceptance(acceptance: Mapping[str, Any] | None) -> str:

@@ -177,6 +177,7 @@ def print_sweep(analysis: Mapping[str, Any], console: Any = None) -> None:
     matrix = analysis.get("matrix")
     if matrix:
         _print_matrix(console, matrix, k)
+    _print_causes_by_level(console, analysis)
     _print_acceptance(console, analysis.get("acceptance"))
 
 
@@ -237,6 +238,21 @@ def _print_matrix(console: Any, matrix: Mapping[str, Any], k: int) -> None:
             where = f" at {item['cell']}" if item["cell"] else ""
             console.print(markup(f"  {item['task_id']}{where}: {item['kind']}"
                                + (f" — passed by {', '.join(passed)}" if item["kind"] == "mixed" else "")))
+
+
+def _print_causes_by_level(console: Any, analysis: Mapping[str, Any]) -> None:
+    """Which failure causes appear at which grid point."""
+    rows = analysis.get("causes") or []
+    if not rows:
+        return
+    table = Table(title="Failure causes by grid point", title_justify="left")
+    table.add_column("cause", overflow="fold")
+    labels = [p["label"] for p in analysis["points"]]
+    for label in labels:
+        table.add_column(markup(label), justify="right")
+    for row in rows[:CAUSE_ROWS]:
+        table.add_row(markup(row["line"]), *(str(n) for n in row["episodes"]))
+    console.print(table)
 
 
 def _print_acceptance(console: Any, acceptance: Mapping[str, Any] | None) -> None:

@@ -1,0 +1,250 @@
+"""Failure causes: clusters, where failing trials parted from passing ones, representatives,
+new causes in the gate, causes by grid point in a sweep, and `freeze --representatives`.
+
+The first tests build run directories with known causes through the project's own writers
+(write_plan, EpisodeLog, TraceWriter), each episode judged by the real judge from its trace:
+a lost refund response retried without a key hits two tasks the same way, and a model 429
+retried at once is a second cause. The last test runs the naive demo agent live.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from examples.world import world_in_thread
+from faultproxy import RunOptions, run
+from faultproxy.cli.main import main as faultproxy_main
+from faultproxy.evaluator.gate import evaluate_gate
+from faultproxy.evaluator.html import render
+from faultproxy.evaluator.judge import judge_episode
+from faultproxy.evaluator.report import build_report
+from faultproxy.evaluator.sweep import analyse_sweep
+from faultproxy.formats.rundir import EpisodeLog, write_plan
+from faultproxy.formats.trace import TraceWriter, trace_path
+from faultproxy.replay_store import har
+from faultproxy.replay_store.replay import ReplayOptions
+from faultproxy.runner.replay import Replayer
+from faultproxy.scenarios import load_scenario
+from faultproxy.tasks.loader import load_tasks
+from faultproxy.tasks.model import Effect, EndpointPattern, Expected, OutputSpec, Task
+
+SHOP, MODEL = "http://127.0.0.1:8100", "http://127.0.0.1:8200"
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+
+
+def task(task_id: str, order: str) -> Task:
+    return Task(id=task_id, prompt=f"Refund order {order}.", shape="writes_state",
+                expected=Expected(state=None, effects=(Effect("POST", "*/refund", 1),), output=OutputSpec("regex", "(?i)refund"),
+                                  escalate=False),
+                irreversible=(EndpointPattern.parse("POST */refund"),))
+
+
+TASKS = [task("refund_a", "1001"), task("refund_b", "1002"), task("refund_c", "1003")]
+ORDERS = {"refund_a": "1001", "refund_b": "1002", "refund_c": "1003"}
+
+
+def ex(seq: int, method: str, url: str, at: float, *, status: int | None = 200, outcome: str = "response",
+       client_status: int | None = None, headers: list | None = None, client_headers: list | None = None,
+       fault: dict | None = None, body: str = "{}") -> dict:
+    upstream = None if status is None else {"status": status, "headers": [["content-type", "application/json"]],
+                                            "body": "{}"}
+    client = {"outcome": outcome, "status": client_status if client_status is not None else status}
+    if client_headers is not None:
+        client["headers"] = client_headers
+    return {"seq": seq, "episode": "e", "started": 1.7e9 + at, "duration_s": 0.05,
+            "request": {"method": method, "url": url, "headers": headers or [], "body": body},
+            "upstream": upstream, "client": client, "fault": fault, "tokens": 0, "error": None}
+
+
+def chat(seq: int, at: float, **kw) -> dict:
+    return ex(seq, "POST", f"{MODEL}/v1/chat/completions", at, body='{"model": "m", "messages": []}', **kw)
+
+
+def fault(rule: str, kind: str) -> dict:
+    return {"rule": rule, "type": kind, "params": {}, "decision": 0.1, "forced": False, "delivered": True, "detail": ""}
+
+
+def clean(order: str) -> list[dict]:
+    refund = f"{SHOP}/orders/{order}/refund"
+    return [chat(1, 0), ex(2, "GET", f"{SHOP}/orders/{order}", 1), chat(3, 2), ex(4, "POST", refund, 3), chat(5, 4)]
+
+
+def lost_retried(order: str, read_first: bool = True) -> list[dict]:
+    """The refund is committed, its response lost (reset); the agent sends it again without a key."""
+    refund = f"{SHOP}/orders/{order}/refund"
+    head = [chat(1, 0), ex(2, "GET", f"{SHOP}/orders/{order}", 1), chat(3, 2)] if read_first else [chat(1, 0)]
+    n = len(head)
+    return head + [ex(n + 1, "POST", refund, n, outcome="reset", client_status=None, fault=fault("refund_lost", "response_lost")),
+                   ex(n + 2, "POST", refund, n + 1), chat(n + 3, n + 2)]
+
+
+def rushed_429(order: str) -> list[dict]:
+    """The model answers 429 with Retry-After: 2; the agent asks again 0.1 s later."""
+    return [chat(1, 0, status=None, outcome="injected", client_status=429, client_headers=[["retry-after", "2"]],
+                 fault=fault("model_429", "rate_limit")), chat(2, 0.1)] + [
+        {**line, "seq": line["seq"] + 1, "started": line["started"] + 1} for line in clean(order)[1:]]
+
+
+def write_run(run_dir: Path, episodes: list[tuple[str, str, int, list[dict]]], labels: tuple[str, ...] = ("",)) -> None:
+    """A run directory: episodes are (task id, grid label, trial, trace); each judged by the real judge."""
+    k = 1 + max(trial for _, _, trial, _ in episodes)
+    grid = [{"label": label, "params": {"lambda": float(label.split("=")[1])} if label else {}, "model": None}
+            for label in labels]
+    plan = {"faultproxy_version": "test", "scenario": {"name": "known", "digest": "d", "path": "-", "params": {}},
+            "tasks": {"path": "-", "digest": "t", "severity": {}, "prices": {}, "items": [t.to_json() for t in TASKS]},
+            "k": k, "grid": grid, "command": ["agent"], "created": "2025-01-01T00:00:00Z"}
+    write_plan(run_dir, plan)
+    log = EpisodeLog(run_dir, {"faultproxy_version": "test", "scenario_digest": "d", "tasks_digest": "t", "k": k,
+                               "grid": grid, "command": ["agent"], "created": plan["created"]})
+    by_id = {t.id: t for t in TASKS}
+    for task_id, label, trial, lines in episodes:
+        key = f"{task_id}.t{trial}" + (f".{label}" if label else "")
+        writer = TraceWriter(trace_path(run_dir / "flows", key))
+        for line in lines:
+            writer.write(line)
+        writer.close()
+        record = {"type": "episode", "key": key, "task_id": task_id, "trial": trial, "variant": trial, "seed": trial,
+                  "prompt": "p", "state": "default", "shape": "writes_state", "grid_label": label, "params": {},
+                  "model": "m", "completed": True, "cause": None, "exit_code": 0, "started": 1.7e9,
+                  "duration_s": 1.0, "output": {"answer": "Refunded."}, "output_error": None, "end_state": None,
+                  "state_error": None, "stats": {}, "trace": f"flows/{trace_path(Path(), key).name}", "log_tail": ""}
+        record["verdict"] = judge_episode(by_id[task_id], record, lines, {})
+        log.append(record)
+    log.close()
+
+
+KNOWN = [  # (task, label, trial, trace)
+    ("refund_a", "", 0, clean("1001")), ("refund_a", "", 1, lost_retried("1001")), ("refund_a", "", 2, clean("1001")),
+    ("refund_b", "", 0, clean("1002")), ("refund_b", "", 1, lost_retried("1002", read_first=False)),
+    ("refund_b", "", 2, lost_retried("1002")),
+    ("refund_c", "", 0, clean("1003")), ("refund_c", "", 1, rushed_429("1003")), ("refund_c", "", 2, rushed_429("1003")),
+]
+
+
+@pytest.fixture
+def known_run(tmp_path: Path) -> Path:
+    write_run(tmp_path / "run", KNOWN)
+    return tmp_path / "run"
+
+
+def test_two_faults_two_causes_one_fault_two_tasks_one_cause(known_run):
+    causes = build_report(known_run)["causes"]
+    assert causes["failing"] == 5
+    [lost, rushed] = causes["clusters"]  # ranked by episodes × severity: 3 × high before 2 × low
+    assert (lost["episodes"], lost["severity"], lost["tasks"]) == (3, "high", {"refund_b": 2, "refund_a": 1})
+    assert lost["checks"] == ["effects", "idempotency"]
+    assert lost["fault"] == {"rule": "refund_lost", "type": "response_lost"}
+    assert lost["where"] == "POST /orders/{id}/refund"
+    assert lost["response"] == "retried without idempotency key"
+    assert lost["line"].startswith("effects, idempotency failed: after response_lost (refund_lost) on POST "
+                                   "/orders/{id}/refund, the agent retried without idempotency key → send an "
+                                   "Idempotency-Key")
+    assert (rushed["episodes"], rushed["severity"], rushed["tasks"]) == (2, "low", {"refund_c": 2})
+    assert rushed["checks"] == ["retry"] and rushed["response"] == "retried before Retry-After"
+    assert rushed["fault"] == {"rule": "model_429", "type": "rate_limit"}
+    assert rushed["where"] == "POST /v1/chat/completions"
+    assert lost["id"] != rushed["id"] and build_report(known_run)["causes"] == causes  # deterministic
+
+
+def test_parting_step_and_representative(known_run):
+    lost, rushed = build_report(known_run)["causes"]["clusters"]
+    # refund_a.t1 and refund_b.t2 read first as the passing trials did; refund_b.t1 did not.
+    assert lost["parting"] == {
+        "step": 5, "passing": "POST /v1/chat/completions", "failing": "POST /orders/{id}/refund",
+        "after": "fault response_lost (refund_lost) on POST /orders/{id}/refund",
+        "text": "passing trials did POST /v1/chat/completions at step 5; failing trials did POST /orders/{id}/refund "
+                "after fault response_lost (refund_lost) on POST /orders/{id}/refund",
+        "episodes": 2, "compared": 3}
+    assert rushed["parting"]["step"] == 2 and rushed["parting"]["passing"] == "GET /orders/{id}"
+    assert rushed["parting"]["failing"] == "POST /v1/chat/completions"
+    # The representative is the shortest failing trace: refund_b.t1 skipped the read (4 exchanges, not 6).
+    assert lost["representative"] == {"key": "refund_b.t1", "task_id": "refund_b", "trial": 1, "grid_label": "",
+                                      "requests": 4}
+    assert rushed["representative"]["key"] == "refund_c.t1"
+
+
+def test_report_shows_causes_in_the_terminal_and_links_the_timeline_in_html(known_run, capsys):
+    report = build_report(known_run)
+    page = render(report, known_run)
+    lost = report["causes"]["clusters"][0]
+    assert "<h2>Failure causes</h2>" in page
+    assert f'href="#cause-{lost["id"]}"' in page and f'<details id="cause-{lost["id"]}">' in page
+    section = page[page.index(f'<details id="cause-{lost["id"]}">'):]
+    assert "<h3>Timeline</h3>" in section[:section.index("</details>")]
+    assert faultproxy_main(["report", str(known_run), "--no-html", "--no-junit"]) == 0
+    out = "".join(capsys.readouterr().out.split())  # the console folds long lines
+    assert "Failurecauses:5failingepisodes,2causes" in out
+    assert "retriedwithoutidempotencykey" in out and "representativerefund_b.t1" in out
+
+
+def test_without_clustering_the_report_has_no_causes(known_run):
+    assert build_report(known_run, causes=False)["causes"] is None
+
+
+def test_gate_names_new_causes_without_changing_its_verdict(tmp_path, known_run):
+    base_dir = tmp_path / "base"
+    write_run(base_dir, [e for e in KNOWN if e[0] != "refund_c"] + [
+        ("refund_c", "", trial, clean("1003")) for trial in range(3)])
+    run, base = build_report(known_run), build_report(base_dir)
+    result = evaluate_gate(run, base)
+    notes = [line.message for line in result.lines if line.verdict == "note" and "cause" in line.message]
+    rushed = run["causes"]["clusters"][1]
+    assert notes == [f"new cause [{rushed['id']}]: {rushed['line']}"]
+    without = evaluate_gate({**run, "causes": base["causes"]}, base)
+    assert without.verdict == result.verdict  # a note, never a verdict
+
+
+def test_sweep_shows_which_causes_appear_as_lambda_rises(tmp_path):
+    episodes = [("refund_a", label, trial, trace)
+                for label, traces in (("lambda=0", [clean("1001")] * 2),
+                                      ("lambda=0.5", [clean("1001"), rushed_429("1001")]),
+                                      ("lambda=1", [lost_retried("1001"), rushed_429("1001")]))
+                for trial, trace in enumerate(traces)]
+    write_run(tmp_path / "sweep", episodes, labels=("lambda=0", "lambda=0.5", "lambda=1"))
+    rows = analyse_sweep(tmp_path / "sweep")["causes"]
+    assert [(r["episodes"], r["first_at"]) for r in rows] == [([0, 0, 1], "lambda=1"), ([0, 1, 1], "lambda=0.5")]
+    assert "retried without idempotency key" in rows[0]["line"]
+
+
+# --- live: the naive demo agent, frozen by cause, replayed ------------------------------------------
+
+
+def test_freeze_representatives_one_entry_per_cause_replays_as_expected(tmp_path, monkeypatch, capsys):
+    tasks = load_tasks(EXAMPLES / "tasks.yaml")
+    tasks = replace(tasks, tasks=tuple(t for t in tasks.tasks if t.id in ("refund_order_1001", "pay_order_1004")))
+    naive = [sys.executable, str(EXAMPLES / "naive_agent.py")]
+    with world_in_thread() as world:
+        for name, value in world.env().items():
+            if name != "SHOP_URL":
+                monkeypatch.setenv(name, value)
+        run(RunOptions(scenario=load_scenario("response_lost"), tasks=tasks, out=tmp_path / "run", k=2,
+                       command=naive, parallel=2, show_progress=False))
+        clusters = build_report(tmp_path / "run")["causes"]["clusters"]
+        store = tmp_path / "store"
+        assert faultproxy_main(["freeze", str(tmp_path / "run"), "--representatives", "--to", str(store),
+                                "--env", "OPENAI_BASE_URL"]) == 0
+        first = capsys.readouterr().out
+        assert faultproxy_main(["freeze", str(tmp_path / "run"), "--representatives", "--to", str(store)]) == 0
+        again = capsys.readouterr().out
+    # Four failing episodes (two tasks × two trials, each a lost write retried without a key), two places.
+    assert sum(c["episodes"] for c in clusters) == 4 and len(clusters) == 2
+    assert {c["where"] for c in clusters} == {"POST /t/{episode}/orders/{id}/refund", "POST /t/{episode}/payments"}
+    assert {c["response"] for c in clusters} == {"retried without idempotency key"}
+    entries = har.find_entries(store)
+    assert sorted(p.name for p in entries) == sorted(f"cause-{c['slug']}--response_lost" for c in clusters)
+    labels = [json.loads((p / har.EPISODE_FILE).read_text())["cause"] for p in entries]
+    assert sorted((lab["id"], lab["episodes"], list(lab["tasks"])) for lab in labels) == sorted(
+        (c["id"], c["episodes"], list(c["tasks"])) for c in clusters)
+    assert f"{len(clusters)} episode(s) frozen" in first
+    assert f"0 episode(s) frozen into {store}/; {len(clusters)} cause(s) already in the store" in again
+    # The world is stopped: each entry replays, from the recording alone, to the failure it stands for.
+    read = [har.read_entry(p) for p in entries]
+    options = ReplayOptions(env={"OPENAI_API_KEY": "replay-needs-no-key"}, out=tmp_path / "replayed", parallel=2)
+    with Replayer(options, read) as replayer:
+        results = replayer.replay_all(read, naive)
+    assert [r.status for r in results] == ["fail", "fail"] and all(r.meets_expectation for r in results)
