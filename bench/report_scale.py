@@ -10,13 +10,18 @@ The episodes are made from verdicts of real judged traces (evaluator.judge on cr
 exchanges: clean runs, retries after 429, lost responses retried with and without a key, wrong
 answers, crashes), with per-episode identity, tokens, durations and confidences varied
 deterministically; each task has its own pass probability, so some tasks are flaky, some
-always pass and some never do. No traces are written: build_report never reads a trace for
-an episode that carries a verdict.
+always pass and some never do. The failing episodes' traces are written too (flows/<key>.jsonl,
+through formats.trace), since clustering failures by cause reads them; passing episodes get
+none (build_report never reads a trace for an episode that carries a verdict). build_report
+is timed twice, each in a fresh process: without clustering (causes=False) and with it, side by
+side. Target for clustering: under 20 % more time.
 
     .venv/bin/python bench/report_scale.py                     # 1,000 tasks x 1,000 trials
     .venv/bin/python bench/report_scale.py --tasks 100 --trials 100   # quick
+    .venv/bin/python bench/report_scale.py --tasks 100 --trials 1000  # 100,000 episodes: clustering's figure
     .venv/bin/python bench/report_scale.py --keep /tmp/big-run        # keep (or reuse) the run dir
     REPORT_JOBS=1 .venv/bin/python bench/report_scale.py               # one process, no workers
+    .venv/bin/python bench/report_scale.py --rounds 5                  # medians of 5 measurements each
 
 Wall time depends on what else the machine runs: the CPU seconds and the load average
 before the run are printed beside it.
@@ -30,6 +35,7 @@ import json
 import os
 import resource
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -40,7 +46,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from faultproxy.evaluator.judge import judge_episode  # noqa: E402
-from faultproxy.formats.rundir import LOG_FILE, EpisodeLog, episode_line, write_plan  # noqa: E402
+from faultproxy.formats.rundir import FLOWS_DIR, LOG_FILE, EpisodeLog, episode_line, write_plan  # noqa: E402
+from faultproxy.formats.trace import TraceWriter, trace_path  # noqa: E402
 from faultproxy.tasks.model import Effect, EndpointPattern, Expected, OutputSpec, Task  # noqa: E402
 
 SHOP, MODEL = "http://127.0.0.1:8100", "http://127.0.0.1:8200"
@@ -156,7 +163,7 @@ def generate(run_dir: Path, n_tasks: int, k: int) -> None:
             rec = base_record(tasks[0], 0) | fields
             verdict = judge_episode(tasks[0], rec, lines, {})
             assert verdict["status"] == kind, (kind, verdict)
-            judged[kind].append((fields, verdict))
+            judged[kind].append((fields, verdict, lines))
     # Per task: its pass probability (a third always pass, a tenth never, the rest flaky).
     probabilities = []
     for task in tasks:
@@ -169,8 +176,10 @@ def generate(run_dir: Path, n_tasks: int, k: int) -> None:
             for task, p in zip(tasks, probabilities):
                 u = unit(task.id, trial)
                 kind = "incomplete" if u < 0.02 else "pass" if unit("s", task.id, trial) < p else "fail"
-                fields, verdict = judged[kind][int(u * 1000) % len(judged[kind])]
+                fields, verdict, lines = judged[kind][int(u * 1000) % len(judged[kind])]
                 record = base_record(task, trial) | fields
+                if kind == "fail":
+                    write_trace(run_dir, record["key"], lines)
                 record["duration_s"] = round(0.5 + 3 * u, 3)
                 wobble = int(400 * unit("t", task.id, trial))
                 verdict = {**verdict, "episode": {f: record.get(f) for f in verdict["episode"]},
@@ -183,14 +192,21 @@ def generate(run_dir: Path, n_tasks: int, k: int) -> None:
           f"({(run_dir / LOG_FILE).stat().st_size / 1e9:.2f} GB)", flush=True)
 
 
-def measure(run_dir: Path) -> None:
+def write_trace(run_dir: Path, key: str, lines: list[dict]) -> None:
+    writer = TraceWriter(trace_path(run_dir / FLOWS_DIR, key))
+    for line in lines:
+        writer.write({**line, "episode": key})
+    writer.close()
+
+
+def measure(run_dir: Path, causes: bool) -> None:
     from faultproxy.evaluator.report import build_report
 
     jobs = int(os.environ["REPORT_JOBS"]) if os.environ.get("REPORT_JOBS") else None
     with open("/proc/loadavg") if Path("/proc/loadavg").exists() else open(os.devnull) as f:
         load = f.read().split()[:1]
     started, cpu_started = time.perf_counter(), time.process_time()
-    report = build_report(run_dir, jobs=jobs)
+    report = build_report(run_dir, jobs=jobs, causes=causes)
     seconds, cpu = time.perf_counter() - started, time.process_time() - cpu_started
     me, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     run = report["run"]
@@ -202,19 +218,55 @@ def measure(run_dir: Path) -> None:
                       "fast_path": report["log"]["verdicts_read_fast"],
                       "mean_pass_rate": round(run["headline"]["mean_pass_rate"], 4),
                       "pass_hat_k": run["headline"]["pass_hat_k"], "k": run["headline"]["k"],
-                      "safety_score": round(run["violations"]["safety_score"], 4)}))
+                      "safety_score": round(run["violations"]["safety_score"], 4),
+                      "causes": len(report["causes"]["clusters"]) if causes else None,
+                      "failing": report["causes"]["failing"] if causes else None,
+                      "traces_read": report["causes"]["traces_read"] if causes else None}))
+
+
+def median_result(rounds: list[dict]) -> dict:
+    """The last round's result with the median of each timing and memory figure over the rounds."""
+    figures = ("seconds", "cpu_s", "peak_rss_mb", "worker_peak_rss_mb")
+    return {**rounds[-1], **{name: statistics.median(r[name] for r in rounds) for name in figures}}
+
+
+def report(plain: dict, clustered: dict) -> None:
+    """The two measurements side by side, and the targets."""
+    def memory(result: dict) -> float:
+        workers = result["worker_peak_rss_mb"]
+        return result["peak_rss_mb"] + (workers * (os.cpu_count() or 1) if workers else 0)
+
+    rows = [("wall s", "seconds", "{:.2f}"), ("CPU s (all processes)", "cpu_s", "{:.2f}"),
+            ("peak RSS MB (+ workers)", None, "{:.0f}"), ("load average before", "load_before", "{}")]
+    print(f"build_report: {plain['episodes']:,} episodes, {plain['tasks']:,} tasks; "
+          f"{clustered['failing']:,} failing, {clustered['causes']} causes, {clustered['traces_read']} traces read")
+    print(f"| {'':<24} | {'without clustering':>18} | {'with clustering':>15} | {'added':>7} |")
+    print(f"|{'-' * 26}|{'-' * 20}:|{'-' * 17}:|{'-' * 8}:|")
+    for name, key, fmt in rows:
+        a, b = (memory(plain), memory(clustered)) if key is None else (plain[key], clustered[key])
+        added = f"{(b - a) / a:+.0%}" if isinstance(a, (int, float)) and a else ""
+        print(f"| {name:<24} | {fmt.format(a):>18} | {fmt.format(b):>15} | {added:>7} |")
+    cpu_added = (clustered["cpu_s"] - plain["cpu_s"]) / plain["cpu_s"] if plain["cpu_s"] else 0.0
+    print(f"targets: < 15 s wall with clustering: {'met' if clustered['seconds'] < 15 else 'MISSED'}; "
+          f"< 1 GB: {'met' if memory(clustered) < 1024 else 'MISSED'}; clustering adds < 20 % CPU time: "
+          f"{'met' if cpu_added < 0.2 else 'MISSED'} ({cpu_added:+.0%})")
+    print(f"  verdicts read on the fast path: {clustered['fast_path']:,}; mean pass rate "
+          f"{clustered['mean_pass_rate']}, pass^{clustered['k']} {clustered['pass_hat_k']}, "
+          f"safety {clustered['safety_score']}; python {sys.version.split()[0]}, {os.cpu_count()} CPU(s)")
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", type=int, default=1000)
     parser.add_argument("--trials", type=int, default=1000)
+    parser.add_argument("--rounds", type=int, default=3, help="Measurements of each kind (medians are shown).")
     parser.add_argument("--keep", type=Path, help="Run directory to write (and keep); reused if it already holds "
                                                   "a log of the same size.")
     parser.add_argument("--measure", type=Path, help=argparse.SUPPRESS)  # the child process
+    parser.add_argument("--causes", type=int, default=1, help=argparse.SUPPRESS)  # the child: cluster or not
     args = parser.parse_args()
     if args.measure:
-        measure(args.measure)
+        measure(args.measure, bool(args.causes))
         return 0
     temp = None
     if args.keep:
@@ -233,24 +285,18 @@ def main() -> int:
             marker.write_text(wanted)
         else:
             print(f"reusing {run_dir} ({wanted})", flush=True)
-        # A fresh process, so that its peak RSS is build_report's alone.
-        child = subprocess.run([sys.executable, __file__, "--measure", str(run_dir)], capture_output=True, text=True)
-        if child.returncode:
-            sys.stderr.write(child.stderr)
-            return child.returncode
-        result = json.loads(child.stdout.strip().splitlines()[-1])
-        workers = result["worker_peak_rss_mb"]
-        memory = result["peak_rss_mb"] + (workers * (os.cpu_count() or 1) if workers else 0)
-        ok_time, ok_mem = result["seconds"] < 15, memory < 1024
-        print(f"build_report: {result['episodes']:,} episodes, {result['tasks']:,} tasks: "
-              f"{result['seconds']:.2f} s wall ({result['cpu_s']:.1f} s CPU in all processes), "
-              f"peak RSS {result['peak_rss_mb']:.0f} MB" + (f" + {workers:.0f} MB per worker" if workers else "")
-              + f" (target < 15 s: {'met' if ok_time else 'MISSED'}; < 1 GB: {'met' if ok_mem else 'MISSED'})")
-        print(f"  verdicts read on the fast path: {result['fast_path']:,}; mean pass rate "
-              f"{result['mean_pass_rate']}, pass^{result['k']} {result['pass_hat_k']}, "
-              f"safety {result['safety_score']}")
-        print(f"  python {sys.version.split()[0]}, {os.cpu_count()} CPU(s), load average before: "
-              f"{result['load_before']}")
+        # A fresh process each, so that its peak RSS is build_report's alone; the two alternate,
+        # and each figure is the median of the rounds (the machine is shared: load comes and goes).
+        results: dict[int, list[dict]] = {0: [], 1: []}
+        for _ in range(args.rounds):
+            for causes in (0, 1):
+                child = subprocess.run([sys.executable, __file__, "--measure", str(run_dir), "--causes", str(causes)],
+                                       capture_output=True, text=True)
+                if child.returncode:
+                    sys.stderr.write(child.stderr)
+                    return child.returncode
+                results[causes].append(json.loads(child.stdout.strip().splitlines()[-1]))
+        report(median_result(results[0]), median_result(results[1]))
         return 0
     finally:
         if temp:

@@ -35,7 +35,7 @@ trace is missing is explained from its verdict alone, its response "unknown (no 
 A cluster: its cause, episodes, tasks, shapes, severity (the worst of its failed checks), the
 grid labels it appeared at (a sweep shows which causes appear as λ rises), where its trials
 parted from the passing ones (evaluator.parting), and a representative: the failing episode with
-the fewest exchanges (then the smallest key). Clusters are ranked by episodes × severity weight
+the fewest exchanges (then the first in the log). Clusters are ranked by episodes × severity weight
 (0.25 / 0.5 / 1.0, the weights of the safety score).
 """
 
@@ -218,9 +218,10 @@ def _may_have_committed(ex: Any) -> bool:
 # --- the stream ------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class _Failing:
-    key: Any
+@dataclass
+class _Group:
+    """Failing episodes of one task and grid label with the same verdict signature."""
+
     task_id: str
     label: Any
     status: int
@@ -229,40 +230,58 @@ class _Failing:
     faults: Any
     endpoints: bytes
     requests: int
+    first: Any  # the first episode's key (log order): its trace is read, and it may represent the cluster
     trial: Any
+    order: tuple[int, int]  # (chunk, position in chunk) of the first episode
+    count: int = 1
 
 
 class CauseSink(EpisodeSink):
-    """Collects what clustering needs from build_report's stream: each failing episode's verdict
-    fields, and per (grid label, task) the passing trials' endpoint sequences with their counts."""
+    """Collects what clustering needs from build_report's stream, a count per distinct failing
+    verdict signature (task, grid label, status, failed checks, faults, endpoints) with its first
+    episode, and per (grid label, task) the passing trials' endpoint sequences with their counts."""
 
     wants_fields = True
 
-    def __init__(self) -> None:
-        self.failing: list[_Failing] = []
+    def __init__(self, chunk: int = 0) -> None:
+        self.chunk, self.seen = chunk, 0
+        self.failing: dict[tuple, _Group] = {}
         self.passing: dict[tuple[Any, str], dict[bytes, int]] = {}
 
     def fields(self, v: VerdictFields, task_id: str) -> None:
         """One logged episode."""
+        self.seen += 1
         if v.status == 0:
-            counts = self.passing.setdefault((v.grid_label, task_id), {})
+            counts = self.passing.get((v.grid_label, task_id))
+            if counts is None:
+                counts = self.passing[(v.grid_label, task_id)] = {}
             counts[v.endpoints] = counts.get(v.endpoints, 0) + 1
+            return
+        signature = (task_id, v.grid_label, v.status, v.cause, v.failed, v.faults, v.endpoints)
+        group = self.failing.get(signature)
+        if group is None:
+            self.failing[signature] = _Group(task_id, v.grid_label, v.status, v.cause, v.failed, v.faults,
+                                             v.endpoints, v.requests, v.key, v.trial, (self.chunk, self.seen))
         else:
-            self.failing.append(_Failing(v.key, task_id, v.grid_label, v.status, v.cause, v.failed, v.faults,
-                                         v.endpoints, v.requests, v.trial))
+            group.count += 1
 
     def shard(self, index: int) -> CauseSink:
         """A fresh sink for one chunk of the log."""
-        return CauseSink()
+        return CauseSink(index)
 
     def absorb(self, shard: EpisodeSink) -> None:
         """Take a chunk's findings back (chunks in log order)."""
         assert isinstance(shard, CauseSink)
-        self.failing.extend(shard.failing)
+        for signature, group in shard.failing.items():
+            mine = self.failing.get(signature)
+            if mine is None:
+                self.failing[signature] = group
+            else:
+                mine.count += group.count
         for key, counts in shard.passing.items():
-            mine = self.passing.setdefault(key, {})
+            mine_counts = self.passing.setdefault(key, {})
             for endpoints, n in counts.items():
-                mine[endpoints] = mine.get(endpoints, 0) + n
+                mine_counts[endpoints] = mine_counts.get(endpoints, 0) + n
 
     def summarise(self, run_dir: Path, plan: Plan) -> dict[str, Any]:
         """report.json's `causes`: the clusters, ranked (see the module docstring)."""
@@ -273,8 +292,11 @@ def _text(value: Any) -> Any:
     return json.loads(value) if isinstance(value, bytes) else value
 
 
+_Member = tuple[_Group, "dict[str, Any] | None", "str | None"]
+
+
 class _Clustering:
-    """Explains each failing episode (one trace per verdict signature) and groups them by cause."""
+    """Explains each failing signature (one trace per trace signature) and groups them by cause."""
 
     def __init__(self, run_dir: Path, plan: Plan, sink: CauseSink) -> None:
         self.run_dir, self.sink = run_dir, sink
@@ -286,31 +308,30 @@ class _Clustering:
         self.traces_read = 0
 
     def result(self) -> dict[str, Any]:
-        members: dict[Cause, list[tuple[_Failing, dict[str, Any] | None, str | None]]] = {}
-        for item in self.sink.failing:
-            cause, endpoints, fault_at, _ = self._explain(item)
-            label = decode_name(item.label) or ""
-            parting = self.passing.parting(label, item.task_id, endpoints, fault_at, cause)
-            severity = _worst(_text(item.failed))
-            members.setdefault(cause, []).append((item, parting, severity))
+        members: dict[Cause, list[_Member]] = {}
+        for group in sorted(self.sink.failing.values(), key=lambda g: g.order):
+            cause, endpoints, fault_at, _ = self._explain(group)
+            label = decode_name(group.label) or ""
+            parting = self.passing.parting(label, group.task_id, endpoints, fault_at, cause)
+            members.setdefault(cause, []).append((group, parting, _worst(_text(group.failed))))
         clusters = [self._cluster(cause, items) for cause, items in members.items()]
         clusters.sort(key=lambda c: (-c["score"], c["id"]))
-        return {"failing": len(self.sink.failing), "clusters": clusters, "traces_read": self.traces_read,
-                "signatures": len(self.explained),
+        return {"failing": sum(g.count for g in self.sink.failing.values()), "clusters": clusters,
+                "traces_read": self.traces_read, "signatures": len(self.explained),
                 "without_trace": sum(1 for e in self.explained.values() if not e[3])}
 
-    def _explain(self, item: _Failing) -> tuple[Cause, list[str], int | None, bool]:
-        signature = (item.status, item.cause, item.failed, item.faults, item.endpoints)
+    def _explain(self, group: _Group) -> tuple[Cause, list[str], int | None, bool]:
+        signature = (group.status, group.cause, group.failed, group.faults, group.endpoints)
         known = self.explained.get(signature)
         if known is None:
-            known = self.explained[signature] = self._read(item)
+            known = self.explained[signature] = self._read(group)
         return known
 
-    def _read(self, item: _Failing) -> tuple[Cause, list[str], int | None, bool]:
-        key = decode_name(item.key)
-        failed = [f.get("name") for f in _text(item.failed) if f.get("name")]
-        outcome = "fail" if item.status == 1 else f"incomplete: {decode_name(item.cause) or 'unknown'}"
-        endpoints = list(_text(item.endpoints))
+    def _read(self, group: _Group) -> tuple[Cause, list[str], int | None, bool]:
+        key = decode_name(group.first)
+        failed = [f.get("name") for f in _text(group.failed) if f.get("name")]
+        outcome = "fail" if group.status == 1 else f"incomplete: {decode_name(group.cause) or 'unknown'}"
+        endpoints = list(_text(group.endpoints))
         path = trace_file(self.run_dir, {"key": key})
         if path is not None and path.exists():
             exchanges = parse_trace(read_trace(path))
@@ -318,16 +339,20 @@ class _Clustering:
             if exchanges:
                 cause, fault_at = explain(exchanges, failed, outcome, key)
                 return cause, [ex.endpoint(key) for ex in exchanges], fault_at, True
-        return _from_verdict(outcome, failed, _text(item.faults), endpoints), endpoints, None, False
+        return _from_verdict(outcome, failed, _text(group.faults), endpoints), endpoints, None, False
 
-    def _cluster(self, cause: Cause, items: list[tuple[_Failing, dict[str, Any] | None, str | None]]) -> dict[str, Any]:
+    def _cluster(self, cause: Cause, items: list[_Member]) -> dict[str, Any]:
         severities = [s for _, _, s in items if s]
         severity = max(severities, key=lambda s: SEVERITY_RANK[s]) if severities else None
-        episodes = len(items)
-        tasks = Counter(item.task_id for item, _, _ in items)
-        labels = Counter(decode_name(item.label) or "" for item, _, _ in items)
-        shapes = Counter(self.shapes.get(item.task_id, "unclassified") for item, _, _ in items)
-        rep = min((item for item, _, _ in items), key=lambda i: (i.requests, str(decode_name(i.key))))
+        episodes = sum(group.count for group, _, _ in items)
+        tasks: Counter[str] = Counter()
+        labels: Counter[str] = Counter()
+        shapes: Counter[str] = Counter()
+        for group, _, _ in items:
+            tasks[group.task_id] += group.count
+            labels[decode_name(group.label) or ""] += group.count
+            shapes[self.shapes.get(group.task_id, "unclassified")] += group.count
+        rep = min((group for group, _, _ in items), key=lambda g: (g.requests, g.order))
         return {
             **cause.to_json(),
             "episodes": episodes,
@@ -336,8 +361,8 @@ class _Clustering:
             "tasks": dict(sorted(tasks.items(), key=lambda kv: (-kv[1], kv[0]))),
             "shapes": dict(sorted(shapes.items(), key=lambda kv: (-kv[1], kv[0]))),
             "by_label": dict(sorted(labels.items())),
-            "parting": parting_summary([p for _, p, _ in items]),
-            "representative": {"key": decode_name(rep.key), "task_id": rep.task_id, "trial": rep.trial,
+            "parting": parting_summary((p, group.count) for group, p, _ in items),
+            "representative": {"key": decode_name(rep.first), "task_id": rep.task_id, "trial": rep.trial,
                                "grid_label": decode_name(rep.label) or "", "requests": rep.requests},
         }
 

@@ -106,17 +106,17 @@ def parting_text(step: int, passing: str | None, failing: str | None, before: st
             + (f" after {before}" if before else " at the start"))
 
 
-def parting_summary(partings: Iterable[dict[str, Any] | None]) -> dict[str, Any] | None:
-    """A cluster's parting: the most common one among its episodes (ties: the earliest step,
-    then the text), with how many of the cluster's episodes parted there."""
+def parting_summary(partings: Iterable[tuple[dict[str, Any] | None, int]]) -> dict[str, Any] | None:
+    """A cluster's parting from (parting, episodes) pairs: the most common one among its episodes
+    (ties: the earliest step, then the text), with how many of them parted there."""
     counts: Counter[str] = Counter()
     first: dict[str, dict[str, Any]] = {}
     compared = 0
-    for parting in partings:
+    for parting, episodes in partings:
         if parting is None:
             continue
-        compared += 1
-        counts[parting["text"]] += 1
+        compared += episodes
+        counts[parting["text"]] += episodes
         first.setdefault(parting["text"], parting)
     if not counts:
         return None
