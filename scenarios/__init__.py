@@ -1,5 +1,14 @@
-"""Scenario registry: the YAML schema, its loader, and the bundled scenarios in this folder."""
+"""Scenario registry: the YAML schema, its loader, the fault kinds (scenarios.faults) and the
+bundled scenarios in this folder."""
 
+from faultproxy.scenarios.faults import (
+    FAULT_KINDS,
+    FAULT_TYPES,
+    DriftOp,
+    FaultKind,
+    ParamSpec,
+    trace_forwarded,
+)
 from faultproxy.scenarios.loader import (
     BUNDLED_DIR,
     ScenarioError,
@@ -8,12 +17,9 @@ from faultproxy.scenarios.loader import (
     resolve_scenario_path,
 )
 from faultproxy.scenarios.model import (
-    FAULT_TYPES,
     BodyPredicate,
-    DriftOp,
     FaultSpec,
     MatchSpec,
-    ParamSpec,
     Rule,
     Scenario,
     TextPattern,
@@ -22,9 +28,11 @@ from faultproxy.scenarios.model import (
 
 __all__ = [
     "BUNDLED_DIR",
+    "FAULT_KINDS",
     "FAULT_TYPES",
     "BodyPredicate",
     "DriftOp",
+    "FaultKind",
     "FaultSpec",
     "MatchSpec",
     "ParamSpec",
@@ -36,4 +44,5 @@ __all__ = [
     "bundled_names",
     "load_scenario",
     "resolve_scenario_path",
+    "trace_forwarded",
 ]

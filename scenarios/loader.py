@@ -1,8 +1,9 @@
 """Read scenario YAML into a validated Scenario, or fail with one ScenarioError naming file, line
 and field.
 
-The YAML is composed into nodes by scenarios.reader.YamlReader, so that every value keeps its
-line; this module holds the scenario schema and reads it node by node.
+The YAML is composed into nodes by formats.yaml_input.YamlReader, so that every value keeps its
+line; this module holds the scenario schema and reads it node by node. Each fault type's own
+schema and cross-field rules come from its kind (scenarios.faults).
 """
 
 from __future__ import annotations
@@ -25,16 +26,11 @@ from faultproxy.formats.yaml_input import (
     line_of,
     suggest,
 )
+from faultproxy.scenarios.faults import FAULT_KINDS, ParamProblem, ParamSpec
 from faultproxy.scenarios.model import (
-    DRIFT_OPS,
-    FAULT_TYPES,
-    JSON_TYPES,
-    REORDER,
     BodyPredicate,
-    DriftOp,
     FaultSpec,
     MatchSpec,
-    ParamSpec,
     Rule,
     Scenario,
     TextPattern,
@@ -51,11 +47,6 @@ TOP_FIELDS = ("name", "description", "seed", "params", "rules", "expect")
 RULE_FIELDS = ("name", "match", "when", "fault")
 MATCH_FIELDS = ("host", "path", "method", "headers", "body")
 WHEN_FIELDS = ("probability", "calls", "every", "after", "max")
-# Extra fields each schema_drift op accepts, and which of them it needs.
-_OP_FIELDS = {"rename": ("to",), "remove": (), "add": ("value",), "retype": ("to",),
-              "wrap": ("key",), "reorder": ("order",)}
-_OP_REQUIRED = {"rename": ("to",), "add": ("value",), "retype": ("to",)}
-_OPS_ON_A_KEY = ("rename", "remove", "add")  # these edit a named field, so the path must end in one
 
 
 class ScenarioError(InputError):
@@ -265,83 +256,36 @@ def _read_fault(r: YamlReader, node: Node, field: str) -> FaultSpec:
     if "type" not in present:
         raise r.error(node, f"{field}.type", "missing required field 'type'")
     fault_type = r.string(present["type"], f"{field}.type")
-    if fault_type not in FAULT_TYPES:
+    if fault_type not in FAULT_KINDS:
         raise r.error(present["type"], f"{field}.type",
-                      f"unknown fault type '{fault_type}'; expected one of {', '.join(FAULT_TYPES)}"
-                      + suggest(fault_type, FAULT_TYPES))
-    schema = FAULT_TYPES[fault_type]
-    r.check_keys(node, field, present, ("type", *schema),
-                 required=[key for key, spec in schema.items() if spec.required])
+                      f"unknown fault type '{fault_type}'; expected one of {', '.join(FAULT_KINDS)}"
+                      + suggest(fault_type, FAULT_KINDS))
+    kind = FAULT_KINDS[fault_type]
+    r.check_keys(node, field, present, ("type", *kind.params),
+                 required=[key for key, spec in kind.params.items() if spec.required])
     params = {key: _read_fault_param(r, present[key], f"{field}.{key}", spec) if key in present else spec.default
-              for key, spec in schema.items()}
-    _check_fault_combination(r, fault_type, params, present, field)
+              for key, spec in kind.params.items()}
+    try:
+        params = kind.settle(params, frozenset(present))
+    except ParamProblem as problem:  # the kind's rule across fields; the error points at the field it names
+        raise r.error(present.get(problem.param, node), f"{field}.{problem.param}", problem.message) from None
     return FaultSpec(fault_type, params)
 
 
 def _read_fault_param(r: YamlReader, node: Node, field: str, spec: ParamSpec) -> Any:
     if spec.nullable and isinstance(node, ScalarNode) and node.tag == NULL_TAG:
         return None
+    if spec.read is not None:
+        return spec.read(r, node, field)
     if spec.kind == "number":
         return r.number(node, field, spec.minimum, spec.maximum)
     if spec.kind == "integer":
-        value = r.integer(node, field, spec.minimum)
+        value = r.integer(node, field)
+        r.in_range(node, field, value, spec.minimum, spec.maximum)
         return r.choice(node, field, value, spec.choices) if spec.choices else value
     if spec.kind == "boolean":
         return r.boolean(node, field)
-    if spec.kind == "ops":
-        ops = r.sequence(node, field, "ops")
-        return tuple(_read_drift_op(r, op, f"{field}[{i}]") for i, op in enumerate(ops))
     if spec.choices and isinstance(node, ScalarNode) and node.value in spec.choices:
         return node.value  # `then: 504` is a YAML int; the choice is the text
     text = r.string(node, field)
     return r.choice(node, field, text, spec.choices) if spec.choices else text
-
-
-def _check_fault_combination(r: YamlReader, fault_type: str, params: dict[str, Any],
-                             present: Mapping[str, Node], field: str) -> None:
-    """Rules across parameters that FAULT_TYPES cannot state on its own."""
-    if fault_type == "partial_response":
-        given = [key for key in ("bytes", "fraction", "events") if params[key] is not None]
-        if len(given) > 1:
-            raise r.error(present[given[1]], f"{field}.{given[1]}",
-                          f"give only one of bytes, fraction, events (got {' and '.join(given)})")
-        if not given:
-            params["events"] = 1
-    if fault_type == "delay" and params["distribution"] == "uniform" and params["min_ms"] > params["max_ms"]:
-        key = "max_ms" if "max_ms" in present else "min_ms"
-        raise r.error(present[key], f"{field}.{key}",
-                      f"min_ms ({params['min_ms']}) is greater than max_ms ({params['max_ms']})")
-
-
-def _read_drift_op(r: YamlReader, node: Node, field: str) -> DriftOp:
-    present = r.fields(node, field)
-    if "op" not in present:
-        raise r.error(node, f"{field}.op", "missing required field 'op'")
-    op = r.choice(present["op"], f"{field}.op", r.string(present["op"], f"{field}.op"), DRIFT_OPS)
-    r.check_keys(node, field, present, ("op", "path", *_OP_FIELDS[op]),
-                 required=("path", *_OP_REQUIRED.get(op, ())))
-    path = _read_drift_path(r, present["path"], f"{field}.path", op)
-    to = None
-    if op == "rename":
-        to = r.string(present["to"], f"{field}.to", nonempty=True)
-    elif op == "retype":
-        to = r.choice(present["to"], f"{field}.to", r.string(present["to"], f"{field}.to"), JSON_TYPES)
-    value = r.plain(present["value"], f"{field}.value") if op == "add" else None
-    key = r.string(present["key"], f"{field}.key", nonempty=True) if "key" in present else None
-    order = None
-    if op == "reorder":
-        order = "reverse"
-        if "order" in present:
-            order = r.choice(present["order"], f"{field}.order",
-                             r.string(present["order"], f"{field}.order"), REORDER)
-    return DriftOp(op, path, to, value, key, order)
-
-
-def _read_drift_path(r: YamlReader, node: Node, field: str, op: str) -> tuple[str, ...]:
-    text = r.string(node, field)
-    segments = () if text in ("", "$") else tuple(text.split("."))
-    if not all(segments):
-        raise r.error(node, field, f"invalid path '{text}': empty segment")
-    if op in _OPS_ON_A_KEY and (not segments or segments[-1] == "*"):
-        raise r.error(node, field, f"op '{op}' needs a path ending in a field name, got '{text}'")
-    return segments

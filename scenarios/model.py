@@ -1,4 +1,4 @@
-"""The validated, immutable form of a scenario, and the schema of every fault type.
+"""The validated, immutable form of a scenario (each fault type's schema: scenarios.faults).
 
 Everything here is plain data plus small pure predicates: the loader builds these objects, the
 proxy reads them. Mappings are ordinary dicts (so scenarios pickle for remote executors);
@@ -124,20 +124,8 @@ class When:
 
 
 @dataclass(frozen=True)
-class DriftOp:
-    """One schema_drift edit. `path` is split on dots; `*` means every list item or dict value."""
-
-    op: str
-    path: tuple[str, ...]
-    to: str | None = None
-    value: Any = None
-    key: str | None = None
-    order: str | None = None
-
-
-@dataclass(frozen=True)
 class FaultSpec:
-    """A fault type and its parameters, every parameter of FAULT_TYPES[type] present."""
+    """A fault type and its parameters, every parameter of its kind (scenarios.faults) present."""
 
     type: str
     params: Mapping[str, Any]
@@ -175,101 +163,3 @@ class Scenario:
         """The rule's firing probability, with a param name resolved against `params`."""
         p = rule.when.probability
         return self.params[p] if isinstance(p, str) else p
-
-
-# --- fault schema -------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ParamSpec:
-    """One fault parameter. kind: number | integer | string | boolean | ops (schema_drift)."""
-
-    kind: str
-    default: Any = None
-    doc: str = ""
-    choices: tuple[Any, ...] | None = None
-    minimum: float | None = None
-    maximum: float | None = None
-    nullable: bool = False
-    required: bool = False
-
-
-PROVIDERS = ("auto", "openai", "anthropic", "generic")
-DRIFT_OPS = ("rename", "remove", "add", "retype", "wrap", "reorder")
-JSON_TYPES = ("string", "number", "integer", "boolean", "null", "array", "object")
-REORDER = ("reverse", "sorted")
-
-_provider = ParamSpec("string", "auto", "error body and header dialect", choices=PROVIDERS)
-_message = ParamSpec("string", None, "error message (a provider-style default if null)", nullable=True)
-
-# Cross-field rules the table cannot express are enforced by the loader and described in `doc`.
-FAULT_TYPES: Mapping[str, Mapping[str, ParamSpec]] = {
-    "rate_limit": {
-        "provider": _provider,
-        "retry_after": ParamSpec("number", 1, "Retry-After, seconds", minimum=0),
-        "retry_after_ms": ParamSpec(
-            "integer", None, "retry-after-ms header; null means retry_after * 1000",
-            minimum=0, nullable=True,
-        ),
-        "limit": ParamSpec("string", "requests", "which limit is exhausted", choices=("requests", "tokens")),
-        "message": _message,
-    },
-    "server_error": {
-        "status": ParamSpec("integer", 500, "HTTP status", choices=(500, 502, 503, 504, 529)),
-        "provider": _provider,
-        "retry_after": ParamSpec("number", None, "Retry-After, seconds", minimum=0, nullable=True),
-        "message": _message,
-    },
-    "auth_failure": {
-        "status": ParamSpec("integer", 401, "HTTP status", choices=(401, 403)),
-        "provider": _provider,
-        "message": _message,
-    },
-    "delay": {
-        "at": ParamSpec("string", "request", "delay before forwarding or before answering",
-                        choices=("request", "response")),
-        "distribution": ParamSpec("string", "fixed", "how the delay is drawn",
-                                  choices=("fixed", "uniform", "lognormal")),
-        "ms": ParamSpec("number", 1000, "fixed delay", minimum=0),
-        "min_ms": ParamSpec("number", 0, "uniform lower bound (<= max_ms)", minimum=0),
-        "max_ms": ParamSpec("number", 1000, "uniform upper bound", minimum=0),
-        "median_ms": ParamSpec("number", 500, "lognormal median", minimum=0),
-        "sigma": ParamSpec("number", 0.5, "lognormal shape", minimum=0),
-    },
-    "timeout": {
-        "hold_s": ParamSpec("number", 30, "seconds to hold the request unanswered", minimum=0),
-        "then": ParamSpec("string", "close", "what ends the hold", choices=("close", "504")),
-    },
-    "reset": {},
-    "response_lost": {
-        "mode": ParamSpec("string", "reset", "the upstream commits; the client sees this instead",
-                          choices=("reset", "hang", "504")),
-        "hang_s": ParamSpec("number", 10, "seconds to hang in mode hang", minimum=0),
-    },
-    "partial_response": {
-        "bytes": ParamSpec("integer", None, "cut after this many body bytes (one of bytes, fraction, events)",
-                           minimum=0, nullable=True),
-        "fraction": ParamSpec("number", None, "cut after this fraction of the body",
-                              minimum=0, maximum=1, nullable=True),
-        "events": ParamSpec("integer", None, "cut after this many SSE events (1 if no cut point is given)",
-                            minimum=0, nullable=True),
-        "end": ParamSpec("string", "clean", "how the cut stream ends", choices=("clean", "reset")),
-    },
-    "slow_stream": {
-        "first_event_ms": ParamSpec("number", 0, "delay before the first SSE event", minimum=0),
-        "between_events_ms": ParamSpec("number", 200, "delay between SSE events", minimum=0),
-    },
-    "schema_drift": {
-        "ops": ParamSpec("ops", None, "edits to the JSON response body: " + ", ".join(DRIFT_OPS),
-                         required=True),
-    },
-    "stale_state": {
-        "after_write": ParamSpec("boolean", False, "stale reads only once the episode has written (read-your-writes)"),
-    },
-    "jsonrpc_error": {
-        "mode": ParamSpec("string", "error", "JSON-RPC error object or MCP tool result with isError",
-                          choices=("error", "tool_error")),
-        "code": ParamSpec("integer", -32603, "JSON-RPC error code"),
-        "message": ParamSpec("string", "Internal error", "error message"),
-    },
-}

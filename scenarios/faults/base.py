@@ -1,0 +1,67 @@
+"""What a fault type is, as data: its parameters, whether it forwards, what it remembers, and
+the rules across its parameters that a schema of single fields cannot state."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from faultproxy.formats.yaml_input import YamlReader
+from yaml.nodes import Node
+
+
+@dataclass(frozen=True)
+class ParamSpec:
+    """One fault parameter. kind: number | integer | string | boolean, or the name of a structured
+    value that `read` parses (schema_drift's `ops`). `minimum` and `maximum` bound numbers and
+    integers; `doc` says what the parameter does, for people and error messages alike."""
+
+    kind: str
+    default: Any = None
+    doc: str = ""
+    choices: tuple[Any, ...] | None = None
+    minimum: float | None = None
+    maximum: float | None = None
+    nullable: bool = False
+    required: bool = False
+    read: Callable[[YamlReader, Node, str], Any] | None = None
+
+
+class ParamProblem(ValueError):
+    """A cross-field rule broken. `param` names the field the scenario error points at."""
+
+    def __init__(self, param: str, message: str) -> None:
+        super().__init__(message)
+        self.param = param
+        self.message = message
+
+
+CrossCheck = Callable[[dict[str, Any], frozenset[str]], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class FaultKind:
+    """One fault type as the scenario layer knows it; the proxy's class for it points here.
+
+    forwards: when the fault is delivered, does the request still reach the upstream? (An answer
+      the proxy makes, a held or dropped request: no. A delay, a lost or cut response: yes.) The
+      injector records what really happened on every trace line; this is what a trace written
+      before it did is read with.
+    remembers_reads: the proxy must keep the answers of reads matched by a rule of this kind
+      (stale_state serves them again later).
+    cross_check: rules across parameters, given the parameters with defaults filled and the
+      names the scenario gave; returns the parameters (it may fill a default that depends on
+      others) or raises ParamProblem.
+    """
+
+    name: str
+    doc: str
+    params: Mapping[str, ParamSpec]
+    forwards: bool
+    remembers_reads: bool = False
+    cross_check: CrossCheck | None = None
+
+    def settle(self, params: dict[str, Any], given: frozenset[str]) -> dict[str, Any]:
+        """The parameters once the cross-field rules hold; raises ParamProblem if one does not."""
+        return self.cross_check(params, given) if self.cross_check else params

@@ -1,0 +1,22 @@
+"""rate_limit: a 429 with the provider's retry headers and error body; nothing is forwarded."""
+
+from __future__ import annotations
+
+from faultproxy.scenarios.faults.base import FaultKind, ParamSpec
+from faultproxy.scenarios.faults.provider_error import MESSAGE, PROVIDER
+
+KIND = FaultKind(
+    name="rate_limit",
+    doc="429 with retry-after, retry-after-ms, the provider's error body and rate-limit headers",
+    params={
+        "provider": PROVIDER,
+        "retry_after": ParamSpec("number", 1, "Retry-After, seconds", minimum=0),
+        "retry_after_ms": ParamSpec(
+            "integer", None, "retry-after-ms header; null means retry_after * 1000",
+            minimum=0, nullable=True,
+        ),
+        "limit": ParamSpec("string", "requests", "which limit is exhausted", choices=("requests", "tokens")),
+        "message": MESSAGE,
+    },
+    forwards=False,
+)

@@ -1,0 +1,16 @@
+"""response_lost: the upstream commits the request; the client never hears back."""
+
+from __future__ import annotations
+
+from faultproxy.scenarios.faults.base import FaultKind, ParamSpec
+
+KIND = FaultKind(
+    name="response_lost",
+    doc="the upstream commits the request; the response is dropped",
+    params={
+        "mode": ParamSpec("string", "reset", "the upstream commits; the client sees this instead",
+                          choices=("reset", "hang", "504")),
+        "hang_s": ParamSpec("number", 10, "seconds to hang in mode hang", minimum=0),
+    },
+    forwards=True,
+)

@@ -1,0 +1,18 @@
+"""server_error: a provider-shaped 5xx answered by the proxy; nothing is forwarded."""
+
+from __future__ import annotations
+
+from faultproxy.scenarios.faults.base import FaultKind, ParamSpec
+from faultproxy.scenarios.faults.provider_error import MESSAGE, PROVIDER
+
+KIND = FaultKind(
+    name="server_error",
+    doc="500/502/503/504/529, provider-shaped",
+    params={
+        "status": ParamSpec("integer", 500, "HTTP status", choices=(500, 502, 503, 504, 529)),
+        "provider": PROVIDER,
+        "retry_after": ParamSpec("number", None, "Retry-After, seconds", minimum=0, nullable=True),
+        "message": MESSAGE,
+    },
+    forwards=False,
+)

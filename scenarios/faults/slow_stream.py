@@ -1,0 +1,15 @@
+"""slow_stream: the upstream's SSE events paced out; the request is forwarded."""
+
+from __future__ import annotations
+
+from faultproxy.scenarios.faults.base import FaultKind, ParamSpec
+
+KIND = FaultKind(
+    name="slow_stream",
+    doc="SSE events paced out",
+    params={
+        "first_event_ms": ParamSpec("number", 0, "delay before the first SSE event", minimum=0),
+        "between_events_ms": ParamSpec("number", 200, "delay between SSE events", minimum=0),
+    },
+    forwards=True,
+)
