@@ -1,4 +1,4 @@
-"""One request/response exchange as the injector sees it, and its trace line."""
+"""One request/response exchange as the injector sees it live, and its trace line."""
 
 from __future__ import annotations
 
@@ -16,7 +16,14 @@ _UNPARSED = object()
 
 
 @dataclass
-class Exchange:
+class FlowExchange:
+    """A live exchange: what the injector knows of one flow while it passes, written to the
+    episode's trace as one line when it ends (the evaluator reads it back as a TracedExchange).
+
+    `forwarded`: the proxy passed the request on to the upstream (or, in replay, to the recorded
+    upstream); false when a fault answered, held or dropped it first, or the proxy answered itself.
+    """
+
     episode: EpisodeState
     seq: int
     method: str
@@ -30,6 +37,7 @@ class Exchange:
     delivered: bool = False
     detail: str = ""
     outcome: str = "response"
+    forwarded: bool = False
     started: float = field(default_factory=time.time)
     response_started: float | None = None
     upstream: dict[str, Any] | None = None
@@ -74,6 +82,7 @@ class Exchange:
             },
             "upstream": self._upstream_record(redactor),
             "client": self._client_record(redactor),
+            "forwarded": self.forwarded,
             "fault": self._fault_record(),
             "perturbation": self.perturbation,
             "tokens": self.tokens,

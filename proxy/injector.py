@@ -16,27 +16,22 @@ from faultproxy.formats.errors import UserError
 from faultproxy.formats.redact import Redactor
 from faultproxy.proxy import decide
 from faultproxy.proxy.attribution import episode_of
-from faultproxy.proxy.episodes import Episodes, EpisodeState, StoredResponse
-from faultproxy.proxy.exchange import Exchange
-from faultproxy.proxy.faults import (
-    FAULT_CLASSES,
-    SUPPLIED_KEY,
-    WRITE_METHODS,
-    Fault,
-    answer,
-    read_key,
-)
+from faultproxy.proxy.episodes import Episodes, EpisodeState
+from faultproxy.proxy.exchange import FlowExchange
+from faultproxy.proxy.faults import FAULT_CLASSES, SUPPLIED_KEY, Fault, answer
 from faultproxy.proxy.match import request_matches
 from faultproxy.proxy.models import rewrite_model
 from faultproxy.proxy.perturb import perturb_response
 from faultproxy.proxy.relay import Relay
 from faultproxy.proxy.sse import EventSplitter, data_payloads, is_event_stream
 from faultproxy.proxy.usage import tokens_in_body, tokens_in_events
-from faultproxy.scenarios import Rule, Scenario, ScenarioError, load_scenario
+from faultproxy.scenarios import FAULT_KINDS, Rule, Scenario, ScenarioError, load_scenario
 from mitmproxy import ctx, exceptions, http
 
 FORCE_HEADER = "x-faultproxy-force"
 EXCHANGE_KEY = "faultproxy_exchange"
+REMEMBER_KEY = "faultproxy_remember"  # flow.metadata: the fault that keeps this read's answer, if any
+WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 log = structlog.get_logger("faultproxy")
 
@@ -100,7 +95,23 @@ class FaultInjector:
             return
         ex = self._open_exchange(flow)
         forced = flow.request.headers.pop(FORCE_HEADER) if FORCE_HEADER in flow.request.headers else None
-        stale_candidate = False
+        self._match_rules(flow, ex, forced)
+        if forced and ex.rule is None:
+            answer(flow, ex, 400, {"content-type": "text/plain"}, f"faultproxy: no rule named {forced!r}\n".encode())
+            return
+        if ex.method in WRITE_METHODS:
+            ex.episode.writes.append((ex.seq, flow.request.path.split("?")[0]))
+        if ex.rule:
+            ex.episode.fired[ex.rule.name] += 1
+            await self.fault(ex.scenario, ex.rule).request(flow, ex)
+        if flow.response is None and flow.error is None:  # no fault answered, held or dropped it
+            ex.forwarded = True
+            await self.supply_response(flow, ex)
+            flow.metadata[SUPPLIED_KEY] = flow.response is not None
+
+    def _match_rules(self, flow: http.HTTPFlow, ex: FlowExchange, forced: str | None) -> None:
+        """Count this call for every rule that matches it, decide the first that fires, and note
+        the fault that remembers this read's answer, if a matching rule's kind remembers reads."""
         request = flow.request
         host, port, path = request.host, request.port, request.path  # mitmproxy decodes these on every read
         for rule in ex.scenario.rules:
@@ -109,23 +120,12 @@ class FaultInjector:
             ):
                 continue
             index = ex.episode.calls[rule.name] = ex.episode.calls[rule.name] + 1
-            stale_candidate |= rule.fault.type == "stale_state"
+            if FAULT_KINDS[rule.fault.type].remembers_reads and REMEMBER_KEY not in flow.metadata:
+                flow.metadata[REMEMBER_KEY] = self.fault(ex.scenario, rule)
             if ex.rule is None:
                 self._decide(rule, index, ex, forced)
-        if forced and ex.rule is None:
-            answer(flow, ex, 400, {"content-type": "text/plain"}, f"faultproxy: no rule named {forced!r}\n".encode())
-            return
-        flow.metadata["faultproxy_remember_read"] = stale_candidate and ex.method in ("GET", "HEAD")
-        if ex.method in WRITE_METHODS:
-            ex.episode.writes.append((ex.seq, flow.request.path.split("?")[0]))
-        if ex.rule:
-            ex.episode.fired[ex.rule.name] += 1
-            await self.fault(ex.scenario, ex.rule).request(flow, ex)
-        if flow.response is None and flow.error is None:
-            await self.supply_response(flow, ex)
-            flow.metadata[SUPPLIED_KEY] = flow.response is not None
 
-    async def supply_response(self, flow: http.HTTPFlow, ex: Exchange) -> None:
+    async def supply_response(self, flow: http.HTTPFlow, ex: FlowExchange) -> None:
         """Hook point: set `flow.response` to answer as the upstream, with no network (replay).
 
         Called once the request's fault, if any, has acted and still left it to be forwarded.
@@ -164,7 +164,7 @@ class FaultInjector:
             self._perturb(flow, ex)
         self._finish(flow, ex)
 
-    def _perturb(self, flow: http.HTTPFlow, ex: Exchange) -> None:
+    def _perturb(self, flow: http.HTTPFlow, ex: FlowExchange) -> None:
         """epsilon: with that probability, answer with equivalent JSON (key order, layout, number
         forms) — a perturbation that must not change the outcome, unlike a fault."""
         epsilon = ex.scenario.params.get("epsilon", 0.0)
@@ -188,12 +188,12 @@ class FaultInjector:
 
     # -- steps -----------------------------------------------------------------------------
 
-    def _open_exchange(self, flow: http.HTTPFlow) -> Exchange:
+    def _open_exchange(self, flow: http.HTTPFlow) -> FlowExchange:
         episode = self.episodes.get(episode_of(flow))
         if episode.model:
             rewrite_model(flow.request, episode.model)  # before anything reads or records the request
         raw = flow.request.get_content(strict=False)
-        ex = Exchange(
+        ex = FlowExchange(
             episode=episode,
             seq=episode.next_seq(),
             method=flow.request.method,
@@ -205,7 +205,7 @@ class FaultInjector:
         flow.metadata[EXCHANGE_KEY] = ex
         return ex
 
-    def _decide(self, rule: Rule, index: int, ex: Exchange, forced: str | None) -> None:
+    def _decide(self, rule: Rule, index: int, ex: FlowExchange, forced: str | None) -> None:
         if forced:
             if rule.name == forced:
                 ex.rule, ex.forced = rule, True
@@ -216,7 +216,7 @@ class FaultInjector:
         if decide.fires(ex.scenario.probability(rule), value):
             ex.rule, ex.decision = rule, value
 
-    def _take_upstream_body(self, flow: http.HTTPFlow, ex: Exchange) -> None:
+    def _take_upstream_body(self, flow: http.HTTPFlow, ex: FlowExchange) -> None:
         if flow.response.stream:
             ex.tokens = tokens_in_events(data_payloads(e for _, e in ex.upstream_events))
             return
@@ -226,12 +226,10 @@ class FaultInjector:
             ex.tokens = tokens_in_events(data_payloads(e for _, e in ex.upstream_events))
         else:
             ex.tokens = tokens_in_body(ex.upstream_body)
-        if flow.metadata.get("faultproxy_remember_read") and read_key(ex) not in ex.episode.reads:
-            ex.episode.reads[read_key(ex)] = StoredResponse(
-                ex.seq, flow.response.status_code, tuple(flow.response.headers.fields), flow.response.raw_content or b""
-            )
+        if REMEMBER_KEY in flow.metadata:
+            flow.metadata[REMEMBER_KEY].remember(flow, ex)
 
-    def _finish(self, flow: http.HTTPFlow, ex: Exchange) -> None:
+    def _finish(self, flow: http.HTTPFlow, ex: FlowExchange) -> None:
         if ex.written:
             return
         ex.written = True
@@ -258,7 +256,7 @@ class StreamTap:
     """mitmproxy's stream function for event streams: records each event with its time offset
     and lets a fault shape, drop or cut events on their boundaries."""
 
-    def __init__(self, ex: Exchange, shaper) -> None:
+    def __init__(self, ex: FlowExchange, shaper) -> None:
         self.ex = ex
         self.shaper = shaper
         self.splitter = EventSplitter()

@@ -30,7 +30,7 @@ from typing import Any
 
 import structlog
 from faultproxy.proxy import decide
-from faultproxy.proxy.exchange import Exchange
+from faultproxy.proxy.exchange import FlowExchange
 from faultproxy.proxy.faults import answer
 from faultproxy.proxy.injector import FaultInjector
 from faultproxy.proxy.relay import Relay
@@ -96,7 +96,7 @@ class ReplayInjector(FaultInjector):
             self._active.pop(id(state), None)
         return state
 
-    def _decide(self, rule, index: int, ex: Exchange, forced: str | None) -> None:
+    def _decide(self, rule, index: int, ex: FlowExchange, forced: str | None) -> None:
         replay = self._active.get(id(ex.episode))
         if forced or replay is None or replay.forced is None:
             super()._decide(rule, index, ex, forced)
@@ -105,7 +105,7 @@ class ReplayInjector(FaultInjector):
             ex.rule, ex.forced = rule, True
             ex.decision = decide.decision_value(ex.scenario.seed, ex.episode.key, rule.name, index)
 
-    async def supply_response(self, flow: http.HTTPFlow, ex: Exchange) -> None:
+    async def supply_response(self, flow: http.HTTPFlow, ex: FlowExchange) -> None:
         replay = self._active.get(id(ex.episode))
         if replay is None:
             self._diverge(flow, ex, None, "no replay is running for this episode")
@@ -126,7 +126,7 @@ class ReplayInjector(FaultInjector):
             return
         flow.response = response
 
-    def _diverge(self, flow: http.HTTPFlow, ex: Exchange, replay: EpisodeReplay | None, why: str) -> None:
+    def _diverge(self, flow: http.HTTPFlow, ex: FlowExchange, replay: EpisodeReplay | None, why: str) -> None:
         url = self.redactor.url(ex.url)
         message = f"faultproxy replay: no recorded response for {ex.method} {url} ({why}); it was not forwarded"
         body = json.dumps({"error": {"type": "faultproxy_replay_diverged", "code": "diverged", "message": message}})

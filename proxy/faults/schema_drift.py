@@ -1,0 +1,157 @@
+"""schema_drift: rename, remove, add, retype, wrap and reorder values at JSON paths, in a JSON
+body or in each SSE `data:` event.
+
+A path is a tuple of keys; `*` stands for every element of a list or every value of a mapping.
+Operations work on a deep copy and report whether anything changed, so a drift rule that
+matched a body without the targeted field is recorded as not delivered.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from faultproxy.proxy.exchange import FlowExchange
+from faultproxy.proxy.faults.base import Fault
+from faultproxy.proxy.sse import map_json_data
+from faultproxy.scenarios.faults import schema_drift
+from faultproxy.scenarios.faults.schema_drift import DriftOp
+from mitmproxy import http
+
+
+class SchemaDriftFault(Fault):
+    kind = schema_drift.KIND
+
+    def event_shaper(self, ex: FlowExchange) -> Callable[[bytes], bytes | None] | None:
+        def shape(event: bytes) -> bytes:
+            return map_json_data(event, lambda document: self._drift(document, ex))
+
+        return shape
+
+    def _drift(self, document: Any, ex: FlowExchange) -> Any:
+        drifted, changed = apply_drift(document, self.params["ops"])
+        if changed:
+            ex.deliver(", ".join(f"{op.op} {'.'.join(op.path)}" for op in self.params["ops"]))
+        return drifted
+
+    async def response(self, flow: http.HTTPFlow, ex: FlowExchange) -> None:
+        if ex.upstream is None or flow.response.stream:
+            return
+        content = flow.response.get_content(strict=False)
+        try:
+            document = json.loads(content)
+        except ValueError:
+            return
+        drifted = self._drift(document, ex)
+        if ex.delivered:
+            # `content` re-encodes with the response's Content-Encoding and fixes Content-Length.
+            flow.response.content = json.dumps(drifted, separators=(",", ":")).encode()
+
+
+def apply_drift(document: Any, ops: Iterable[DriftOp]) -> tuple[Any, bool]:
+    """The document with every op applied (on a deep copy), and whether anything changed."""
+    document = copy.deepcopy(document)
+    changed = False
+    for op in ops:
+        document, op_changed = _apply_one(document, op)
+        changed = changed or op_changed
+    return document, changed
+
+
+def _apply_one(document: Any, op: DriftOp) -> tuple[Any, bool]:
+    if not op.path or op.path in (("$",), ("",)):
+        if op.op == "reorder" and isinstance(document, dict):
+            return _reordered(document, op.order), len(document) > 1
+        return document, False
+    changed = False
+    for parent, key in _targets(document, op.path[:-1], op.path[-1]):
+        changed = _edit(parent, key, op) or changed
+    return document, changed
+
+
+def _targets(node: Any, prefix: tuple[str, ...], last: str):
+    """Yield (container, key) pairs for every place the path's last segment names."""
+    for parent in _walk(node, prefix):
+        if last == "*":
+            keys = list(parent) if isinstance(parent, dict) else range(len(parent)) if isinstance(parent, list) else []
+            for key in keys:
+                yield parent, key
+        elif isinstance(parent, dict):
+            yield parent, last
+        elif isinstance(parent, list) and last.isdigit():
+            yield parent, int(last)
+
+
+def _walk(node: Any, path: tuple[str, ...]):
+    if not path:
+        yield node
+        return
+    head, rest = path[0], path[1:]
+    if head == "*":
+        children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else []
+        for child in children:
+            yield from _walk(child, rest)
+    elif isinstance(node, dict) and head in node:
+        yield from _walk(node[head], rest)
+    elif isinstance(node, list) and head.isdigit() and int(head) < len(node):
+        yield from _walk(node[int(head)], rest)
+
+
+def _edit(parent: Any, key: Any, op: DriftOp) -> bool:
+    present = key in parent if isinstance(parent, dict) else key < len(parent)
+    if op.op == "add":
+        if isinstance(parent, dict):
+            parent[key] = copy.deepcopy(op.value)
+            return True
+        return False
+    if not present:
+        return False
+    if op.op == "remove":
+        del parent[key]
+    elif op.op == "rename":
+        if not isinstance(parent, dict):
+            return False
+        _rename_in_place(parent, key, op.to)
+    elif op.op == "retype":
+        parent[key] = _retyped(parent[key], op.to)
+    elif op.op == "wrap":
+        parent[key] = {op.key: parent[key]} if op.key else [parent[key]]
+    elif op.op == "reorder":
+        if not isinstance(parent[key], dict):
+            return False
+        parent[key] = _reordered(parent[key], op.order)
+    return True
+
+
+def _rename_in_place(mapping: dict, old: str, new: str) -> None:
+    # Keep the key's position: clients that read JSON as ordered text should see only the rename.
+    items = [(new if k == old else k, v) for k, v in mapping.items()]
+    mapping.clear()
+    mapping.update(items)
+
+
+def _reordered(mapping: dict, order: str) -> dict:
+    keys = sorted(mapping) if order == "sorted" else list(reversed(mapping))
+    return {k: mapping[k] for k in keys}
+
+
+def _retyped(value: Any, to: str) -> Any:
+    if to == "string":
+        return value if isinstance(value, str) else json.dumps(value)
+    if to in ("number", "integer"):
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            return 0
+        return int(number) if to == "integer" or number.is_integer() else number
+    if to == "boolean":
+        return bool(value)
+    if to == "null":
+        return None
+    if to == "array":
+        return value if isinstance(value, list) else [value]
+    if to == "object":
+        return value if isinstance(value, dict) else {"value": value}
+    raise ValueError(f"unknown type {to!r}")
