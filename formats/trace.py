@@ -10,6 +10,8 @@ A line:
   upstream: status, headers, body, sse [[offset_s, event]] — what the upstream sent, or null
   client:   outcome (response | reset | cut | stale | injected), status, headers, and body/sse
             only where they differ from the upstream's
+  forwarded: did the request reach the upstream (the proxy passed it on); lines written before
+            it was recorded are read with scenarios.trace_forwarded
   fault:    rule, type, params, delivered, detail — or null
   usage:    model token usage read from the response, or null
 """

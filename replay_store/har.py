@@ -62,6 +62,7 @@ from faultproxy.formats import __version__
 from faultproxy.formats.errors import InputError
 from faultproxy.formats.redact import Redactor
 from faultproxy.formats.yaml_input import describe_value, is_int, is_number
+from faultproxy.scenarios import trace_forwarded
 from faultproxy.tasks.model import Task
 
 FORMAT = "faultproxy-replay-entry"
@@ -69,9 +70,6 @@ VERSION = 1
 EPISODE_FILE = "episode.json"
 HAR_FILE = "flows.har"
 EXPECTATIONS = ("pass", "fail")
-# Faults that answer or drop a request before it is forwarded: the upstream never saw it.
-STOPS_BEFORE_FORWARDING = frozenset({"rate_limit", "server_error", "auth_failure", "timeout", "reset",
-                                     "jsonrpc_error", "stale_state"})
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 REQUIRED = ("episode", "task", "prompt", "scenario", "expect", "decisions", "command")
 
@@ -275,8 +273,8 @@ def _har_entry(line: Mapping[str, Any], redactor: Redactor) -> dict[str, Any]:
     upstream = line.get("upstream")
     client = line.get("client") or {}
     fault = line.get("fault")
-    stopped = bool(fault and fault.get("delivered") and fault.get("type") in STOPS_BEFORE_FORWARDING)
-    if stopped:
+    forwarded = trace_forwarded(line)
+    if not forwarded:
         upstream = None  # an answer the proxy made is never the upstream's (older traces recorded it)
     url = redactor.url(str(request.get("url") or ""))
     req_text, req_encoding = _body_text(request, redactor)
@@ -311,7 +309,6 @@ def _har_entry(line: Mapping[str, Any], redactor: Redactor) -> dict[str, Any]:
         response = {"status": 0, "statusText": "", "httpVersion": "HTTP/1.1", "cookies": [], "headers": [],
                     "content": {"size": 0, "mimeType": ""}, "redirectURL": "", "headersSize": -1, "bodySize": -1}
     duration_ms = round(float(line.get("duration_s") or 0) * 1000, 3)
-    forwarded = upstream is not None or (not stopped and client.get("outcome") != "injected")
     return {
         "startedDateTime": _iso(line.get("started")),
         "time": duration_ms,

@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 import pytest
 
-from faultproxy.evaluator.checks import Exchange, check_end_state, check_escalation, check_outcome, committed_effects, parse_trace
+from faultproxy.evaluator.checks import TracedExchange, check_end_state, check_escalation, check_outcome, committed_effects, parse_trace
 from faultproxy.formats.rundir import read_run
 from examples.agent_common import SYSTEM, Reply, tool_message
 from examples.planner import Final, decide, intent_of
@@ -73,7 +73,7 @@ def failures(episodes: list[Record]) -> dict[str, Any]:
             for r in episodes if r["verdict"]["status"] != "pass"}
 
 
-def trace_of(out: Path, record: Record) -> list[Exchange]:
+def trace_of(out: Path, record: Record) -> list[TracedExchange]:
     return parse_trace(read_trace(out / record["trace"]))
 
 
