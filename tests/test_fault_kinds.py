@@ -38,7 +38,7 @@ def test_every_kind_module_is_in_the_catalogue() -> None:
 
 
 def test_pairing_names_a_kind_without_a_class_a_kind_with_two_and_a_stray_class() -> None:
-    extra = FaultKind(name="server_exit", doc="the server process exits", params={}, forwards=False)
+    extra = FaultKind(name="server_exit", params={}, forwards=False)
     with pytest.raises(FaultRegistryError, match=r"fault kind 'server_exit' needs exactly one class .* found none"):
         pair_kinds({**FAULT_KINDS, "server_exit": extra}, FAULT_CLASSES.values())
     twice = type("ResetAgainFault", (FAULT_CLASSES["reset"],), {})
@@ -51,7 +51,7 @@ def test_pairing_names_a_kind_without_a_class_a_kind_with_two_and_a_stray_class(
 
 SPEC_MODULE = '''
 from faultproxy.scenarios.faults.base import FaultKind
-KIND = FaultKind(name="server_exit", doc="the server exits", params={}, forwards=False)
+KIND = FaultKind(name="server_exit", params={}, forwards=False)
 '''
 CLASS_MODULE = '''
 from faultproxy.proxy.faults.base import Fault

@@ -15,7 +15,7 @@ from yaml.nodes import Node
 class ParamSpec:
     """One fault parameter. kind: number | integer | string | boolean, or the name of a structured
     value that `read` parses (schema_drift's `ops`). `minimum` and `maximum` bound numbers and
-    integers; `doc` says what the parameter does, for people and error messages alike."""
+    integers; `doc` says what the parameter does and the rules it takes part in."""
 
     kind: str
     default: Any = None
@@ -56,7 +56,6 @@ class FaultKind:
     """
 
     name: str
-    doc: str
     params: Mapping[str, ParamSpec]
     forwards: bool
     remembers_reads: bool = False

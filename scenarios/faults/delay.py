@@ -16,7 +16,6 @@ def _bounds_in_order(params: dict[str, Any], given: frozenset[str]) -> dict[str,
 
 KIND = FaultKind(
     name="delay",
-    doc="latency before forwarding or before answering",
     params={
         "at": ParamSpec("string", "request", "delay before forwarding or before answering",
                         choices=("request", "response")),

@@ -6,7 +6,6 @@ from faultproxy.scenarios.faults.base import FaultKind, ParamSpec
 
 KIND = FaultKind(
     name="jsonrpc_error",
-    doc="for JSON-RPC over HTTP (MCP): an error, or a tool result with isError: true",
     params={
         "mode": ParamSpec("string", "error", "JSON-RPC error object or MCP tool result with isError",
                           choices=("error", "tool_error")),

@@ -18,7 +18,6 @@ def _one_cut_point(params: dict[str, Any], given: frozenset[str]) -> dict[str, A
 
 KIND = FaultKind(
     name="partial_response",
-    doc="a body cut at N bytes or a fraction; an SSE stream cut after N events",
     params={
         "bytes": ParamSpec("integer", None, "cut after this many body bytes (one of bytes, fraction, events)",
                            minimum=0, nullable=True),

@@ -7,7 +7,6 @@ from faultproxy.scenarios.faults.provider_error import MESSAGE, PROVIDER
 
 KIND = FaultKind(
     name="rate_limit",
-    doc="429 with retry-after, retry-after-ms, the provider's error body and rate-limit headers",
     params={
         "provider": PROVIDER,
         "retry_after": ParamSpec("number", 1, "Retry-After, seconds", minimum=0),

@@ -6,7 +6,6 @@ from faultproxy.scenarios.faults.base import FaultKind, ParamSpec
 
 KIND = FaultKind(
     name="response_lost",
-    doc="the upstream commits the request; the response is dropped",
     params={
         "mode": ParamSpec("string", "reset", "the upstream commits; the client sees this instead",
                           choices=("reset", "hang", "504")),

@@ -76,7 +76,6 @@ def _read_path(r: YamlReader, node: Node, field: str, op: str) -> tuple[str, ...
 
 KIND = FaultKind(
     name="schema_drift",
-    doc="JSON bodies and each SSE data: event rewritten",
     params={
         "ops": ParamSpec("ops", None, "edits to the JSON response body: " + ", ".join(DRIFT_OPS),
                          required=True, read=read_ops),

@@ -6,7 +6,6 @@ from faultproxy.scenarios.faults.base import FaultKind, ParamSpec
 
 KIND = FaultKind(
     name="slow_stream",
-    doc="SSE events paced out",
     params={
         "first_event_ms": ParamSpec("number", 0, "delay before the first SSE event", minimum=0),
         "between_events_ms": ParamSpec("number", 200, "delay between SSE events", minimum=0),

@@ -10,7 +10,6 @@ from faultproxy.scenarios.faults.base import FaultKind, ParamSpec
 
 KIND = FaultKind(
     name="stale_state",
-    doc="a read answered with what the same request got earlier in the episode",
     params={
         "after_write": ParamSpec("boolean", False, "stale reads only once the episode has written (read-your-writes)"),
     },

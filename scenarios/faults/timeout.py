@@ -6,7 +6,6 @@ from faultproxy.scenarios.faults.base import FaultKind, ParamSpec
 
 KIND = FaultKind(
     name="timeout",
-    doc="the request is held, never forwarded, then closed or answered 504",
     params={
         "hold_s": ParamSpec("number", 30, "seconds to hold the request unanswered", minimum=0),
         "then": ParamSpec("string", "close", "what ends the hold", choices=("close", "504")),
