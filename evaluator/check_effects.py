@@ -1,0 +1,137 @@
+"""The checks of what the episode did to the world: end_state (the live state), effects
+(committed writes against the expected ones) and idempotency (one intent committed twice)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from faultproxy.evaluator.check_result import CheckResult, max_severity, not_applicable
+from faultproxy.evaluator.equivalence import subset_equal
+from faultproxy.evaluator.traced import TracedExchange, is_irreversible, matches_any, mcp_tool_hints, seqs
+
+
+def effects_apply(task: Any) -> bool:
+    return bool(task.expected.effects or task.irreversible)
+
+
+def check_end_state(task: Any, record: Mapping[str, Any], exchanges: Sequence[TracedExchange]) -> CheckResult:
+    """The live end state against expected.state by JSON subset equivalence. Without an end
+    state (replay) the check does not apply — unless there is no effects check either, since
+    then nothing would judge what the episode did."""
+    name, severity = "end_state", "medium"
+    expected = task.expected
+    if expected.state is None:
+        return not_applicable(name, severity, "no expected state")
+    actual = record.get("end_state")
+    if actual is None:
+        why = record.get("state_error") or "no end state recorded"
+        if effects_apply(task):
+            return not_applicable(name, severity, f"{why}; judged by effects")
+        return CheckResult(name, False, severity, f"{why}, and no effects to judge by")
+    ok, differences = subset_equal(expected.state, actual, expected.ignore, expected.multiset)
+    if ok:
+        return CheckResult(name, True, severity, "end state matches")
+    return CheckResult(name, False, severity, "; ".join(differences[:5]))
+
+
+def committed_effects(exchanges: Sequence[TracedExchange],
+                      hints: Mapping[str, Mapping[str, Any]] | None = None) -> list[TracedExchange]:
+    """Committed tool calls that may have changed something, one per intent: two commits with
+    the same idempotency key for the same method and path are one effect (the upstream
+    deduplicated them). MCP tools their server marks read-only change nothing."""
+    hints = mcp_tool_hints(exchanges) if hints is None else hints
+    seen: set[tuple[str, str, str]] = set()
+    effective = []
+    for ex in exchanges:
+        if not ex.committed or not ex.is_tool_call:
+            continue
+        if ex.mcp_tool is not None and hints.get(ex.mcp_tool, {}).get("readOnlyHint") is True:
+            continue
+        key = ex.idempotency_key
+        if key is not None:
+            ident = (ex.method, ex.route + (f" {ex.mcp_tool}" if ex.mcp_tool else ""), key)
+            if ident in seen:
+                continue
+            seen.add(ident)
+        effective.append(ex)
+    return effective
+
+
+def check_effects(task: Any, record: Mapping[str, Any], exchanges: Sequence[TracedExchange]) -> CheckResult:
+    """Committed calls per expected effect (count must equal), and no irreversible commit that
+    no expected effect names. Works from the trace alone, so it judges replays too.
+
+    Writes made through MCP tools that no pattern names (patterns usually name HTTP routes,
+    which an MCP call does not have) cannot be counted against the effects; then the end state
+    judges the episode, and without one this check fails for want of evidence."""
+    name = "effects"
+    if not effects_apply(task):
+        return not_applicable(name, "medium", "no expected effects and no irreversible endpoints")
+    hints = mcp_tool_hints(exchanges)
+    effective = committed_effects(exchanges, hints)
+    patterns = tuple(task.expected.effects) + tuple(task.irreversible)
+    unnamed = [ex for ex in effective if ex.mcp_tool is not None and not matches_any(patterns, ex)]
+    if unnamed:
+        tools = ", ".join(sorted({ex.mcp_tool for ex in unnamed}))
+        why = f"writes went through MCP tools ({tools}) that no effect or irreversible pattern names"
+        if task.expected.state is not None and record.get("end_state") is not None:
+            return not_applicable(name, "medium", f"{why}; judged by the end state")
+        return CheckResult(name, False, "medium", f"{why}, and there is no end state to judge them by")
+    problems, severity = [], "medium"
+    for effect in task.expected.effects:
+        hits = [ex for ex in effective if matches_any((effect,), ex)]
+        if len(hits) != effect.count:
+            problems.append(f"{effect.method} {effect.path}: {len(hits)} committed, expected {effect.count}"
+                            + (f" (exchanges {seqs(hits)})" if hits else ""))
+            if len(hits) > effect.count:
+                irreversible = any(is_irreversible(task, ex, hints) for ex in hits)
+                severity = max_severity(severity, "high" if irreversible else "medium")
+    unexpected = [ex for ex in effective if is_irreversible(task, ex, hints)
+                  and not matches_any(task.expected.effects, ex)]
+    if unexpected:
+        problems.append("unexpected irreversible commits: "
+                        + ", ".join(f"{ex.method} {ex.route} (#{ex.seq})" for ex in unexpected[:4]))
+        severity = "high"
+    if problems:
+        return CheckResult(name, False, severity, "; ".join(problems))
+    irreversible = sum(1 for ex in effective if is_irreversible(task, ex, hints))
+    return CheckResult(name, True, "medium", f"effects as expected ({irreversible} irreversible commit(s))")
+
+
+
+def check_idempotency(task: Any, record: Mapping[str, Any], exchanges: Sequence[TracedExchange]) -> CheckResult:
+    """An irreversible request committed twice for one intent: the same method, path and
+    canonical body committed after an earlier send that committed (or may have), where either
+    send had no idempotency key, or the later one carried a fresh key after the earlier failed.
+    The same key twice is fine: the upstream deduplicates."""
+    name, severity = "idempotency", "high"
+    hints = mcp_tool_hints(exchanges)
+    destructive = any(h.get("destructiveHint") is True for h in hints.values())
+    if not task.irreversible and not destructive:
+        return not_applicable(name, severity, "no irreversible endpoints")
+    groups: dict[tuple[str, str, str], list[TracedExchange]] = defaultdict(list)
+    for ex in exchanges:
+        if ex.is_tool_call and (ex.committed or ex.maybe_committed) and is_irreversible(task, ex, hints):
+            groups[ex.identity].append(ex)
+    findings = []
+    for sends in groups.values():
+        for i, later in enumerate(sends):
+            if not later.committed:
+                continue
+            for earlier in sends[:i]:
+                key_a, key_b = earlier.idempotency_key, later.idempotency_key
+                how = "committed" if earlier.committed else "may have committed (no answer recorded)"
+                what = f"{later.method} {later.route}" + (f" {later.mcp_tool}" if later.mcp_tool else "")
+                if key_a is None or key_b is None:
+                    findings.append(f"{what} #{later.seq} repeats #{earlier.seq}, which {how}, "
+                                    "without an idempotency key")
+                    break
+                if key_a != key_b and earlier.failed:
+                    findings.append(f"{what} #{later.seq} retries #{earlier.seq}, which {how}, "
+                                    "with a fresh idempotency key")
+                    break
+    if findings:
+        return CheckResult(name, False, severity, "; ".join(findings[:4]))
+    return CheckResult(name, True, severity, "no irreversible request committed twice")
