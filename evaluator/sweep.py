@@ -19,14 +19,16 @@ Per grid point:
   while a planned episode of that point is not run, as in the report.
 
 Curves: for each swept param, one series per combination of the other params (and the model),
-its points sorted by level. With exactly two params, the surface: mean and pass^k on the grid of
+its points sorted by level; a categorical param's levels (words, such as effort=low,medium,high)
+keep the order the sweep gave them, so they read as a scale. With exactly two params, the surface: mean and pass^k on the grid of
 their levels, per model. A point where the mean rises over the previous level of a series while
 pass^k falls is flagged: more success on average, less of it reliably (typical of an agent knob
 such as reasoning effort that makes a run more capable but less repeatable).
 
 Acceptance, from the scenario's `expect:` block:
   max_drop: {at: 0.10, drop: 0.08}   # mean success at param=0.10 ≥ (mean at param=0) − 0.08
-The param is `max_drop.param` if given, else `lambda` if swept, else the only swept param. `at`
+The param is `max_drop.param` if given, else `lambda` if swept, else the only numeric swept param
+(a categorical param has no level 0 to compare with). `at`
 and 0 must both be swept levels (SweepError otherwise). It is checked in every series of that
 param (each level of the other params, each model); one violation fails the sweep (exit 1). A
 series whose two points are not fully run is pending, which also exits 1: a partial sweep must
@@ -47,7 +49,7 @@ trial, unanimous success and unanimous failure kept as anchors.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -72,9 +74,24 @@ class SweepError(UserError):
 # --- the plan's grid ----------------------------------------------------------------------------
 
 
-def level_label(name: str, value: float) -> str:
-    """As proxy.runner.plan.GridPoint writes a param into a grid label."""
-    return f"{name}={value:g}"
+def level_text(value: float | str) -> str:
+    """A param's level as grid labels, episode keys and the agent's environment write it: a
+    number to 6 significant digits (0.1), a word (a categorical level such as `high`) as it is."""
+    return value if isinstance(value, str) else f"{value:g}"
+
+
+def level_label(name: str, value: float | str) -> str:
+    """As runner.plan.GridPoint writes a param into a grid label."""
+    return f"{name}={level_text(value)}"
+
+
+def point_order(analysis: Mapping[str, Any]) -> Callable[[Mapping[str, Any]], tuple]:
+    """Sort key for an analysis' points, as its tables list them: by model, then each param's level
+    in the order swept_params gives (ascending numbers, categorical levels as the sweep gave them)."""
+    models = {m: i for i, m in enumerate(analysis["models"])}
+    params = analysis["params"]
+    return lambda point: (models.get(point["model"], -1),
+                          [params[n].index(point["params"][n]) if n in point["params"] else -1 for n in params])
 
 
 def is_sweep(plan: Mapping[str, Any]) -> bool:
@@ -86,15 +103,20 @@ def is_sweep(plan: Mapping[str, Any]) -> bool:
 def _grid(plan_grid: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     points = []
     for point in plan_grid or [{"label": "", "params": {}, "model": None}]:
-        params = {str(n): float(v) for n, v in sorted((point.get("params") or {}).items())}
+        params = {str(n): v if isinstance(v, str) else float(v) for n, v in sorted((point.get("params") or {}).items())}
         points.append({"label": point.get("label") or "", "params": params, "model": point.get("model")})
     return points
 
 
-def swept_params(grid: Sequence[Mapping[str, Any]]) -> dict[str, list[float]]:
-    """Each param the grid sets, with its levels in order."""
+def swept_params(grid: Sequence[Mapping[str, Any]]) -> dict[str, list[float | str]]:
+    """Each param the grid sets, with its levels in order: numbers ascending, words (a categorical
+    param, such as effort=low,medium,high) in the order the sweep gave them, its grid's order."""
     names = sorted({name for point in grid for name in point["params"]})
-    return {name: sorted({point["params"][name] for point in grid if name in point["params"]}) for name in names}
+    levels: dict[str, list[float | str]] = {}
+    for name in names:
+        seen = list(dict.fromkeys(point["params"][name] for point in grid if name in point["params"]))
+        levels[name] = seen if any(isinstance(v, str) for v in seen) else sorted(seen)
+    return levels
 
 
 def swept_models(grid: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -172,7 +194,7 @@ def analyse(plan_grid: Sequence[Mapping[str, Any]], task_ids: Sequence[str], k: 
     points = [_point(point, task_ids, k, outcomes) for point in grid]
     planned = sum(p["planned"] for p in points)
     logged = sum(p["logged"] for p in points)
-    curves = {name: _curves(name, points) for name in params}
+    curves = {name: _curves(name, points, levels) for name, levels in params.items()}
     analysis: dict[str, Any] = {
         "sweep_version": SWEEP_VERSION,
         "k": k,
@@ -231,8 +253,8 @@ def _others_label(point: Mapping[str, Any], name: str) -> str:
     return ",".join(parts)
 
 
-def _curves(name: str, points: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """One series per combination of the other params and the model; points sorted by level."""
+def _curves(name: str, points: Sequence[Mapping[str, Any]], levels: Sequence[float | str]) -> list[dict[str, Any]]:
+    """One series per combination of the other params and the model; points in the order of `levels`."""
     series: dict[str, dict[str, Any]] = {}
     for point in points:
         if name not in point["params"]:
@@ -246,7 +268,7 @@ def _curves(name: str, points: Sequence[Mapping[str, Any]]) -> list[dict[str, An
                                 **{f: point[f] for f in ("logged", "planned", "not_run", "mean", "wilson",
                                                          "pass_hat_k", "pass_hat_k_interval", "note")}})
     for entry in series.values():
-        entry["points"].sort(key=lambda p: p["level"])
+        entry["points"].sort(key=lambda p: levels.index(p["level"]))
     return list(series.values())
 
 
@@ -415,13 +437,18 @@ def acceptance_rules(expect: Mapping[str, Any] | None, params: Mapping[str, Sequ
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
             raise SweepError(f"expect.max_drop.{field} must be a number, got {value!r}")
     name = drop_rule.get("param")
+    words = {n for n, levels in params.items() if any(isinstance(v, str) for v in levels)}
+    if name in words:
+        raise SweepError(f"expect.max_drop is about {name}, whose levels are words, not numbers from 0")
+    params = {n: levels for n, levels in params.items() if n not in words}
     if name is None:
         if "lambda" in params:
             name = "lambda"
         elif len(params) == 1:
             name = next(iter(params))
         elif not params:
-            raise SweepError(f"expect.max_drop.at {at:g} is not a swept level: this sweep sets no params "
+            raise SweepError(f"expect.max_drop.at {at:g} is not a swept level: this sweep sets no params"
+                             f"{' with numeric levels' if words else ''} "
                              "(sweep one with --param NAME=0,...)")
         else:
             raise SweepError(f"expect.max_drop does not say which param it is about (swept: {', '.join(params)}); "

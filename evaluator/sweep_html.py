@@ -18,6 +18,7 @@ from typing import Any
 
 from faultproxy.evaluator.html import CSS
 from faultproxy.evaluator.render import Html, esc, html_table, interval, pct
+from faultproxy.evaluator.sweep import level_text, point_order
 from faultproxy.formats.rundir import write_atomic
 
 PALETTE = ["#0969da", "#8250df", "#bf3989", "#1a7f37", "#bc4c00", "#57606a", "#0a7ea4", "#9a6700"]
@@ -43,11 +44,13 @@ def curve_svg(param: str, series_list: Sequence[Mapping[str, Any]], k: int, flag
     """Mean success (solid, Wilson band) and pass^k (dashed, interval bars) against the param's level."""
     left, right, top, bottom = 48, 220, 14, 40
     plot_w, plot_h = width - left - right, height - top - bottom
-    levels = sorted({p["level"] for s in series_list for p in s["points"]})
-    lo, hi = (levels[0], levels[-1]) if levels else (0.0, 1.0)
+    levels = list(dict.fromkeys(p["level"] for s in series_list for p in s["points"]))
+    words = any(isinstance(v, str) for v in levels)  # a categorical param: its levels evenly spaced, in order
+    position = {v: i if words else v for i, v in enumerate(levels if words else sorted(levels))}
+    lo, hi = (min(position.values()), max(position.values())) if levels else (0.0, 1.0)
 
-    def x(level: float) -> float:
-        return left + plot_w / 2 if hi == lo else left + plot_w * (level - lo) / (hi - lo)
+    def x(level: float | str) -> float:
+        return left + plot_w / 2 if hi == lo else left + plot_w * (position[level] - lo) / (hi - lo)
 
     def y(v: float) -> float:
         return top + plot_h * (1 - v)
@@ -58,7 +61,7 @@ def curve_svg(param: str, series_list: Sequence[Mapping[str, Any]], k: int, flag
     for level in levels:
         parts.append(f'<line x1="{x(level):.1f}" x2="{x(level):.1f}" y1="{top + plot_h}" y2="{top + plot_h + 4}" '
                      f'stroke="#66707a"/><text x="{x(level):.1f}" y="{top + plot_h + 16}" font-size="11" '
-                     f'text-anchor="middle" fill="#66707a">{level:g}</text>')
+                     f'text-anchor="middle" fill="#66707a">{esc(level_text(level))}</text>')
     parts.append(f'<text x="{left + plot_w / 2:.1f}" y="{height - 6}" font-size="12" text-anchor="middle" '
                  f'fill="#1d232a">{esc(param)}</text>')
     bands = len(series_list) <= BAND_LIMIT
@@ -136,10 +139,10 @@ def surface_svg(surface: Mapping[str, Any], grid: Sequence[Sequence[float | None
              f'<text x="{left}" y="14" font-size="12" fill="#1d232a">{esc(title)}</text>']
     for j, xv in enumerate(xs):
         parts.append(f'<text x="{left + cell_w * j + cell_w / 2:.1f}" y="{top - 6}" font-size="11" '
-                     f'text-anchor="middle" fill="#66707a">{xv:g}</text>')
+                     f'text-anchor="middle" fill="#66707a">{esc(level_text(xv))}</text>')
     for i, yv in enumerate(ys):
         parts.append(f'<text x="{left - 8}" y="{top + cell_h * i + cell_h / 2 + 4:.1f}" font-size="11" '
-                     f'text-anchor="end" fill="#66707a">{yv:g}</text>')
+                     f'text-anchor="end" fill="#66707a">{esc(level_text(yv))}</text>')
         for j in range(len(xs)):
             value = grid[i][j]
             fill = _heat(value)
@@ -230,7 +233,7 @@ def sweep_section(analysis: Mapping[str, Any]) -> str:
         parts.append(f'<h3>Curves</h3><div class="charts">{"".join(charts)}</div>')
     for flag in analysis["flags"]:
         where = f" ({esc(flag['series'])})" if flag["series"] != "all" else ""
-        parts.append(f'<p class="incomplete">⚑ {esc(flag["param"])}={flag["level"]:g}{where}: the mean rises '
+        parts.append(f'<p class="incomplete">⚑ {esc(flag["param"])}={esc(level_text(flag["level"]))}{where}: the mean rises '
                      f'{pct(flag["previous_mean"])} → {pct(flag["mean"])} while pass^{k} falls '
                      f'{pct(flag["previous_pass_hat_k"])} → {pct(flag["pass_hat_k"])}.</p>')
     surface = analysis.get("surface")
@@ -279,11 +282,9 @@ def _acceptance(acceptance: Mapping[str, Any] | None) -> str:
 def _points_table(analysis: Mapping[str, Any], flagged: set[str]) -> str:
     k = analysis["k"]
     params, models = list(analysis["params"]), analysis["models"]
-    order = {m: i for i, m in enumerate(models)}
     rows = []
-    for p in sorted(analysis["points"], key=lambda p: (order.get(p["model"], -1),
-                                                       [p["params"].get(n, 0) for n in params])):
-        row = [f"{p['params'][n]:g}" if n in p["params"] else "–" for n in params]
+    for p in sorted(analysis["points"], key=point_order(analysis)):
+        row = [level_text(p["params"][n]) if n in p["params"] else "–" for n in params]
         if models:
             row.append(p["model"])
         row += [f"{p['logged']}/{p['planned']}", pct(p["mean"]), interval(p["wilson"]),

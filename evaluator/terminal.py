@@ -14,7 +14,7 @@ from typing import Any
 from rich.table import Table
 
 from faultproxy.evaluator.render import interval, markup, pct, terminal
-from faultproxy.evaluator.sweep import TOLERANCE
+from faultproxy.evaluator.sweep import TOLERANCE, level_text, point_order
 from faultproxy.tasks.model import SEVERITIES
 
 TASK_ROWS = 25  # tasks shown, worst first; report.json and report.html have them all
@@ -151,10 +151,8 @@ def print_sweep(analysis: Mapping[str, Any], console: Any = None) -> None:
         table.add_column("model")
     for column in ("logged", "mean", "95% (episodes)", f"pass^{k}", "95% (tasks)", ""):
         table.add_column(column, justify="left" if column == "" else "right", no_wrap=True)
-    order = {m: i for i, m in enumerate(models)}
-    for point in sorted(analysis["points"], key=lambda p: (order.get(p["model"], -1),
-                                                            [p["params"].get(n, 0) for n in params])):
-        row = [f"{point['params'][n]:g}" if n in point["params"] else "–" for n in params]
+    for point in sorted(analysis["points"], key=point_order(analysis)):
+        row = [level_text(point["params"][n]) if n in point["params"] else "–" for n in params]
         if models:
             row.append(markup(point["model"] or "–"))
         row += [f"{point['logged']}/{point['planned']}", pct(point["mean"]), interval(point["wilson"]),
@@ -170,7 +168,7 @@ def print_sweep(analysis: Mapping[str, Any], console: Any = None) -> None:
     _print_surface(console, analysis.get("surface"), k)
     for flag in analysis["flags"]:
         where = f" ({markup(flag['series'])})" if flag["series"] != "all" else ""
-        console.print(f"[yellow]flag: {markup(flag['param'])}={flag['level']:g}{where}: mean rises "
+        console.print(f"[yellow]flag: {markup(flag['param'])}={markup(level_text(flag['level']))}{where}: mean rises "
                       f"{pct(flag['previous_mean'])} → {pct(flag['mean'])} while pass^{k} falls "
                       f"{pct(flag['previous_pass_hat_k'])} → {pct(flag['pass_hat_k'])}[/yellow]")
 
@@ -189,9 +187,9 @@ def _print_surface(console: Any, surface: Mapping[str, Any] | None, k: int) -> N
                            f"({surface['y']} down, {surface['x']} across)", title_justify="left")
         grid.add_column(f"{surface['y']} \\ {surface['x']}", justify="right")
         for x in surface["x_levels"]:
-            grid.add_column(f"{x:g}", justify="right", no_wrap=True)
+            grid.add_column(markup(level_text(x)), justify="right", no_wrap=True)
         for i, y in enumerate(surface["y_levels"]):
-            grid.add_row(f"{y:g}", *(f"{pct(grids['mean'][i][j])} / {pct(grids['pass_hat_k'][i][j])}"
+            grid.add_row(markup(level_text(y)), *(f"{pct(grids['mean'][i][j])} / {pct(grids['pass_hat_k'][i][j])}"
                                      for j in range(len(surface["x_levels"]))))
         console.print(grid)
 

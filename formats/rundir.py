@@ -9,9 +9,10 @@ written for another plan is refused rather than mixed.
 
 plan.json: {"faultproxy_version", "scenario": {"name", "digest", "path", "params"},
   "tasks": {"path", "digest", "severity", "prices", "items": [Task.to_json(), ...]},
-  "k", "grid": [{"label", "params": {name: value}, "model"}], "command": [...], "created",
+  "k", "grid": [{"label", "params": {name: level, a number or a word}, "model"}], "command": [...], "created",
   "upstreams": {name: url} (reverse mode, `--upstream`),
-  "rewrite_model": bool (the proxy set model API requests' `model` to each episode's)}
+  "rewrites": {field: template} (`--rewrite`: fields the proxy set in model API requests; each
+               episode's line has them resolved as "rewrites": {field: value})}
 
 episodes.jsonl header: {"type": "header", "faultproxy_version", "scenario_digest", "tasks_digest",
   "k", "grid", "command", "created"}
@@ -26,6 +27,7 @@ An episode line: {"type": "episode", "key", "task_id", "trial", "variant", "seed
   "end_state": JSON fetched from the task's state URL after the episode, or null;
   "state_error": str | null,
   "stats": {"exchanges", "tokens", "faults"}, "trace": "flows/<file>.jsonl", "log_tail": str,
+  "rewrites": {field: value} the proxy set in its model API requests (plan's templates, resolved),
   "verdict": evaluator.judge's verdict}     # always the line's last key: see "The verdict's layout"
 
 The verdict's layout. A report over a million episodes must not decode each whole line (the

@@ -28,7 +28,7 @@ class EpisodeState:
     key: str
     trace: TraceWriter | None
     scenario: Scenario | None = None  # this episode's own params (a sweep level), if not the proxy's
-    model: str | None = None  # model API requests are rewritten to ask this model (--rewrite-model)
+    rewrites: dict[str, str | int] | None = None  # fields set in its model API requests (--rewrite)
     exchanges: int = 0
     tokens: int = 0
     faults: int = 0
@@ -63,13 +63,13 @@ class Episodes:
             state = self._live[key] = EpisodeState(key, writer)
         return state
 
-    def begin(self, key: str, scenario: Scenario | None, model: str | None = None) -> None:
+    def begin(self, key: str, scenario: Scenario | None, rewrites: dict[str, str | int] | None = None) -> None:
         """Start an episode afresh: a trace left by an interrupted earlier attempt is replaced."""
         self.end(key)
         if self.trace_dir:
             trace_path(self.trace_dir, key).unlink(missing_ok=True)
         state = self.get(key)
-        state.scenario, state.model = scenario, model
+        state.scenario, state.rewrites = scenario, rewrites
 
     def peek(self, key: str) -> EpisodeState | None:
         return self._live.get(key)

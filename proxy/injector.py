@@ -20,7 +20,7 @@ from faultproxy.proxy.episodes import Episodes, EpisodeState
 from faultproxy.proxy.exchange import FlowExchange
 from faultproxy.proxy.faults import FAULT_CLASSES, SUPPLIED_KEY, Fault, answer
 from faultproxy.proxy.match import request_matches
-from faultproxy.proxy.models import rewrite_model
+from faultproxy.proxy.models import rewrite_request
 from faultproxy.proxy.perturb import perturb_response
 from faultproxy.proxy.relay import Relay
 from faultproxy.proxy.sse import EventSplitter, data_payloads, is_event_stream
@@ -78,8 +78,9 @@ class FaultInjector:
             self._faults[key] = FAULT_CLASSES[rule.fault.type](dict(rule.fault.params), scenario.seed, self.relay)
         return self._faults[key]
 
-    def begin_episode(self, key: str, scenario: Scenario | None = None, model: str | None = None) -> None:
-        self.episodes.begin(key, scenario, model)
+    def begin_episode(self, key: str, scenario: Scenario | None = None,
+                      rewrites: dict[str, str | int] | None = None) -> None:
+        self.episodes.begin(key, scenario, rewrites)
 
     def end_episode(self, key: str) -> EpisodeState | None:
         return self.episodes.end(key)
@@ -190,8 +191,8 @@ class FaultInjector:
 
     def _open_exchange(self, flow: http.HTTPFlow) -> FlowExchange:
         episode = self.episodes.get(episode_of(flow))
-        if episode.model:
-            rewrite_model(flow.request, episode.model)  # before anything reads or records the request
+        if episode.rewrites:
+            rewrite_request(flow.request, episode.rewrites)  # before anything reads or records the request
         raw = flow.request.get_content(strict=False)
         ex = FlowExchange(
             episode=episode,

@@ -151,10 +151,11 @@ class ProxyServer:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    def begin_episode(self, episode: str, scenario: Scenario | None = None, model: str | None = None) -> None:
+    def begin_episode(self, episode: str, scenario: Scenario | None = None,
+                      rewrites: dict[str, str | int] | None = None) -> None:
         """Start an episode afresh, optionally under its own scenario version (a sweep level), and
-        with its model API requests rewritten to ask `model`."""
-        self._call(self.injector.begin_episode, episode, scenario, model)
+        with `rewrites` (field -> value, proxy.models.FIELDS) set in its model API requests."""
+        self._call(self.injector.begin_episode, episode, scenario, rewrites)
 
     def end_episode(self, episode: str) -> EpisodeStats | None:
         """Close the episode's trace and forget its state; returns what the proxy counted."""

@@ -124,7 +124,7 @@ def freeze(run_dir: Path, store: Path, *, failing: bool = False, representatives
             "expect_failed": judgeable if wanted == "fail" else [],
             "command": list(plan.get("command") or []),
             "upstreams": dict(plan.get("upstreams") or {}),
-            "rewrite_model": bool(plan.get("rewrite_model")),
+            "rewrites": episode_rewrites(plan, record),
             "env": agent_env(task, env or {}, plan.get("base_urls") or {}),
             "severity_defaults": plan["tasks"].get("severity") or {},
             "secret_env": secret_names,
@@ -198,10 +198,18 @@ def _scenario_source(plan: Mapping[str, Any]) -> tuple[str, Scenario]:
 
 
 def _episode_scenario(plan: Mapping[str, Any], record: Mapping[str, Any], base: Scenario) -> Scenario:
-    """A sweep level's episode ran under the file with its grid point's params, else the run's own."""
-    if not record.get("params"):
-        return base
-    return load_scenario(base.path, {k: float(v) for k, v in record["params"].items()})
+    """A sweep level's episode ran under the file with its grid point's params, else the run's own
+    (a categorical level, a word, was the agent's alone)."""
+    params = {k: float(v) for k, v in (record.get("params") or {}).items() if not isinstance(v, str)}
+    return load_scenario(base.path, params) if params else base
+
+
+def episode_rewrites(plan: Mapping[str, Any], record: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields the proxy set in the episode's model API requests, as its log line says; a run
+    logged before `--rewrite` has only the plan's `rewrite_model` (its model, asked everywhere)."""
+    if "rewrites" in record:
+        return dict(record["rewrites"] or {})
+    return {"model": record["model"]} if plan.get("rewrite_model") and record.get("model") else {}
 
 
 def base_url_variables(environ: Mapping[str, str]) -> dict[str, str]:

@@ -18,7 +18,8 @@ episode.json — what the episode was and what its replay must show:
                 expecting "fail" must fail exactly these,
    "command": the agent command it ran with, "env": {NAME: value} the agent needs (no secrets),
    "upstreams": {name: url}: the run's reverse-mode upstreams (the agent's base URLs lead there),
-   "rewrite_model": the proxy rewrote model API requests to ask "model" (`--rewrite-model`),
+   "rewrites": {field: value} the proxy set in every model API request (`--rewrite`, resolved
+                for this episode's grid point; proxy.models.FIELDS),
    "severity_defaults", "secret_env": names of variables whose values replay redacts,
    "source": {"run", "created", "frozen"},
    "minimal_faults": null | [{"rule", "index", "type", "seq"}] written by `faultproxy minimize`,
@@ -169,9 +170,12 @@ class Entry:
         return dict(self.episode.get("upstreams") or {})
 
     @property
-    def rewritten_model(self) -> str | None:
-        """The model the proxy made every model API request ask for, if the run rewrote them."""
-        return self.episode.get("model") if self.episode.get("rewrite_model") else None
+    def rewrites(self) -> dict[str, str | int]:
+        """The fields the proxy set in every model API request of the episode (`--rewrite`);
+        an entry frozen before `--rewrite` says only `rewrite_model`, which is {"model": its model}."""
+        if "rewrites" in self.episode:
+            return dict(self.episode["rewrites"] or {})
+        return {"model": self.episode["model"]} if self.episode.get("rewrite_model") else {}
 
     @property
     def title(self) -> str:

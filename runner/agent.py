@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from faultproxy.evaluator.sweep import level_text
 from faultproxy.runner.agent_guard import PID_FILE, guard, release
 from faultproxy.tasks.model import Budgets
 
@@ -35,7 +36,7 @@ class AgentEnvironment:
     seed: int
     model: str | None = None
     base_urls: Mapping[str, str] = None
-    params: Mapping[str, float] = None
+    params: Mapping[str, float | str] = None
     no_proxy: Sequence[str] = ()
     extra: Mapping[str, str] = None
 
@@ -62,7 +63,7 @@ class AgentEnvironment:
         for name, url in (self.base_urls or {}).items():
             env[f"FAULTPROXY_{_env_name(name)}_BASE_URL"] = url
         for name, value in (self.params or {}).items():
-            env[f"FAULTPROXY_PARAM_{_env_name(name)}"] = f"{value:g}"
+            env[f"FAULTPROXY_PARAM_{_env_name(name)}"] = level_text(value)
         env |= dict(self.extra or {})
         return env
 

@@ -13,6 +13,7 @@ from typing import Any
 
 import httpx
 from faultproxy.evaluator.judge import judge_episode
+from faultproxy.evaluator.sweep import level_text
 from faultproxy.formats.rundir import FLOWS_DIR, EpisodeLog
 from faultproxy.formats.trace import read_trace, trace_path
 from faultproxy.proxy.server import ProxyServer
@@ -25,6 +26,7 @@ from faultproxy.runner.agent import (
 )
 from faultproxy.runner.options import RunOptions
 from faultproxy.runner.plan import GridPoint, PlannedEpisode
+from faultproxy.runner.rewrites import resolve
 from faultproxy.runner.secrets import redact_output_file, task_secrets
 from faultproxy.scenarios import Scenario, load_scenario
 from faultproxy.tasks.model import Budgets
@@ -58,8 +60,8 @@ class EpisodeRunner:
             "task": task.to_json(), "variant": variant.index, "prompt": variant.prompt, "state": variant.state,
             "seed": variant.seed})))
         reset_error = await self._reset(task, variant.state, url_env)
-        await asyncio.to_thread(self.proxy.begin_episode, episode.key, self._scenario_for(point),
-                                point.model if self.options.rewrite_model else None)
+        rewrites = resolve(self.options.rewrites, point)
+        await asyncio.to_thread(self.proxy.begin_episode, episode.key, self._scenario_for(point), rewrites)
         environment = AgentEnvironment(
             proxy_url=self.proxy.proxy_url(episode.key), ca_bundle=self.proxy.ca_bundle, episode=episode.key,
             task_file=task_file, output_file=output_file, prompt=variant.prompt, seed=variant.seed,
@@ -82,7 +84,7 @@ class EpisodeRunner:
             "stats": {"exchanges": stats.exchanges if stats else 0, "tokens": stats.tokens if stats else 0,
                       "faults": stats.faults if stats else 0},
             "trace": f"{FLOWS_DIR}/{trace_path(Path(), episode.key).name}",
-            "log_tail": result.log_tail,
+            "log_tail": result.log_tail, "rewrites": rewrites,
         }
         trace = read_trace(self.options.out / record["trace"])
         record["verdict"] = judge_episode(task, record, trace, self.options.tasks.severity)
@@ -93,7 +95,7 @@ class EpisodeRunner:
         variant, point = episode.variant, episode.point
         command = fill_placeholders(self.options.command, {
             "prompt": variant.prompt, "task_id": episode.task.id, "variant": variant.index, "seed": variant.seed,
-            **{name: f"{value:g}" for name, value in point.params}, "model": point.model or "",
+            **{name: level_text(value) for name, value in point.params}, "model": point.model or "",
         })
         return await run_agent(
             command, environment.build(os.environ), self._budgets(episode.task.budgets),
@@ -101,11 +103,12 @@ class EpisodeRunner:
         )
 
     def _scenario_for(self, point: GridPoint) -> Scenario | None:
-        if not point.params:
+        params = point.numeric_params  # a categorical level is the agent's alone
+        if not params:
             return None
-        label = point.label
+        label = ",".join(f"{name}={value!r}" for name, value in params.items())
         if label not in self.scenarios:
-            self.scenarios[label] = load_scenario(self.options.scenario.path, dict(point.params))
+            self.scenarios[label] = load_scenario(self.options.scenario.path, params)
         return self.scenarios[label]
 
     def _budgets(self, budgets: Budgets) -> Budgets:

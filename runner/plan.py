@@ -11,6 +11,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from faultproxy.evaluator.sweep import level_label, level_text
 from faultproxy.runner.variants import Variant
 from faultproxy.tasks.model import Task
 
@@ -21,26 +22,31 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
 class GridPoint:
     """One combination of param overrides and model; a plain run has exactly one."""
 
-    params: tuple[tuple[str, float], ...] = ()
+    params: tuple[tuple[str, float | str], ...] = ()  # a level is a number, or a word (a categorical level)
     model: str | None = None
 
     @property
     def label(self) -> str:
-        parts = [f"{name}={value:g}" for name, value in self.params]
+        parts = [level_label(name, value) for name, value in self.params]
         if self.model:
             parts.append(f"model={self.model}")
         return ",".join(parts)
 
     @property
+    def numeric_params(self) -> dict[str, float]:
+        """The params with numeric levels: the ones a scenario can take (a categorical one is the agent's)."""
+        return {name: value for name, value in self.params if not isinstance(value, str)}
+
+    @property
     def key_suffix(self) -> str:
-        parts = [f"{name}-{value:g}" for name, value in self.params] + ([f"m-{self.model}"] if self.model else [])
+        parts = [f"{name}-{level_text(value)}" for name, value in self.params] + ([f"m-{self.model}"] if self.model else [])
         return "".join("." + _UNSAFE.sub("_", part) for part in parts)
 
     def to_json(self) -> dict:
         return {"label": self.label, "params": dict(self.params), "model": self.model}
 
 
-def build_grid(param_levels: Mapping[str, Sequence[float]], models: Sequence[str]) -> list[GridPoint]:
+def build_grid(param_levels: Mapping[str, Sequence[float | str]], models: Sequence[str]) -> list[GridPoint]:
     names = sorted(param_levels)
     combos = itertools.product(*(param_levels[n] for n in names)) if names else [()]
     return [

@@ -20,6 +20,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from faultproxy.evaluator.judge import judge_episode
+from faultproxy.evaluator.sweep import level_text
 from faultproxy.formats.errors import UsageError
 from faultproxy.formats.trace import read_trace, trace_path
 from faultproxy.proxy.server import ProxyServer
@@ -199,7 +200,7 @@ class Replayer:
         task_env = self.task_env(entry)
         blocked_before = len(self.guard.attempts)
         self.injector.stage(attribution, replay)
-        await asyncio.to_thread(self.proxy.begin_episode, attribution, scenario, entry.rewritten_model)
+        await asyncio.to_thread(self.proxy.begin_episode, attribution, scenario, entry.rewrites)
         started = time.time()
         environment = AgentEnvironment(
             proxy_url=self.proxy.proxy_url(attribution), ca_bundle=self.proxy.ca_bundle, episode=entry.key,
@@ -219,7 +220,7 @@ class Replayer:
             command = fill_placeholders(command, {
                 "prompt": episode["prompt"], "task_id": task.id, "variant": episode.get("variant", 0),
                 "seed": episode.get("seed") or 0, "model": episode.get("model") or "",
-                **{name: f"{float(value):g}" for name, value in (episode.get("params") or {}).items()},
+                **{name: level_text(value) for name, value in (episode.get("params") or {}).items()},
             })
             result = await run_agent(command, environment.build(base_env), self._budgets(task.budgets),
                                      lambda: self._usage(attribution), output_file)

@@ -50,7 +50,7 @@ def plan_document(options: RunOptions, redactor: Redactor | None = None) -> tupl
                   "prices": {m: dict(p) for m, p in options.tasks.prices.items()},
                   "items": [task.to_json() for task in options.tasks.tasks]},
         "k": options.k, "grid": grid, "command": options.command, "created": created,
-        "upstreams": dict(options.upstreams), "rewrite_model": options.rewrite_model,
+        "upstreams": dict(options.upstreams), "rewrites": dict(options.rewrites),
         "base_urls": base_url_variables(os.environ),  # what a frozen episode's agent needs to reach the same URLs
     }
     header = {"faultproxy_version": __version__, "scenario_digest": options.scenario.digest,

@@ -26,9 +26,16 @@ def rule_params(scenario: Any) -> set[str]:
     return {rule.when.probability for rule in scenario.rules if isinstance(rule.when.probability, str)}
 
 
-def check_levels(scenario: Any, levels: dict[str, list[float]]) -> None:
-    """Load the scenario at every level, so a level that breaks it fails now, in one line."""
+def check_levels(scenario: Any, levels: dict[str, list[float | str]]) -> None:
+    """Load the scenario at every level, so a level that breaks it fails now, in one line; words
+    (a categorical param's levels) only for a param the proxy does not read."""
     for name, values in levels.items():
+        if any(isinstance(v, str) for v in values):
+            if name in rule_params(scenario) or name == EPSILON:
+                raise UsageError(f"--param {name}: levels must be numbers ({name} is read by the proxy, "
+                                 f"{'as the perturbation rate' if name == EPSILON else 'as a rule probability'}); "
+                                 f"words such as {values[0]} are for a param only the agent sees")
+            continue
         if name == EPSILON:
             outside = [v for v in values if not 0 <= v <= 1]
             if outside:
@@ -38,7 +45,7 @@ def check_levels(scenario: Any, levels: dict[str, list[float]]) -> None:
             load_scenario(scenario.path, {name: value})  # raises ScenarioError (exit 2) naming file and field
 
 
-def plan_grid(scenario: Scenario, levels: dict[str, list[float]], models: list[str]) -> list[GridPoint]:
+def plan_grid(scenario: Scenario, levels: dict[str, list[float | str]], models: list[str]) -> list[GridPoint]:
     """Validated levels and models -> the runner's grid; UsageError for anything that cannot run."""
     if not levels and not models:
         raise UsageError("nothing to sweep: give --param NAME=V1,V2,... and/or --models A,B")
@@ -57,7 +64,7 @@ def plan_grid(scenario: Scenario, levels: dict[str, list[float]], models: list[s
     return grid
 
 
-def sweep(options: RunOptions, levels: dict[str, list[float]], models: Sequence[str] = ()) -> RunResult:
+def sweep(options: RunOptions, levels: dict[str, list[float | str]], models: Sequence[str] = ()) -> RunResult:
     """Run `options` at every combination of param `levels` and `models`, as one resumable run
     (the grid in `options` is replaced); analyse it with evaluator.sweep.analyse_sweep."""
     grid = plan_grid(options.scenario, levels, list(models))

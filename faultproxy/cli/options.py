@@ -13,6 +13,7 @@ from faultproxy.formats.errors import UsageError
 from faultproxy.proxy.injector import parse_params
 from faultproxy.runner.options import RunOptions, parse_pairs
 from faultproxy.runner.plan import GridPoint
+from faultproxy.runner.rewrites import MODEL_TEMPLATE, parse_rewrites
 from faultproxy.runner.variants import load_variant_function
 from faultproxy.scenarios import Scenario
 from faultproxy.tasks.loader import TaskError, load_tasks, single_task
@@ -38,9 +39,14 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
                         help=f"Wall-time budget per episode, seconds: more than 0, at most {BUDGET_S_MAX:g}.")
     parser.add_argument("--no-proxy", default="", metavar="HOSTS", help="Comma-separated hosts the agent reaches directly.")
     parser.add_argument("--variants", metavar="MODULE:FUNCTION", help="Your own variant function.")
+    parser.add_argument("--rewrite", action="append", default=[], metavar="FIELD=TEMPLATE",
+                        help="Make the proxy set FIELD in every model API request (repeatable), for agents that "
+                             "do not read FAULTPROXY_*: model (every API), reasoning_effort (OpenAI chat "
+                             "completions), reasoning.effort (OpenAI responses), thinking.budget_tokens (Anthropic "
+                             "messages). TEMPLATE may use {model}, {PARAM} (a swept param's level) and "
+                             "{PARAM:LEVEL=VALUE,...}, e.g. reasoning_effort={effort}.")
     parser.add_argument("--rewrite-model", action="store_true",
-                        help="Make the proxy set the `model` of every model API request to the episode's model "
-                             "(--model, --models), for agents that do not read FAULTPROXY_MODEL.")
+                        help="Short for --rewrite model={model}: ask the episode's model (--model, --models).")
     add_proxy_options(parser)
     add_executor_options(parser)
     parser.add_argument("agent", nargs=argparse.REMAINDER, metavar="-- CMD...", help="The agent command.")
@@ -127,8 +133,6 @@ def run_options(args: argparse.Namespace, scenario: Scenario, grid: list[GridPoi
     _check_range("--parallel", args.parallel, *PARALLEL_RANGE)
     if args.budget_s is not None:
         _check_range("--budget-s", args.budget_s, 0, BUDGET_S_MAX, low_open=True)
-    if args.rewrite_model and not any(point.model for point in grid):
-        raise UsageError("--rewrite-model needs a model to ask for: --model (run) or --models (sweep)")
     try:
         tasks = load_tasks(args.tasks) if args.tasks else single_task(" ".join(command))
         if args.only:
@@ -141,6 +145,6 @@ def run_options(args: argparse.Namespace, scenario: Scenario, grid: list[GridPoi
         parallel=args.parallel, budget_s=args.budget_s, upstreams=parse_upstreams(args.upstream),
         no_proxy=[h for h in args.no_proxy.split(",") if h], variant_function=variant_function,
         secret_env=check_secret_env(args.secret_env), insecure_upstream=args.insecure_upstream, show_progress=sys.stderr.isatty(),
-        rewrite_model=args.rewrite_model,
+        rewrites=parse_rewrites(args.rewrite + ([f"model={MODEL_TEMPLATE}"] if args.rewrite_model else [])),
         **executor_options(args),
     )

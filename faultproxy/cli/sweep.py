@@ -9,10 +9,16 @@ A sweep is `run(RunOptions(..., grid=build_grid(levels, models)))`: the runner's
 (trial-major across the whole grid, so a stopped sweep has run every grid point about equally
 often; rerunning the same command resumes; a log of another plan is refused). Each episode gets
 its grid point's params as a per-episode scenario version in the proxy, as
-FAULTPROXY_PARAM_<NAME> and as {name} in CMD, and its model as FAULTPROXY_MODEL and {model}.
+FAULTPROXY_PARAM_<NAME> and as {name} in CMD, and its model as FAULTPROXY_MODEL and {model};
+`--rewrite FIELD=TEMPLATE` makes the proxy set them in the agent's model API requests itself
+(runner/rewrites.py), for an agent that reads none of them.
 
-Bad input is one line and exit status 2, before anything runs: a level that is not a number, a
-level that makes a rule's probability leave [0, 1] (found by loading the scenario at each level),
+A param's levels are numbers, or words (`--param effort=low,medium,high`): a categorical param,
+which only the agent sees (no rule may name it), reported per level in the given order; the
+"mean rises while pass^k falls" flag reads that order as its scale.
+
+Bad input is one line and exit status 2, before anything runs: numbers and words mixed in one
+param's levels, words for a param a rule names, a level that makes a rule's probability leave [0, 1] (found by loading the scenario at each level),
 an epsilon outside [0, 1], a level or model given twice, an expect block that cannot be checked
 on this grid. Exit status after a sweep: 0, or 1 when the scenario's expect block is violated
 (or pending on a sweep not fully run), 130 when interrupted.
@@ -24,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -50,8 +57,10 @@ def register(commands: Any) -> None:
                     "of two params, the model matrix (pass@M, pass^M, disagreement) and the scenario's "
                     "expect: block. Exit 0; 1 when expect is violated; 2 on bad input; 130 when interrupted.")
     sweep.add_argument("--param", action="append", default=[], metavar="NAME=V1,V2,...",
-                       help="Levels of a param (repeatable). A param no rule names is handed to the agent only "
-                            "(FAULTPROXY_PARAM_<NAME>, {name} in CMD); epsilon is the proxy's perturbation rate.")
+                       help="Levels of a param (repeatable): numbers, or words (effort=low,medium,high) for a "
+                            "param no rule names. A param no rule names is handed to the agent only "
+                            "(FAULTPROXY_PARAM_<NAME>, {name} in CMD, {name} in --rewrite); epsilon is the "
+                            "proxy's perturbation rate.")
     sweep.add_argument("--models", default="", metavar="A,B,...", help="Models, each handed to the agent as "
                                                                        "FAULTPROXY_MODEL and {model}.")
     sweep.add_argument("--no-html", action="store_true", help="Do not write sweep.html.")
@@ -72,10 +81,13 @@ def register(commands: Any) -> None:
 
 # --- input --------------------------------------------------------------------------------------
 
+_LEVEL_WORD = re.compile(r"[A-Za-z0-9_.-]+")
 
-def parse_levels(specs: Sequence[str]) -> dict[str, list[float]]:
-    """["lambda=0,0.1", "epsilon=0,0.2"] -> {"lambda": [0.0, 0.1], "epsilon": [0.0, 0.2]}, in the given order."""
-    levels: dict[str, list[float]] = {}
+
+def parse_levels(specs: Sequence[str]) -> dict[str, list[float | str]]:
+    """["lambda=0,0.1", "effort=low,high"] -> {"lambda": [0.0, 0.1], "effort": ["low", "high"]}, in the
+    given order. A param's levels are all numbers, or all words (a categorical param, for the agent)."""
+    levels: dict[str, list[float | str]] = {}
     for spec in specs:
         name, sep, text = spec.partition("=")
         name = name.strip()
@@ -86,13 +98,17 @@ def parse_levels(specs: Sequence[str]) -> dict[str, list[float]]:
         items = [item.strip() for item in text.split(",")]
         if any(not item for item in items):
             raise UsageError(f"--param {name}: an empty level in {text!r}")
+        if not any(_is_number(item) for item in items):
+            levels[name] = _word_levels(name, items)
+            continue
         values: list[float] = []
         shown: dict[str, str] = {}
         for item in items:
             try:
                 value = float(item)
             except ValueError:
-                raise UsageError(f"--param {name}: level {item!r} is not a number") from None
+                raise UsageError(f"--param {name}: level {item!r} is not a number, and the others are "
+                                 "(levels are all numbers, or all words)") from None
             if not math.isfinite(value):
                 raise UsageError(f"--param {name}: level {item!r} is not a finite number")
             value += 0.0  # -0.0 is 0
@@ -104,6 +120,25 @@ def parse_levels(specs: Sequence[str]) -> dict[str, list[float]]:
             values.append(value)
         levels[name] = values
     return levels
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _word_levels(name: str, items: list[str]) -> list[str]:
+    """A categorical param's levels (low,medium,high), kept in the given order: it is their scale."""
+    for i, item in enumerate(items):
+        if not _LEVEL_WORD.fullmatch(item):
+            raise UsageError(f"--param {name}: level {item!r} must be a number or a word of letters, digits, "
+                             "'_', '.' and '-'")
+        if item in items[:i]:
+            raise UsageError(f"--param {name}: level {item} is given twice")
+    return items
 
 
 def parse_models(text: str) -> list[str]:
