@@ -65,8 +65,8 @@ STORE = RUNS / "replay_store"
 
 
 def freeze_section() -> None:
-    console.print(Rule("freeze: the naive agent's failing episodes become regression tests"))
-    faultproxy("freeze", str((RUNS / "response_lost-naive").relative_to(ROOT)), "--failing",
+    console.print(Rule("freeze: one regression test per cause of the naive agent's failures"))
+    faultproxy("freeze", str((RUNS / "response_lost-naive").relative_to(ROOT)), "--representatives",
                "--to", str(STORE.relative_to(ROOT)))
 
 
