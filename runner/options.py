@@ -77,11 +77,15 @@ def task_secret_names(tasks: TaskSet) -> list[str]:
     return sorted({name for task in tasks.tasks for name in task.secrets})
 
 
-def parse_pairs(specs: Sequence[str], what: str) -> dict[str, str]:
+def parse_pairs(specs: Sequence[str], what: str, once: bool = False) -> dict[str, str]:
+    """NAME=VALUE arguments of option `what` -> {NAME: VALUE}; with `once`, a NAME given twice is
+    refused rather than the last one winning."""
     pairs = {}
     for spec in specs:
         name, sep, value = spec.partition("=")
         if not sep or not name:
             raise UsageError(f"{what} {spec!r} is not NAME=VALUE")
+        if once and name in pairs:
+            raise UsageError(f"{what} {name} is given twice")
         pairs[name] = value
     return pairs

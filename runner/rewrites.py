@@ -17,7 +17,7 @@ wrong kind is one line and exit status 2, never an episode the harness cannot ru
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from faultproxy.evaluator.sweep import level_text
 from faultproxy.formats.errors import UsageError
@@ -32,27 +32,18 @@ class RewriteError(UsageError):
     """A --rewrite that cannot be applied at some grid point; the message names it and why."""
 
 
-def parse_rewrites(specs: Iterable[str]) -> dict[str, str]:
-    """["reasoning_effort={effort}", ...] -> {field: template}; RewriteError for a spec that is not
-    FIELD=TEMPLATE, an unknown field, a field given twice or a template that is not well formed."""
-    rewrites: dict[str, str] = {}
-    for spec in specs:
-        name, sep, template = spec.partition("=")
-        name = name.strip()
-        if not sep or not name:
-            raise RewriteError(f"--rewrite {spec!r} is not FIELD=TEMPLATE, e.g. reasoning_effort={{effort}}")
-        if name in rewrites:
-            raise RewriteError(f"--rewrite {name} is given twice (--rewrite-model is --rewrite model={{model}})")
+def check_syntax(rewrites: Mapping[str, str]) -> None:
+    """RewriteError for an unknown field or a template that is not well formed (the values each
+    template gives are checked at each grid point, by resolve)."""
+    for name, template in rewrites.items():
         try:
-            rewrite_field(name)  # its value is checked at each grid point (resolve)
+            rewrite_field(name)
         except ValueError as error:
-            raise RewriteError(f"--rewrite {spec}: {error}") from None
-        _check_syntax(name, template)
-        rewrites[name] = template
-    return rewrites
+            raise RewriteError(f"--rewrite {name}={template}: {error}") from None
+        _check_template(name, template)
 
 
-def _check_syntax(name: str, template: str) -> None:
+def _check_template(name: str, template: str) -> None:
     shown = f"--rewrite {name}={template}"
     outside = _PLACEHOLDER.sub("", template)
     if "{" in outside or "}" in outside:
@@ -117,6 +108,6 @@ def _fill(shown: str, inside: str, values: Mapping[str, str]) -> str:
 
 def check_rewrites(rewrites: Mapping[str, str], grid: Sequence[GridPoint]) -> None:
     """Resolve every template at every grid point, so what cannot run fails before anything runs."""
-    parse_rewrites(f"{name}={template}" for name, template in rewrites.items())
+    check_syntax(rewrites)
     for point in grid:
         resolve(rewrites, point)

@@ -23,7 +23,7 @@ from faultproxy.cli.main import main as faultproxy_main
 from faultproxy.formats.rundir import read_run
 from faultproxy.formats.trace import read_trace, trace_path
 from faultproxy.replay_store import har
-from faultproxy.replay_store.freeze import freeze
+from faultproxy.replay_store.freeze import episode_rewrites, freeze
 from faultproxy.replay_store.replay import ReplayOptions
 from faultproxy.runner.replay import Replayer
 from tests.conftest import scenario
@@ -244,7 +244,7 @@ def test_the_proxy_rewrites_model_calls_only_and_only_for_the_episode(make_proxy
 
 @pytest.mark.parametrize("arguments, says", [
     (["run", "--rewrite", "temperature=0"], "temperature is not a field faultproxy rewrites; it rewrites model"),
-    (["run", "--rewrite", "reasoning_effort"], "--rewrite 'reasoning_effort' is not FIELD=TEMPLATE"),
+    (["run", "--rewrite", "reasoning_effort"], "--rewrite 'reasoning_effort' is not NAME=VALUE"),
     (["run", "--rewrite", "reasoning_effort={effort"], "an unmatched { or }"),
     (["run", "--rewrite", "reasoning_effort={effort}"], "{effort} is not a swept param or the model (this run has: none)"),
     (["run", "--rewrite", "thinking.budget_tokens=lots"], "must be a whole number of tokens, 0 or more, got 'lots'"),
@@ -263,3 +263,13 @@ def test_a_bad_rewrite_or_level_is_one_line_and_exit_2(arguments, says, capsys):
     assert faultproxy_main([command, "--scenario", "rate_limit", *options, "--", "python", "agent.py"]) == 2
     err = capsys.readouterr().err
     assert says in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_a_run_or_entry_from_before_rewrite_asks_its_model_as_rewrite_model_did(tmp_path):
+    """`rewrite_model: true` (plan.json, episode.json) was the whole of --rewrite-model's record."""
+    old_plan, record = {"rewrite_model": True}, {"model": "model-b"}
+    assert episode_rewrites(old_plan, record) == {"model": "model-b"}
+    assert episode_rewrites({}, record) == {}
+    assert episode_rewrites(old_plan, {**record, "rewrites": {"reasoning_effort": "low"}}) == {"reasoning_effort": "low"}
+    assert har.Entry(tmp_path, {"model": "model-b", "rewrite_model": True}, ()).rewrites == {"model": "model-b"}
+    assert har.Entry(tmp_path, {"model": "model-b", "rewrites": {}}, ()).rewrites == {}

@@ -13,7 +13,7 @@ from faultproxy.formats.errors import UsageError
 from faultproxy.proxy.injector import parse_params
 from faultproxy.runner.options import RunOptions, parse_pairs
 from faultproxy.runner.plan import GridPoint
-from faultproxy.runner.rewrites import MODEL_TEMPLATE, parse_rewrites
+from faultproxy.runner.rewrites import MODEL_TEMPLATE
 from faultproxy.runner.variants import load_variant_function
 from faultproxy.scenarios import Scenario
 from faultproxy.tasks.loader import TaskError, load_tasks, single_task
@@ -145,6 +145,7 @@ def run_options(args: argparse.Namespace, scenario: Scenario, grid: list[GridPoi
         parallel=args.parallel, budget_s=args.budget_s, upstreams=parse_upstreams(args.upstream),
         no_proxy=[h for h in args.no_proxy.split(",") if h], variant_function=variant_function,
         secret_env=check_secret_env(args.secret_env), insecure_upstream=args.insecure_upstream, show_progress=sys.stderr.isatty(),
-        rewrites=parse_rewrites(args.rewrite + ([f"model={MODEL_TEMPLATE}"] if args.rewrite_model else [])),
+        rewrites=parse_pairs(args.rewrite + ([f"model={MODEL_TEMPLATE}"] if args.rewrite_model else []), "--rewrite",
+                             once=True),
         **executor_options(args),
     )
