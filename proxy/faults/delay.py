@@ -25,7 +25,7 @@ class DelayFault(Fault):
                 ms = decide.uniform(u, p["min_ms"], p["max_ms"])
             else:
                 ms = decide.lognormal(u, p["median_ms"], p["sigma"])
-        return ms / 1000
+        return min(ms, delay.MAX_DELAY_MS) / 1000  # a lognormal tail is unbounded; the documented range is not
 
     async def _wait(self, ex: FlowExchange) -> None:
         seconds = self.seconds(ex)

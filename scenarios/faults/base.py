@@ -11,11 +11,23 @@ from faultproxy.formats.yaml_input import YamlReader
 from yaml.nodes import Node
 
 
+# Ranges shared by several faults. Every number a fault takes has both bounds, so a typo such
+# as `hold_s: 1e300` fails `faultproxy check` instead of holding a connection for ever or
+# sending a 300-digit header; the README's fault table lists them.
+MAX_DELAY_MS = 600_000  # 10 min: any delay or stream pacing, also the cap of a drawn lognormal delay
+MAX_SIGMA = 5.0  # lognormal shape: beyond it nearly every draw sits at 0 or at the cap
+MAX_HOLD_S = 3_600  # 1 h: a held or hung request (above the SDKs' own 10 min default timeouts)
+MAX_RETRY_AFTER_S = 86_400  # a day
+MAX_CUT_BYTES = 2**30  # 1 GiB
+MAX_CUT_EVENTS = 1_000_000
+
+
 @dataclass(frozen=True)
 class ParamSpec:
     """One fault parameter. kind: number | integer | string | boolean, or the name of a structured
     value that `read` parses (schema_drift's `ops`). `minimum` and `maximum` bound numbers and
-    integers; `doc` says what the parameter does and the rules it takes part in."""
+    integers (every number a fault takes has both: tests/test_fault_bounds.py); `doc` says what
+    the parameter does and the rules it takes part in."""
 
     kind: str
     default: Any = None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from faultproxy.scenarios.faults.base import FaultKind, ParamProblem, ParamSpec
+from faultproxy.scenarios.faults.base import MAX_DELAY_MS, MAX_SIGMA, FaultKind, ParamProblem, ParamSpec
 
 
 def _bounds_in_order(params: dict[str, Any], given: frozenset[str]) -> dict[str, Any]:
@@ -21,11 +21,11 @@ KIND = FaultKind(
                         choices=("request", "response")),
         "distribution": ParamSpec("string", "fixed", "how the delay is drawn",
                                   choices=("fixed", "uniform", "lognormal")),
-        "ms": ParamSpec("number", 1000, "fixed delay", minimum=0),
-        "min_ms": ParamSpec("number", 0, "uniform lower bound (<= max_ms)", minimum=0),
-        "max_ms": ParamSpec("number", 1000, "uniform upper bound", minimum=0),
-        "median_ms": ParamSpec("number", 500, "lognormal median", minimum=0),
-        "sigma": ParamSpec("number", 0.5, "lognormal shape", minimum=0),
+        "ms": ParamSpec("number", 1000, "fixed delay", minimum=0, maximum=MAX_DELAY_MS),
+        "min_ms": ParamSpec("number", 0, "uniform lower bound (<= max_ms)", minimum=0, maximum=MAX_DELAY_MS),
+        "max_ms": ParamSpec("number", 1000, "uniform upper bound", minimum=0, maximum=MAX_DELAY_MS),
+        "median_ms": ParamSpec("number", 500, "lognormal median", minimum=0, maximum=MAX_DELAY_MS),
+        "sigma": ParamSpec("number", 0.5, "lognormal shape", minimum=0, maximum=MAX_SIGMA),
     },
     forwards=True,
     cross_check=_bounds_in_order,

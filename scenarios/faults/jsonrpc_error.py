@@ -9,7 +9,8 @@ KIND = FaultKind(
     params={
         "mode": ParamSpec("string", "error", "JSON-RPC error object or MCP tool result with isError",
                           choices=("error", "tool_error")),
-        "code": ParamSpec("integer", -32603, "JSON-RPC error code"),
+        "code": ParamSpec("integer", -32603, "JSON-RPC error code (a 32-bit integer)",
+                          minimum=-2**31, maximum=2**31 - 1),
         "message": ParamSpec("string", "Internal error", "error message"),
     },
     forwards=False,

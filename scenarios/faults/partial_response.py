@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from faultproxy.scenarios.faults.base import FaultKind, ParamProblem, ParamSpec
+from faultproxy.scenarios.faults.base import MAX_CUT_BYTES, MAX_CUT_EVENTS, FaultKind, ParamProblem, ParamSpec
 
 CUT_POINTS = ("bytes", "fraction", "events")
 
@@ -20,11 +20,11 @@ KIND = FaultKind(
     name="partial_response",
     params={
         "bytes": ParamSpec("integer", None, "cut after this many body bytes (one of bytes, fraction, events)",
-                           minimum=0, nullable=True),
+                           minimum=0, maximum=MAX_CUT_BYTES, nullable=True),
         "fraction": ParamSpec("number", None, "cut after this fraction of the body",
                               minimum=0, maximum=1, nullable=True),
         "events": ParamSpec("integer", None, "cut after this many SSE events (1 if no cut point is given)",
-                            minimum=0, nullable=True),
+                            minimum=0, maximum=MAX_CUT_EVENTS, nullable=True),
         "end": ParamSpec("string", "clean", "how the cut stream ends", choices=("clean", "reset")),
     },
     forwards=True,

@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-from faultproxy.scenarios.faults.base import FaultKind, ParamSpec
+from faultproxy.scenarios.faults.base import MAX_RETRY_AFTER_S, FaultKind, ParamSpec
 from faultproxy.scenarios.faults.provider_error import MESSAGE, PROVIDER
 
 KIND = FaultKind(
     name="rate_limit",
     params={
         "provider": PROVIDER,
-        "retry_after": ParamSpec("number", 1, "Retry-After, seconds", minimum=0),
+        "retry_after": ParamSpec("number", 1, "Retry-After, seconds", minimum=0, maximum=MAX_RETRY_AFTER_S),
         "retry_after_ms": ParamSpec(
             "integer", None, "retry-after-ms header; null means retry_after * 1000",
-            minimum=0, nullable=True,
+            minimum=0, maximum=MAX_RETRY_AFTER_S * 1000, nullable=True,
         ),
         "limit": ParamSpec("string", "requests", "which limit is exhausted", choices=("requests", "tokens")),
         "message": MESSAGE,

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from faultproxy.scenarios.faults.base import FaultKind, ParamSpec
+from faultproxy.scenarios.faults.base import MAX_HOLD_S, FaultKind, ParamSpec
 
 KIND = FaultKind(
     name="response_lost",
     params={
         "mode": ParamSpec("string", "reset", "the upstream commits; the client sees this instead",
                           choices=("reset", "hang", "504")),
-        "hang_s": ParamSpec("number", 10, "seconds to hang in mode hang", minimum=0),
+        "hang_s": ParamSpec("number", 10, "seconds to hang in mode hang", minimum=0, maximum=MAX_HOLD_S),
     },
     forwards=True,
 )

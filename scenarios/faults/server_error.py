@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from faultproxy.scenarios.faults.base import FaultKind, ParamSpec
+from faultproxy.scenarios.faults.base import MAX_RETRY_AFTER_S, FaultKind, ParamSpec
 from faultproxy.scenarios.faults.provider_error import MESSAGE, PROVIDER
 
 KIND = FaultKind(
@@ -10,7 +10,8 @@ KIND = FaultKind(
     params={
         "status": ParamSpec("integer", 500, "HTTP status", choices=(500, 502, 503, 504, 529)),
         "provider": PROVIDER,
-        "retry_after": ParamSpec("number", None, "Retry-After, seconds", minimum=0, nullable=True),
+        "retry_after": ParamSpec("number", None, "Retry-After, seconds", minimum=0,
+                                  maximum=MAX_RETRY_AFTER_S, nullable=True),
         "message": MESSAGE,
     },
     forwards=False,

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from faultproxy.scenarios.faults.base import FaultKind, ParamSpec
+from faultproxy.scenarios.faults.base import MAX_DELAY_MS, FaultKind, ParamSpec
 
 KIND = FaultKind(
     name="slow_stream",
     params={
-        "first_event_ms": ParamSpec("number", 0, "delay before the first SSE event", minimum=0),
-        "between_events_ms": ParamSpec("number", 200, "delay between SSE events", minimum=0),
+        "first_event_ms": ParamSpec("number", 0, "delay before the first SSE event", minimum=0,
+                                    maximum=MAX_DELAY_MS),
+        "between_events_ms": ParamSpec("number", 200, "delay between SSE events", minimum=0,
+                                       maximum=MAX_DELAY_MS),
     },
     forwards=True,
 )

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from faultproxy.scenarios.faults.base import FaultKind, ParamSpec
+from faultproxy.scenarios.faults.base import MAX_HOLD_S, FaultKind, ParamSpec
 
 KIND = FaultKind(
     name="timeout",
     params={
-        "hold_s": ParamSpec("number", 30, "seconds to hold the request unanswered", minimum=0),
+        "hold_s": ParamSpec("number", 30, "seconds to hold the request unanswered", minimum=0,
+                            maximum=MAX_HOLD_S),
         "then": ParamSpec("string", "close", "what ends the hold", choices=("close", "504")),
     },
     forwards=False,
