@@ -14,6 +14,10 @@ A line:
             it was recorded are read with scenarios.trace_forwarded
   fault:    rule, type, params, delivered, detail — or null
   usage:    model token usage read from the response, or null
+
+`flows/_rejected.jsonl` sits beside the traces (no episode's trace can take its name): one line
+per request the proxy refused (proxy.auth) — time, client (address:port), method, url (no query
+string), episode (as claimed, or null), reason (no token, wrong token, unknown episode, ...).
 """
 
 from __future__ import annotations
@@ -31,8 +35,21 @@ FORMAT_VERSION = 1
 _SAFE_NAME = re.compile(r"[^A-Za-z0-9_.-]")
 
 
+REJECTED_NAME = "_rejected"
+
+
 def trace_path(trace_dir: Path, episode: str) -> Path:
     return trace_dir / f"{_SAFE_NAME.sub('_', episode)}.jsonl"
+
+
+def rejected_path(trace_dir: Path) -> Path:
+    """The log of requests the proxy refused, beside the episodes' traces."""
+    return trace_dir / f"{REJECTED_NAME}.jsonl"
+
+
+def is_reserved_episode(episode: str) -> bool:
+    """An episode whose trace would be the rejected-requests log: the proxy refuses the name."""
+    return _SAFE_NAME.sub("_", episode) == REJECTED_NAME
 
 
 def encode_body(raw: bytes | None, redactor: Redactor) -> dict[str, Any]:

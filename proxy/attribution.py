@@ -7,6 +7,11 @@ sends its reverse-mode request through the forward proxy (it honours HTTP_PROXY 
 base URL) is routed the same way: mitmproxy would refuse to connect to its own port.
 We do this ourselves rather than with mitmproxy's proxyauth, which would demand Basic auth
 from reverse-mode clients too (they send their own Authorization header to the API).
+
+The token travels as the proxy password, or in reverse mode after the episode:
+`/EPISODE:TOKEN/UPSTREAM/...` (the episode is percent-encoded, so its first unencoded `:` is
+the separator). proxy.auth decides whether it is good; a refused request is answered 407 here
+and never reaches the injector, so no episode's trace sees it.
 """
 
 from __future__ import annotations
@@ -15,8 +20,11 @@ import base64
 import binascii
 import collections.abc
 import weakref
+from collections.abc import Callable
+from pathlib import Path
 from urllib.parse import unquote
 
+from faultproxy.proxy.auth import EpisodeGate
 from mitmproxy import connection, ctx, exceptions, http
 from mitmproxy.proxy.mode_specs import ReverseMode
 
@@ -29,45 +37,87 @@ def episode_of(flow: http.HTTPFlow) -> str:
     return flow.metadata.get(EPISODE_KEY, DEFAULT_EPISODE)
 
 
-def basic_username(header: str) -> str | None:
-    scheme, _, token = header.partition(" ")
+Credentials = tuple[str | None, str | None]  # (episode, token) as a request gives them
+
+
+def basic_credentials(header: str) -> Credentials:
+    """(user, password) of a Basic Proxy-Authorization header; (None, None) if it is not one."""
+    scheme, _, encoded = header.partition(" ")
     if scheme.lower() != "basic":
-        return None
+        return None, None
     try:
-        return unquote(base64.b64decode(token).decode().split(":", 1)[0]) or None
+        user, sep, password = base64.b64decode(encoded).decode().partition(":")
     except (binascii.Error, UnicodeDecodeError):
-        return None
+        return None, None
+    return unquote(user) or None, (unquote(password) if sep else None)
+
+
+def path_credentials(segment: str) -> Credentials:
+    """(episode, token) of a reverse-mode path's first segment, `EPISODE` or `EPISODE:TOKEN`."""
+    episode, sep, token = segment.rpartition(":")
+    if not sep:
+        return unquote(segment) or None, None
+    return unquote(episode) or None, token or None
 
 
 class Attribution:
-    def __init__(self) -> None:
+    """`known`: when given, an episode it does not know is refused (a runner's proxy)."""
+
+    def __init__(self, known: Callable[[str], bool] | None = None) -> None:
         self._tunnels: weakref.WeakKeyDictionary[connection.Client, str] = weakref.WeakKeyDictionary()
         self._upstreams: dict[str, str] = {}
+        self.gate = EpisodeGate(known=known)
 
     def load(self, loader) -> None:
         loader.add_option(
             "faultproxy_upstreams", collections.abc.Sequence[str], [],
             "Reverse-mode upstreams as NAME=URL; clients use http://HOST:PORT/EPISODE/NAME/... as base URL.",
         )
+        loader.add_option(
+            "faultproxy_token", str, "",
+            "Proxy token every request must carry (EPISODE:TOKEN); empty: any credentials are taken.",
+        )
 
     def configure(self, updated: set[str]) -> None:
+        if "faultproxy_token" in updated:
+            self.gate.token = ctx.options.faultproxy_token or None
+        if "faultproxy_trace_dir" in updated:  # the injector's option: the rejected log sits beside the traces
+            self.gate.close()
+            self.gate.trace_dir = Path(ctx.options.faultproxy_trace_dir) if ctx.options.faultproxy_trace_dir else None
         if "faultproxy_upstreams" in updated:
             try:
                 self._upstreams = parse_upstreams(ctx.options.faultproxy_upstreams)
             except ValueError as error:
                 raise exceptions.OptionsError(str(error)) from None
 
+    def done(self) -> None:
+        self.gate.close()
+
     def http_connect(self, flow: http.HTTPFlow) -> None:
-        episode = self._take_credentials(flow)
-        if episode:
+        episode, token = self._take_credentials(flow)
+        if episode is None and not self.gate.closed:
+            return  # an anonymous tunnel: its requests go to the default episode
+        if self._admit(flow, episode, token):
             self._tunnels[flow.client_conn] = episode
 
     def requestheaders(self, flow: http.HTTPFlow) -> None:
         if isinstance(flow.client_conn.proxy_mode, ReverseMode) or self._to_reverse_port(flow):
             self._route_reverse(flow)
             return
-        episode = self._take_credentials(flow) or self._tunnels.get(flow.client_conn)
-        flow.metadata[EPISODE_KEY] = episode or DEFAULT_EPISODE
+        episode, token = self._take_credentials(flow)
+        if episode is None and flow.client_conn in self._tunnels:
+            # Inside a tunnel whose CONNECT carried a good token; the episode may have ended since.
+            episode, token = self._tunnels[flow.client_conn], self.gate.token
+        if episode is None and not self.gate.closed:
+            episode = DEFAULT_EPISODE
+        if self._admit(flow, episode, token):
+            flow.metadata[EPISODE_KEY] = episode
+
+    def _admit(self, flow: http.HTTPFlow, episode: str | None, token: str | None) -> bool:
+        reason = self.gate.refusal(episode, token)
+        if reason:
+            self.gate.reject(flow, episode, reason)
+        return reason is None
 
     def _to_reverse_port(self, flow: http.HTTPFlow) -> bool:
         if not self._upstreams or flow.request.host not in LOOPBACK:
@@ -76,9 +126,9 @@ class Attribution:
         return any(flow.request.port == port for server in servers if isinstance(server.mode, ReverseMode)
                    for _, port, *_ in server.listen_addrs)
 
-    def _take_credentials(self, flow: http.HTTPFlow) -> str | None:
+    def _take_credentials(self, flow: http.HTTPFlow) -> Credentials:
         header = flow.request.headers.pop("proxy-authorization", None)
-        return basic_username(header) if header else None
+        return basic_credentials(header) if header else (None, None)
 
     def _route_reverse(self, flow: http.HTTPFlow) -> None:
         upstreams = self._upstreams
@@ -91,7 +141,11 @@ class Attribution:
                 {"content-type": "text/plain"},
             )
             return
-        episode, name = unquote(parts[1]), parts[2].split("?")[0]
+        (episode, token), name = path_credentials(parts[1]), parts[2].split("?")[0]
+        if episode is None and not self.gate.closed:
+            episode = DEFAULT_EPISODE
+        if not self._admit(flow, episode, token):
+            return
         rest = parts[3] if len(parts) > 3 else parts[2][len(name):]
         flow.metadata[EPISODE_KEY] = episode
         base = upstreams[name].rstrip("/")

@@ -5,6 +5,7 @@
 
 Forward mode listens on one port (episodes named by proxy credentials); with upstreams, a
 reverse-mode port beside it serves `/EPISODE/NAME/...` (for clients that only take a base URL).
+With a token (proxy.auth) every request must carry it; `proxy_url` and `reverse_url` include it.
 """
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
+from faultproxy.formats.errors import UsageError
 from faultproxy.proxy.attribution import Attribution
+from faultproxy.proxy.auth import is_loopback
 from faultproxy.proxy.ca import ca_bundle, default_confdir, ensure_ca
 from faultproxy.proxy.injector import FaultInjector
 from faultproxy.scenarios import Scenario, load_scenario
@@ -56,7 +59,10 @@ class ProxyServer:
 
     `scenario` is a Scenario, a bundled scenario's name or a path (None: inject nothing);
     `trace_dir` gets one trace per episode; it listens on `host` (loopback by default), `port` 0
-    meaning any free port.
+    meaning any free port. `token`: requests must carry it (required on any host but loopback:
+    an open proxy there lets the network reach this machine's loopback services);
+    `only_begun`: refuse episodes not begun with `begin_episode` (or already ended) — a runner's
+    proxy, where every episode is begun before its agent starts.
     """
 
     def __init__(
@@ -75,13 +81,20 @@ class ProxyServer:
         upstream_ca: Path | None = None,
         injector: FaultInjector | None = None,
         addons: Sequence[object] = (),
+        token: str | None = None,
+        only_begun: bool = False,
     ) -> None:
         """`injector` replaces the default FaultInjector (e.g. replay's, which answers from a
         recording); `addons` are further mitmproxy addons, added after it."""
         if scenario is not None and not isinstance(scenario, Scenario):
             scenario = load_scenario(scenario, params)
+        if not is_loopback(host) and not token:
+            raise UsageError(f"listening on {host} needs a proxy token: without one anyone who reaches the port "
+                             "can use the proxy to reach this machine's loopback services")
         self.scenario = scenario
         self.host = host
+        self.token = token
+        self._only_begun = only_begun
         self.confdir = confdir or default_confdir()
         self.injector = injector or FaultInjector(scenario)
         self._extra_addons = list(addons)
@@ -97,6 +110,7 @@ class ProxyServer:
             faultproxy_trace_dir=str(trace_dir or ""),
             faultproxy_upstreams=[f"{k}={v}" for k, v in (upstreams or {}).items()],
             faultproxy_secret_env=list(secret_env),
+            faultproxy_token=token or "",
         )
         self.port = self.reverse_port = 0
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -111,13 +125,16 @@ class ProxyServer:
         """The forward proxy's own address, without episode credentials."""
         return f"http://{self.host}:{self.port}"
 
-    def proxy_url(self, episode: str, token: str = "faultproxy") -> str:
-        """The proxy URL for one episode's clients (HTTP_PROXY): the episode travels as credentials."""
-        return f"http://{quote(episode, safe='')}:{token}@{self.host}:{self.port}"
+    def proxy_url(self, episode: str) -> str:
+        """The proxy URL for one episode's clients (HTTP_PROXY): the episode and the proxy's token
+        (a placeholder when it has none) travel as credentials."""
+        return f"http://{quote(episode, safe='')}:{self.token or 'x'}@{self.host}:{self.port}"
 
     def reverse_url(self, episode: str, upstream: str) -> str:
-        """A base URL that reaches upstream `upstream` (a name given in `upstreams`) for one episode."""
-        return f"http://{self.host}:{self.reverse_port}/{quote(episode, safe='')}/{upstream}"
+        """A base URL that reaches upstream `upstream` (a name given in `upstreams`) for one episode:
+        `/EPISODE/NAME`, or `/EPISODE:TOKEN/NAME` when the proxy has a token."""
+        credentials = quote(episode, safe="") + (f":{self.token}" if self.token else "")
+        return f"http://{self.host}:{self.reverse_port}/{credentials}/{upstream}"
 
     @functools.cached_property
     def ca_bundle(self) -> Path:
@@ -184,7 +201,8 @@ class ProxyServer:
         self._loop = asyncio.get_running_loop()
         self._loop.set_exception_handler(_quiet_on_cancel)
         self._master = Master(Options())
-        self._master.addons.add(*mitmproxy_addons(), Attribution(), self.injector, *self._extra_addons)
+        known = (lambda key: self.injector.episodes.peek(key) is not None) if self._only_begun else None
+        self._master.addons.add(*mitmproxy_addons(), Attribution(known), self.injector, *self._extra_addons)
         ensure_ca(self.confdir)  # so that mitmproxy's TlsConfig only loads the CA, never makes a second one
         self._master.options.update(**self._options, **self._addon_options)
         running = asyncio.create_task(self._master.run())

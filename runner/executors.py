@@ -52,6 +52,7 @@ from faultproxy.formats import __version__
 from faultproxy.formats.errors import UsageError
 from faultproxy.formats.rundir import FLOWS_DIR, EpisodeLog
 from faultproxy.formats.trace import trace_path
+from faultproxy.proxy.auth import new_token
 from faultproxy.proxy.server import ProxyServer
 from faultproxy.runner.plan import PlannedEpisode
 from faultproxy.runner.episode import EpisodeRunner, unfinished_record
@@ -107,10 +108,11 @@ def make_executor(options: RunOptions, runner_class: type[EpisodeRunner] = Episo
 
 
 def proxy_for(options: RunOptions, trace_dir: Path) -> ProxyServer:
+    """The run's proxy: a random token of its own, and only the episodes it began are let in."""
     return ProxyServer(
         options.scenario, trace_dir=trace_dir, upstreams=options.upstreams,
         secret_env=options.secret_env + task_secret_names(options.tasks), ssl_insecure=options.insecure_upstream,
-        upstream_ca=options.upstream_ca,
+        upstream_ca=options.upstream_ca, token=new_token(), only_begun=True,
     )
 
 

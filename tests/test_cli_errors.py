@@ -113,5 +113,5 @@ def test_choose_another_port_only_when_the_port_is_the_problem(capsys, tmp_path)
                                        "--trace-dir", str(tmp_path)])
     assert busy.endswith("; choose another port")
     elsewhere = one_line_error(capsys, ["proxy", "--scenario", "rate_limit", "--port", "0", "--host", "192.0.2.1",
-                                        "--trace-dir", str(tmp_path)])  # TEST-NET-1: no such local address
+                                        "--allow-remote", "--auth", "--trace-dir", str(tmp_path)])  # TEST-NET-1: no such local address
     assert "did not start" in elsewhere and "choose another port" not in elsewhere
