@@ -6,7 +6,10 @@ torn last line. Nothing here imports mitmproxy: the evaluator reads traces too.
 
 A line:
   seq, episode, started (unix s), duration_s
-  request:  method, url, headers [[k, v]], body (text or base64 with body_encoding)
+  request:  method, url, headers [[k, v]], body (text or base64 with body_encoding); a body longer
+            than the trace body limit (DEFAULT_BODY_LIMIT) is cut to it and says so with
+            body_truncated: true, body_length and body_sha256 of the whole (redacted) body — the
+            same on upstream and client bodies
   upstream: status, headers, body, sse [[offset_s, event]] — what the upstream sent, or null
   client:   outcome (response | reset | cut | stale | injected), status, headers, and body/sse
             only where they differ from the upstream's
@@ -23,6 +26,7 @@ string), episode (as claimed, or null), reason (no token, wrong token, unknown e
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import re
 from collections.abc import Iterator
@@ -32,6 +36,7 @@ from typing import IO, Any
 from faultproxy.formats.redact import Redactor
 
 FORMAT_VERSION = 1
+DEFAULT_BODY_LIMIT = 1 << 20  # 1 MiB per body: a model request with a long conversation fits
 _SAFE_NAME = re.compile(r"[^A-Za-z0-9_.-]")
 
 
@@ -52,13 +57,35 @@ def is_reserved_episode(episode: str) -> bool:
     return _SAFE_NAME.sub("_", episode) == REJECTED_NAME
 
 
-def encode_body(raw: bytes | None, redactor: Redactor) -> dict[str, Any]:
+def encode_body(raw: bytes | None, redactor: Redactor, limit: int | None = None) -> dict[str, Any]:
+    """A body as a trace message holds it: redacted text (or base64), cut to `limit` bytes.
+
+    The cut comes after redaction (a cut JSON document could no longer be redacted by key), and a
+    cut body says so with the length and sha256 of the whole (redacted) body.
+    """
     if raw is None:
         return {"body": None}
     try:
-        return {"body": redactor.body(raw.decode("utf-8"))}
+        text = redactor.body(raw.decode("utf-8"))
     except UnicodeDecodeError:
-        return {"body": base64.b64encode(raw).decode(), "body_encoding": "base64"}
+        if limit is None or len(raw) <= limit:
+            return {"body": base64.b64encode(raw).decode(), "body_encoding": "base64"}
+        return {"body": base64.b64encode(raw[:limit]).decode(), "body_encoding": "base64", **_cut(raw)}
+    data = text.encode("utf-8")
+    if limit is None or len(data) <= limit:
+        return {"body": text}
+    return {"body": data[:limit].decode("utf-8", "ignore"), **_cut(data)}
+
+
+def _cut(whole: bytes) -> dict[str, Any]:
+    return {"body_truncated": True, "body_length": len(whole), "body_sha256": hashlib.sha256(whole).hexdigest()}
+
+
+def body_cut(message: dict[str, Any]) -> dict[str, Any] | None:
+    """{"length", "sha256"} of the whole body when the trace cut this message's body; else None."""
+    if not message.get("body_truncated"):
+        return None
+    return {"length": message.get("body_length"), "sha256": message.get("body_sha256")}
 
 
 def decode_body(message: dict[str, Any]) -> bytes | None:
@@ -77,10 +104,12 @@ class TraceWriter:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
         self._file: IO[str] = path.open("a", encoding="utf-8")
+        self.lines = 0
 
     def write(self, record: dict[str, Any]) -> None:
         self._file.write(json.dumps({"v": FORMAT_VERSION, **record}, ensure_ascii=False) + "\n")
         self._file.flush()
+        self.lines += 1
 
     def close(self) -> None:
         self._file.close()

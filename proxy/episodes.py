@@ -1,16 +1,36 @@
 """Per-episode state inside one proxy: call counters, stale-state memory, the trace writer.
 
 Everything here is touched only from the proxy's event loop, so no locks.
+
+Memory is bounded (EpisodeLimits): an episode keeps the answers of its most recent reads and the
+last write of its most recently written resources (least recently used go first), and an
+episode nobody began (`faultproxy proxy`, where episodes never end) is forgotten once idle — no
+request for `idle_s` and none in flight — so the proxy's memory stays flat however long it runs.
+An episode a runner began is never forgotten: the runner ends it.
 """
 
 from __future__ import annotations
 
-from collections import Counter
+import time
+from collections import Counter, OrderedDict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from faultproxy.formats.trace import TraceWriter, trace_path
+from faultproxy.formats.trace import DEFAULT_BODY_LIMIT, TraceWriter, trace_path
 from faultproxy.scenarios import Scenario
+
+ReadKey = tuple[str, str, bytes]
+
+
+@dataclass(frozen=True)
+class EpisodeLimits:
+    """How much the proxy keeps per episode, and for how long it keeps an episode nobody began."""
+
+    reads: int = 1_000  # stale_state: answers kept per episode
+    writes: int = 1_000  # resources whose last write is kept per episode (stale_state's after_write)
+    idle_s: float = 1_800.0  # 30 min
+    trace_body_bytes: int = DEFAULT_BODY_LIMIT  # formats.trace: longer bodies are cut in the trace
 
 
 @dataclass(frozen=True)
@@ -34,16 +54,49 @@ class EpisodeState:
     faults: int = 0
     calls: Counter[str] = field(default_factory=Counter)
     fired: Counter[str] = field(default_factory=Counter)
-    reads: dict[tuple[str, str, bytes], StoredResponse] = field(default_factory=dict)
-    writes: list[tuple[int, str]] = field(default_factory=list)
+    limits: EpisodeLimits = field(default_factory=EpisodeLimits)
+    begun: bool = False  # begun by a runner (never forgotten when idle)
+    last_used: float = field(default_factory=time.monotonic)
+    reads: OrderedDict[ReadKey, StoredResponse] = field(default_factory=OrderedDict)
+    writes: OrderedDict[str, int] = field(default_factory=OrderedDict)  # resource path -> seq of its last write
 
     def next_seq(self) -> int:
         self.exchanges += 1
         return self.exchanges
 
+    def remember_read(self, key: ReadKey, response: StoredResponse) -> None:
+        """Keep the first answer to a read; the least recently used goes beyond `limits.reads`."""
+        if key in self.reads:
+            return
+        self.reads[key] = response
+        if len(self.reads) > self.limits.reads:
+            self.reads.popitem(last=False)
+
+    def recall_read(self, key: ReadKey) -> StoredResponse | None:
+        response = self.reads.get(key)
+        if response is not None:
+            self.reads.move_to_end(key)
+        return response
+
+    def note_write(self, seq: int, resources: Iterable[str]) -> None:
+        """A write at exchange `seq` touched these resource paths."""
+        for resource in resources:
+            self.writes.pop(resource, None)
+            self.writes[resource] = seq
+            if len(self.writes) > self.limits.writes:
+                self.writes.popitem(last=False)
+
     def written_since(self, seq: int, path: str) -> bool:
         """Was the resource at `path` (or one it contains or belongs to) written after `seq`?"""
-        return any(s > seq and _related(path, p) for s, p in self.writes)
+        return any(s > seq and _related(path, p) for p, s in self.writes.items())
+
+    def writes_since(self, seq: int) -> list[str]:
+        """The resources written after `seq`, oldest first."""
+        return [p for p, s in self.writes.items() if s > seq]
+
+    def in_flight(self) -> bool:
+        """Has an exchange begun that its trace has not seen end? (Forgetting it would close the trace under it.)"""
+        return self.trace is not None and self.trace.lines < self.exchanges
 
 
 def _related(a: str, b: str) -> bool:
@@ -52,16 +105,37 @@ def _related(a: str, b: str) -> bool:
 
 
 class Episodes:
-    def __init__(self, trace_dir: Path | None) -> None:
+    def __init__(self, trace_dir: Path | None, limits: EpisodeLimits | None = None) -> None:
         self.trace_dir = trace_dir
+        self.limits = limits or EpisodeLimits()
         self._live: dict[str, EpisodeState] = {}
+        self._unbegun: OrderedDict[str, None] = OrderedDict()  # episodes nobody began, least recently used first
 
     def get(self, key: str) -> EpisodeState:
+        """The episode's state, made on its first request; forgets episodes idle too long."""
+        now = time.monotonic()
         state = self._live.get(key)
         if state is None:
             writer = TraceWriter(trace_path(self.trace_dir, key)) if self.trace_dir else None
-            state = self._live[key] = EpisodeState(key, writer)
+            state = self._live[key] = EpisodeState(key, writer, limits=self.limits)
+        state.last_used = now
+        if not state.begun:
+            self._unbegun.pop(key, None)
+            self._unbegun[key] = None
+        self._forget_idle(now)
         return state
+
+    def _forget_idle(self, now: float) -> None:
+        while self._unbegun:
+            key = next(iter(self._unbegun))
+            state = self._live[key]
+            if now - state.last_used < self.limits.idle_s:
+                return
+            if state.in_flight():  # look again one idle period from now
+                state.last_used = now
+                self._unbegun.move_to_end(key)
+                continue
+            self.end(key)
 
     def begin(self, key: str, scenario: Scenario | None, rewrites: dict[str, str | int] | None = None) -> None:
         """Start an episode afresh: a trace left by an interrupted earlier attempt is replaced."""
@@ -69,7 +143,8 @@ class Episodes:
         if self.trace_dir:
             trace_path(self.trace_dir, key).unlink(missing_ok=True)
         state = self.get(key)
-        state.scenario, state.rewrites = scenario, rewrites
+        state.scenario, state.rewrites, state.begun = scenario, rewrites, True
+        self._unbegun.pop(key, None)
 
     def peek(self, key: str) -> EpisodeState | None:
         return self._live.get(key)
@@ -77,6 +152,7 @@ class Episodes:
     def end(self, key: str) -> EpisodeState | None:
         """Forget an episode and close its trace; a later request under the key starts afresh."""
         state = self._live.pop(key, None)
+        self._unbegun.pop(key, None)
         if state and state.trace:
             state.trace.close()
         return state

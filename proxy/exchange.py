@@ -68,7 +68,8 @@ class FlowExchange:
         self.delivered = True
         self.detail = detail or self.detail
 
-    def to_record(self, redactor: Redactor) -> dict[str, Any]:
+    def to_record(self, redactor: Redactor, body_limit: int | None = None) -> dict[str, Any]:
+        """The trace line; bodies longer than `body_limit` bytes are cut (formats.trace says how)."""
         return {
             "seq": self.seq,
             "episode": self.episode.key,
@@ -78,10 +79,10 @@ class FlowExchange:
                 "method": self.method,
                 "url": redactor.url(self.url),
                 "headers": redactor.headers(self.request_headers),
-                **encode_body(self.request_body, redactor),
+                **encode_body(self.request_body, redactor, body_limit),
             },
-            "upstream": self._upstream_record(redactor),
-            "client": self._client_record(redactor),
+            "upstream": self._upstream_record(redactor, body_limit),
+            "client": self._client_record(redactor, body_limit),
             "forwarded": self.forwarded,
             "fault": self._fault_record(),
             "perturbation": self.perturbation,
@@ -89,24 +90,24 @@ class FlowExchange:
             "error": self.error,
         }
 
-    def _upstream_record(self, redactor: Redactor) -> dict[str, Any] | None:
+    def _upstream_record(self, redactor: Redactor, body_limit: int | None) -> dict[str, Any] | None:
         if self.upstream is None:
             return None
         record = {
             "status": self.upstream["status"],
             "headers": redactor.headers(self.upstream["headers"]),
-            **encode_body(self.upstream_body, redactor),
+            **encode_body(self.upstream_body, redactor, body_limit),
         }
         if self.upstream_events:
             record["sse"] = _events(self.upstream_events, redactor)
         return record
 
-    def _client_record(self, redactor: Redactor) -> dict[str, Any]:
+    def _client_record(self, redactor: Redactor, body_limit: int | None) -> dict[str, Any]:
         record: dict[str, Any] = {"outcome": self.outcome, "status": self.client_status}
         if self.client_headers is not None:
             record["headers"] = redactor.headers(self.client_headers)
         if self.client_body is not None:
-            record |= encode_body(self.client_body, redactor)
+            record |= encode_body(self.client_body, redactor, body_limit)
         if self.client_events is not None:
             record["sse"] = _events(self.client_events, redactor)
         return record

@@ -16,7 +16,7 @@ from faultproxy.formats.errors import UserError
 from faultproxy.formats.redact import Redactor
 from faultproxy.proxy import decide
 from faultproxy.proxy.attribution import episode_of
-from faultproxy.proxy.episodes import Episodes, EpisodeState
+from faultproxy.proxy.episodes import EpisodeLimits, Episodes, EpisodeState
 from faultproxy.proxy.exchange import FlowExchange
 from faultproxy.proxy.faults import FAULT_CLASSES, SUPPLIED_KEY, Fault, answer
 from faultproxy.proxy.match import request_matches
@@ -37,9 +37,10 @@ log = structlog.get_logger("faultproxy")
 
 
 class FaultInjector:
-    def __init__(self, scenario: Scenario | None = None) -> None:
+    def __init__(self, scenario: Scenario | None = None, limits: EpisodeLimits | None = None) -> None:
         self.scenario = scenario
-        self.episodes = Episodes(None)
+        self.limits = limits or EpisodeLimits()
+        self.episodes = Episodes(None, self.limits)
         self.redactor = Redactor()
         self.relay = Relay()
         self._faults: dict[tuple[str, str], Fault] = {}
@@ -64,7 +65,7 @@ class FaultInjector:
         if "faultproxy_trace_dir" in updated:
             self.episodes.end_all()
             trace_dir = ctx.options.faultproxy_trace_dir
-            self.episodes = Episodes(Path(trace_dir) if trace_dir else None)
+            self.episodes = Episodes(Path(trace_dir) if trace_dir else None, self.limits)
         if "faultproxy_secret_env" in updated:
             try:
                 self.redactor = Redactor.from_env(ctx.options.faultproxy_secret_env)
@@ -101,7 +102,7 @@ class FaultInjector:
             answer(flow, ex, 400, {"content-type": "text/plain"}, f"faultproxy: no rule named {forced!r}\n".encode())
             return
         if ex.method in WRITE_METHODS:
-            ex.episode.writes.append((ex.seq, flow.request.path.split("?")[0]))
+            ex.episode.note_write(ex.seq, self._touched(flow, ex))
         if ex.rule:
             ex.episode.fired[ex.rule.name] += 1
             await self.fault(ex.scenario, ex.rule).request(flow, ex)
@@ -125,6 +126,15 @@ class FaultInjector:
                 flow.metadata[REMEMBER_KEY] = self.fault(ex.scenario, rule)
             if ex.rule is None:
                 self._decide(rule, index, ex, forced)
+
+    def _touched(self, flow: http.HTTPFlow, ex: FlowExchange) -> list[str]:
+        """The resources a write touches: its own path, and what the scenario's read-remembering
+        faults say it names (stale_state's write_resources)."""
+        touched = [flow.request.path.split("?")[0]]
+        for rule in ex.scenario.rules:
+            if FAULT_KINDS[rule.fault.type].remembers_reads:
+                touched += self.fault(ex.scenario, rule).touched(ex)
+        return touched
 
     async def supply_response(self, flow: http.HTTPFlow, ex: FlowExchange) -> None:
         """Hook point: set `flow.response` to answer as the upstream, with no network (replay).
@@ -250,7 +260,7 @@ class FaultInjector:
                 delivered=ex.delivered, detail=ex.detail, method=ex.method, url=self.redactor.url(ex.url),
             )
         if ex.episode.trace:
-            ex.episode.trace.write(ex.to_record(self.redactor))
+            ex.episode.trace.write(ex.to_record(self.redactor, self.limits.trace_body_bytes))
 
 
 class StreamTap:

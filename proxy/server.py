@@ -24,6 +24,7 @@ from faultproxy.formats.errors import UsageError
 from faultproxy.proxy.attribution import Attribution
 from faultproxy.proxy.auth import is_loopback
 from faultproxy.proxy.ca import ca_bundle, default_confdir, ensure_ca
+from faultproxy.proxy.episodes import EpisodeLimits
 from faultproxy.proxy.injector import FaultInjector
 from faultproxy.scenarios import Scenario, load_scenario
 from mitmproxy.addons import (
@@ -83,9 +84,11 @@ class ProxyServer:
         addons: Sequence[object] = (),
         token: str | None = None,
         only_begun: bool = False,
+        limits: EpisodeLimits | None = None,
     ) -> None:
         """`injector` replaces the default FaultInjector (e.g. replay's, which answers from a
-        recording); `addons` are further mitmproxy addons, added after it."""
+        recording); `addons` are further mitmproxy addons, added after it. `limits`: what the
+        default injector keeps per episode and the trace body limit (EpisodeLimits' defaults)."""
         if scenario is not None and not isinstance(scenario, Scenario):
             scenario = load_scenario(scenario, params)
         if not is_loopback(host) and not token:
@@ -96,7 +99,7 @@ class ProxyServer:
         self.token = token
         self._only_begun = only_begun
         self.confdir = confdir or default_confdir()
-        self.injector = injector or FaultInjector(scenario)
+        self.injector = injector or FaultInjector(scenario, limits)
         self._extra_addons = list(addons)
         if upstreams and port == reverse_port == 0:
             reverse_port = free_port(host)  # mitmproxy refuses two modes both on port 0

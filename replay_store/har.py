@@ -36,7 +36,8 @@ faultproxy's own data is in custom fields:
                                  record (rule, type, params, decision, delivered, detail) | null,
                                  "client": {"outcome", "status"} (what the agent got),
                                  "tokens", "sse": [[offset_s, event], ...] | null (the
-                                 upstream's events with their time offsets)}
+                                 upstream's events with their time offsets), "truncated":
+                                 {"request"|"response": {"length", "sha256"}} for cut bodies}
   request.postData._encoding:   "base64" for a binary request body.
 
 Secrets never reach the store: traces are redacted when written, and everything copied into an
@@ -54,7 +55,7 @@ import json
 import os
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
@@ -62,6 +63,7 @@ from urllib.parse import parse_qsl, urlsplit
 from faultproxy.formats import __version__
 from faultproxy.formats.errors import InputError
 from faultproxy.formats.redact import Redactor
+from faultproxy.formats.trace import body_cut
 from faultproxy.formats.yaml_input import describe_value, is_int, is_number
 from faultproxy.scenarios import trace_forwarded
 from faultproxy.tasks.model import Task
@@ -100,6 +102,7 @@ class Recorded:
     upstream_error: str | None
     fault: Mapping[str, Any] | None
     client: Mapping[str, Any]
+    truncated: Mapping[str, Any] = field(default_factory=dict)  # "request"/"response": the trace cut that body
 
 
 @dataclass(frozen=True)
@@ -313,6 +316,7 @@ def _har_entry(line: Mapping[str, Any], redactor: Redactor) -> dict[str, Any]:
         response = {"status": 0, "statusText": "", "httpVersion": "HTTP/1.1", "cookies": [], "headers": [],
                     "content": {"size": 0, "mimeType": ""}, "redirectURL": "", "headersSize": -1, "bodySize": -1}
     duration_ms = round(float(line.get("duration_s") or 0) * 1000, 3)
+    cut = {side: body_cut(m) for side, m in (("request", request), ("response", upstream or {})) if body_cut(m)}
     return {
         "startedDateTime": _iso(line.get("started")),
         "time": duration_ms,
@@ -329,8 +333,10 @@ def _har_entry(line: Mapping[str, Any], redactor: Redactor) -> dict[str, Any]:
             "client": {"outcome": client.get("outcome"), "status": client.get("status")},
             "tokens": line.get("tokens") or 0,
             "sse": sse,
+            **({"truncated": cut} if cut else {}),
         },
     }
+
 
 
 # --- reading -------------------------------------------------------------------------------------
@@ -433,6 +439,7 @@ def _recorded(path: Path, i: int, entry: Any) -> Recorded:
                                  lambda v: isinstance(v, str), "a string"),
         fault=_optional(path, custom.get("fault"), f"{at}._faultproxy.fault", _is_object, "an object"),
         client=_optional(path, custom.get("client"), f"{at}._faultproxy.client", _is_object, "an object") or {},
+        truncated=_optional(path, custom.get("truncated"), f"{at}._faultproxy.truncated", _is_object, "an object") or {},
     )
 
 

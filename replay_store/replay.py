@@ -116,6 +116,11 @@ class ReplayInjector(FaultInjector):
             self._diverge(flow, ex, replay, why)
             return
         recorded = match.recorded
+        if "response" in recorded.truncated:  # serving the cut part would be a wrong answer, not a replay
+            whole = recorded.truncated["response"].get("length")
+            self._diverge(flow, ex, replay, f"recording #{recorded.seq}'s response body ({whole} bytes) was cut "
+                                            "by the trace body limit when recorded; re-record with a larger limit")
+            return
         replay.served.append({"seq": ex.seq, "recorded": recorded.seq, "how": match.how})
         if recorded.status is None:  # forwarded, but the upstream never answered: neither does replay
             flow.kill()

@@ -33,20 +33,20 @@ class TextPattern:
         return self.regex.fullmatch(text) is not None
 
 
-_MISSING = object()
+MISSING = object()
 
 
-def _walk(value: Any, path: tuple[str, ...]) -> Any:
-    """Follow a dotted path through dicts (and lists, for integer segments); _MISSING if absent."""
+def value_at(value: Any, path: tuple[str, ...]) -> Any:
+    """Follow a dotted path through dicts (and lists, for integer segments); MISSING if absent."""
     for segment in path:
         if isinstance(value, Mapping):
-            value = value.get(segment, _MISSING)
+            value = value.get(segment, MISSING)
         elif isinstance(value, list) and segment.isdecimal() and int(segment) < len(value):
             value = value[int(segment)]
         else:
-            return _MISSING
-        if value is _MISSING:
-            return _MISSING
+            return MISSING
+        if value is MISSING:
+            return MISSING
     return value
 
 
@@ -81,10 +81,10 @@ class BodyPredicate:
     expected: Any
 
     def matches(self, body: Any) -> bool:
-        found = _walk(body, self.path)
+        found = value_at(body, self.path)
         if isinstance(self.expected, Mapping):
-            return (found is not _MISSING) == self.expected["exists"]
-        return found is not _MISSING and _expected_matches(found, self.expected)
+            return (found is not MISSING) == self.expected["exists"]
+        return found is not MISSING and _expected_matches(found, self.expected)
 
 
 @dataclass(frozen=True)

@@ -74,6 +74,11 @@ class Fault:
     def event_shaper(self, ex: FlowExchange) -> Callable[[bytes], bytes | None] | None:
         return None
 
+    def touched(self, ex: FlowExchange) -> list[str]:
+        """For a kind that remembers reads: the resource paths a write request touches besides
+        its own path (called for every write of an episode whose scenario has such a rule)."""
+        return []
+
     def remember(self, flow: http.HTTPFlow, ex: FlowExchange) -> None:
         """For a kind that remembers reads: keep what the upstream answered to a request one of
         its rules matched (called once the whole body is in, whichever rule fired)."""

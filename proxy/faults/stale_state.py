@@ -1,7 +1,8 @@
 """stale_state: serve a read the answer the same request got earlier in the episode.
 
 The kind remembers reads: for every GET or HEAD a stale_state rule matches, the first answer the
-upstream gave is kept in the episode, and a firing rule serves it without forwarding.
+upstream gave is kept in the episode (the most recent reads: EpisodeLimits.reads), and a firing
+rule serves it without forwarding. Writes touch their path and the rule's `write_resources`.
 """
 
 from __future__ import annotations
@@ -26,20 +27,24 @@ def read_key(ex: FlowExchange) -> tuple[str, str, bytes]:
 class StaleStateFault(Fault):
     kind = stale_state.KIND
 
+    def touched(self, ex: FlowExchange) -> list[str]:
+        body = ex.body_json()
+        return [path for template in self.params["write_resources"] if (path := template.fill(body)) is not None]
+
     def remember(self, flow: http.HTTPFlow, ex: FlowExchange) -> None:
-        key = read_key(ex)
-        if ex.method in READS and key not in ex.episode.reads:
-            ex.episode.reads[key] = StoredResponse(
+        if ex.method in READS:
+            ex.episode.remember_read(read_key(ex), StoredResponse(
                 ex.seq, flow.response.status_code, tuple(flow.response.headers.fields), flow.response.raw_content or b""
-            )
+            ))
 
     async def request(self, flow: http.HTTPFlow, ex: FlowExchange) -> None:
-        stored = ex.episode.reads.get(read_key(ex))
+        stored = ex.episode.recall_read(read_key(ex))
         if stored is None:
             ex.detail = "no earlier response to this request"
             return
-        if self.params["after_write"] and not ex.episode.written_since(stored.seq, flow.request.path.split("?")[0]):
-            ex.detail = "no write since the earlier response"
+        path = flow.request.path.split("?")[0]
+        if self.params["after_write"] and not ex.episode.written_since(stored.seq, path):
+            ex.detail = _no_write_detail(ex, stored.seq, path)
             return
         # The constructor keeps the stored bytes as they were sent (compressed or not).
         flow.response = http.Response(
@@ -48,3 +53,13 @@ class StaleStateFault(Fault):
         )
         ex.outcome = "stale"
         ex.deliver(f"served the response of exchange {stored.seq}")
+
+
+def _no_write_detail(ex: FlowExchange, seq: int, path: str) -> str:
+    """Why a read stays fresh under after_write, naming the writes that did not touch it."""
+    detail = f"no write to {path} since exchange {seq}"
+    others = ex.episode.writes_since(seq)
+    if others:
+        shown = ", ".join(others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
+        detail += f"; later writes touched {shown} (write_resources names what a write touches)"
+    return detail

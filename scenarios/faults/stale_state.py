@@ -1,17 +1,74 @@
 """stale_state: a read answered with what the same request got earlier in the episode.
 
 It is the kind that remembers reads: the proxy keeps the first answer to each read its rules
-match, and a delivered stale read is answered from that memory without forwarding.
+match (the most recent reads of an episode: proxy.episodes bounds how many), and a delivered
+stale read is answered from that memory without forwarding.
+
+With `after_write`, a read is served stale only once a write touched its resource since the
+answer was kept. A write touches its own path, and whatever `write_resources` names: path
+templates filled from the write's JSON body, so `POST /refunds {"order_id": 7}` with
+`write_resources: ["/orders/{order_id}"]` touches /orders/7. A read is linked to a write when
+one path is the other or lies below it.
 """
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from faultproxy.formats.yaml_input import YamlReader
 from faultproxy.scenarios.faults.base import FaultKind, ParamSpec
+from faultproxy.scenarios.model import MISSING, value_at
+from yaml.nodes import Node, ScalarNode
+
+_PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
+
+
+@dataclass(frozen=True)
+class ResourceTemplate:
+    """A path naming what a write touches, with `{dotted.path}` placeholders into its JSON body."""
+
+    template: str
+    fields: tuple[tuple[str, ...], ...]
+
+    def fill(self, body: Any) -> str | None:
+        """The path for this body; None when a placeholder's value is missing or not a string or number."""
+        values = []
+        for path in self.fields:
+            value = value_at(body, path)
+            if value is MISSING or isinstance(value, bool) or not isinstance(value, (str, int, float)):
+                return None
+            values.append(str(value))
+        parts = iter(values)
+        return _PLACEHOLDER.sub(lambda _: next(parts), self.template)
+
+
+def read_templates(r: YamlReader, node: Node, field: str) -> tuple[ResourceTemplate, ...]:
+    """`write_resources`: one path template or a list of them, each checked here with its line."""
+    items = [(node, field)] if isinstance(node, ScalarNode) else \
+        [(item, f"{field}[{i}]") for i, item in enumerate(r.sequence(node, field, "path templates"))]
+    return tuple(_read_template(r, item, item_field) for item, item_field in items)
+
+
+def _read_template(r: YamlReader, node: Node, field: str) -> ResourceTemplate:
+    text = r.string(node, field)
+    if not text.startswith("/"):
+        raise r.error(node, field, f"a path template starts with '/', got '{text}'")
+    if "{" in _PLACEHOLDER.sub("", text) or "}" in _PLACEHOLDER.sub("", text):
+        raise r.error(node, field, f"unbalanced braces in '{text}'")
+    fields = tuple(tuple(name.split(".")) for name in _PLACEHOLDER.findall(text))
+    if not all(all(segment for segment in path) for path in fields):
+        raise r.error(node, field, f"a placeholder in '{text}' names no body field (write {{order_id}} or {{order.id}})")
+    return ResourceTemplate(text, fields)
+
 
 KIND = FaultKind(
     name="stale_state",
     params={
         "after_write": ParamSpec("boolean", False, "stale reads only once the episode has written (read-your-writes)"),
+        "write_resources": ParamSpec("templates", (), "paths a write touches besides its own, filled from its "
+                                     "JSON body, e.g. /orders/{order_id}", read=read_templates),
     },
     forwards=False,
     remembers_reads=True,
