@@ -716,7 +716,8 @@ def report(bench: Bench, runs: dict[str, dict[str, list[Run]]], args: argparse.N
             files = list(config.trace_dir.glob("*.jsonl"))
             lines = sum(1 for path in files for _ in path.open("rb"))
             size = sum(path.stat().st_size for path in files)
-            info[f"trace, {config.label}"] = f"{lines:,} exchanges, {size / 1e6:.1f} MB of JSON lines (kept on)"
+            per_exchange = f", {size / lines:,.0f} bytes per exchange" if lines else ""
+            info[f"trace, {config.label}"] = f"{lines:,} exchanges, {size / 1e6:.1f} MB of JSON lines{per_exchange} (kept on)"
     for key, value in info.items():
         console.print(f"[bold]{key}:[/bold] {value}")
     return all_met

@@ -90,7 +90,7 @@ def test_an_idle_episode_is_kept_while_an_exchange_is_in_flight(make_proxy, upst
 
 def test_the_default_limits_are_the_documented_ones():
     limits = EpisodeLimits()
-    assert (limits.reads, limits.writes, limits.idle_s, limits.trace_body_bytes) == (1000, 1000, 1800, 1 << 20)
+    assert (limits.reads, limits.writes, limits.idle_s, limits.trace_body_bytes) == (256, 1000, 1800, 1 << 20)
 
 
 class Shop:
