@@ -6,5 +6,6 @@
 
 from faultproxy.proxy.attribution import Attribution
 from faultproxy.proxy.injector import FaultInjector
+from faultproxy.proxy.stdio.route import StdioRoute
 
-addons = [Attribution(), FaultInjector()]
+addons = [Attribution(), FaultInjector(), StdioRoute()]

@@ -38,6 +38,7 @@ from faultproxy.tasks.model import (
     Task,
     TaskSet,
     content_digest,
+    mcp_tool_path,
 )
 from faultproxy.tasks.templates import VARIABLE_NAME, TemplateError, template_variables
 from yaml.nodes import MappingNode, Node, ScalarNode
@@ -47,7 +48,7 @@ TASK_FIELDS = ("id", "prompt", "shape", "states", "reset_url", "state_url", "exp
                "forbidden", "secrets", "secret_hosts", "max_tool_calls", "max_retries", "budgets",
                "severity", "env")
 EXPECTED_FIELDS = ("state", "ignore", "multiset", "effects", "output", "escalate")
-EFFECT_FIELDS = ("method", "path", "count")
+EFFECT_FIELDS = ("method", "path", "mcp", "count")
 BUDGET_FIELDS = ("wall_s", "requests", "tokens")
 PRICE_FIELDS = ("input_per_mtok", "output_per_mtok")
 
@@ -358,12 +359,20 @@ def _read_expected(r: YamlReader, node: Node, field: str) -> Expected:
 
 
 def _read_effect(r: YamlReader, node: Node, field: str) -> Effect:
-    present = r.mapping(node, field, EFFECT_FIELDS, required=("method", "path"))
+    """{method, path, count}, or {mcp: TOOL, count} for calls of an MCP tool (stdio or HTTP)."""
+    present = r.mapping(node, field, EFFECT_FIELDS)
+    count = r.integer(present["count"], f"{field}.count", minimum=0) if _given(r, present, "count") else 1
+    if "mcp" in present:
+        if "method" in present or "path" in present:
+            raise r.error(node, field, "give either mcp: TOOL or method and path, not both")
+        return Effect("*", mcp_tool_path(r.string(present["mcp"], f"{field}.mcp", nonempty=True)), count)
+    for name in ("method", "path"):
+        if name not in present:
+            raise r.error(node, f"{field}.{name}", f"missing required field {name!r} (or give mcp: TOOL)")
     method = r.string(present["method"], f"{field}.method")
     if not METHOD.fullmatch(method):
         raise r.error(present["method"], f"{field}.method", f"expected an HTTP method (a word) or *, got {method!r}")
     path = r.string(present["path"], f"{field}.path", nonempty=True)
-    count = r.integer(present["count"], f"{field}.count", minimum=0) if _given(r, present, "count") else 1
     return Effect(method.upper(), path, count)
 
 

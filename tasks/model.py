@@ -29,6 +29,13 @@ SEVERITY_RANK = MappingProxyType({severity: rank for rank, severity in enumerate
 OUTPUT_KINDS = ("regex", "json", "checker")
 DEFAULT_SHAPE = "unclassified"
 METHOD = re.compile(r"[A-Za-z]+|\*")  # an HTTP method, or * for any
+MCP_PREFIX = "mcp:"  # "mcp:refund_order": a tools/call of that MCP tool, over stdio or HTTP
+
+
+def mcp_tool_path(tool: str) -> str:
+    """The glob that names an MCP tool's calls: the evaluator matches tool patterns against
+    <endpoint>/tools/<name>, whichever transport carried the call."""
+    return f"*/tools/{tool}"
 
 
 def _glob_matches(pattern: str, host: str, path: str) -> bool:
@@ -56,7 +63,12 @@ class EndpointPattern:
 
     @classmethod
     def parse(cls, text: str) -> EndpointPattern:
-        """From "METHOD GLOB"; ValueError says what is wrong."""
+        """From "METHOD GLOB" or "mcp:TOOL" (a glob on the tool's name); ValueError says what is wrong."""
+        if text.startswith(MCP_PREFIX):
+            tool = text[len(MCP_PREFIX):].strip()
+            if not tool or " " in tool:
+                raise ValueError(f"bad MCP tool pattern {text!r}; expected mcp:TOOL, e.g. \"mcp:refund_order\"")
+            return cls("*", mcp_tool_path(tool))
         parts = text.split()
         if len(parts) != 2:
             raise ValueError(f"bad endpoint pattern {text!r}; expected \"METHOD GLOB\", e.g. \"POST */refund\"")

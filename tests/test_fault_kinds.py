@@ -38,51 +38,51 @@ def test_every_kind_module_is_in_the_catalogue() -> None:
 
 
 def test_pairing_names_a_kind_without_a_class_a_kind_with_two_and_a_stray_class() -> None:
-    extra = FaultKind(name="server_exit", params={}, forwards=False)
-    with pytest.raises(FaultRegistryError, match=r"fault kind 'server_exit' needs exactly one class .* found none"):
-        pair_kinds({**FAULT_KINDS, "server_exit": extra}, FAULT_CLASSES.values())
+    extra = FaultKind(name="disk_full", params={}, forwards=False)
+    with pytest.raises(FaultRegistryError, match=r"fault kind 'disk_full' needs exactly one class .* found none"):
+        pair_kinds({**FAULT_KINDS, "disk_full": extra}, FAULT_CLASSES.values())
     twice = type("ResetAgainFault", (FAULT_CLASSES["reset"],), {})
     with pytest.raises(FaultRegistryError, match=r"'reset' needs exactly one class .* found ResetFault, ResetAgainFault"):
         pair_kinds(FAULT_KINDS, [*FAULT_CLASSES.values(), twice])
     stray = type("ExitFault", (FAULT_CLASSES["reset"],), {"kind": extra})
-    with pytest.raises(FaultRegistryError, match=r"ExitFault points at kind 'server_exit', which is not in"):
+    with pytest.raises(FaultRegistryError, match=r"ExitFault points at kind 'disk_full', which is not in"):
         pair_kinds(FAULT_KINDS, [*FAULT_CLASSES.values(), stray])
 
 
 SPEC_MODULE = '''
 from faultproxy.scenarios.faults.base import FaultKind
-KIND = FaultKind(name="server_exit", params={}, forwards=False)
+KIND = FaultKind(name="disk_full", params={}, forwards=False)
 '''
 CLASS_MODULE = '''
 from faultproxy.proxy.faults.base import Fault
-from faultproxy.scenarios.faults import server_exit
-class ServerExitFault(Fault):
-    kind = server_exit.KIND
+from faultproxy.scenarios.faults import disk_full
+class DiskFullFault(Fault):
+    kind = disk_full.KIND
 '''
 
 
 def test_adding_a_fault_is_its_two_modules_and_a_spec_alone_refuses_to_load(tmp_path: Path) -> None:
     root = copy_layout(tmp_path)
     kinds = root / "faultproxy" / "scenarios" / "faults"
-    (kinds / "server_exit.py").write_text(SPEC_MODULE)
+    (kinds / "disk_full.py").write_text(SPEC_MODULE)
     catalogue = (kinds / "__init__.py").read_text()
-    catalogue = catalogue.replace("    timeout,\n)", "    server_exit,\n    timeout,\n)", 1)
-    (kinds / "__init__.py").write_text(catalogue.replace("jsonrpc_error.KIND,\n", "jsonrpc_error.KIND, server_exit.KIND,\n"))
+    catalogue = catalogue.replace("    delay,\n", "    delay,\n    disk_full,\n", 1)
+    (kinds / "__init__.py").write_text(catalogue.replace("server_exit.KIND,\n", "server_exit.KIND, disk_full.KIND,\n"))
 
     def load() -> subprocess.CompletedProcess:
         probe = ("from faultproxy.proxy.faults import FAULT_CLASSES; from faultproxy.scenarios import FAULT_TYPES; "
-                 "print(FAULT_CLASSES['server_exit'].__name__, 'server_exit' in FAULT_TYPES)")
+                 "print(FAULT_CLASSES['disk_full'].__name__, 'disk_full' in FAULT_TYPES)")
         return subprocess.run([sys.executable, "-c", probe], cwd=root, capture_output=True, text=True, timeout=120,
                               env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"})
 
     spec_only = load()
     assert spec_only.returncode != 0
-    assert "FaultRegistryError: fault kind 'server_exit' needs exactly one class in proxy/faults/, found none" \
+    assert "FaultRegistryError: fault kind 'disk_full' needs exactly one class in proxy/faults/, found none" \
         in spec_only.stderr
-    (root / "faultproxy" / "proxy" / "faults" / "server_exit.py").write_text(CLASS_MODULE)
+    (root / "faultproxy" / "proxy" / "faults" / "disk_full.py").write_text(CLASS_MODULE)
     both = load()
     assert both.returncode == 0, both.stderr
-    assert both.stdout.split() == ["ServerExitFault", "True"]
+    assert both.stdout.split() == ["DiskFullFault", "True"]
 
 
 # --- forwarded: recorded by the injector, read by the evaluator and the replay store -------------
@@ -106,6 +106,9 @@ PROBES: dict[str, tuple[str, list[tuple[str, str, dict | None]]]] = {
     "jsonrpc_error": ("{type: jsonrpc_error}",
                       [("POST", "/mcp", {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
                                          "params": {"name": "refund", "arguments": {}}})]),
+    "server_exit": ("{type: server_exit}",  # when: after — the server executed the call, then died
+                    [("POST", "/mcp", {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                                       "params": {"name": "refund", "arguments": {}}})]),
 }
 
 

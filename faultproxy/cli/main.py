@@ -9,7 +9,7 @@ import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from faultproxy.cli import evaluate, replay, scan, sweep
+from faultproxy.cli import evaluate, mcp, replay, scan, sweep
 from faultproxy.cli.options import (
     add_proxy_options,
     add_run_options,
@@ -76,6 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.register(commands)
     replay.register(commands)
     scan.register(commands)
+    mcp.register(commands)
     return parser
 
 

@@ -32,6 +32,7 @@ from faultproxy.scenarios.faults import (
     response_lost,
     schema_drift,
     server_error,
+    server_exit,
     slow_stream,
     stale_state,
     timeout,
@@ -53,7 +54,7 @@ FAULT_KINDS: Mapping[str, FaultKind] = _catalogue(
     rate_limit.KIND, server_error.KIND, auth_failure.KIND,
     delay.KIND, timeout.KIND, reset.KIND,
     response_lost.KIND, partial_response.KIND, slow_stream.KIND, schema_drift.KIND,
-    stale_state.KIND, jsonrpc_error.KIND,
+    stale_state.KIND, jsonrpc_error.KIND, server_exit.KIND,
 )
 # Each fault type's parameter schema, by name: what `fault:` blocks are validated against.
 FAULT_TYPES: Mapping[str, Mapping[str, ParamSpec]] = {name: kind.params for name, kind in FAULT_KINDS.items()}

@@ -1,0 +1,63 @@
+"""`faultproxy mcp`: put a stdio MCP server behind the chaos proxy.
+
+In an MCP client's configuration, in place of the server's command:
+
+    {"command": "faultproxy", "args": ["mcp", "--", "npx", "some-server"]}
+
+Under `faultproxy run` (or replay) the shim finds its episode by itself (proxy.stdio.locate)
+and its exchanges go through that episode's proxy. Outside one, `--scenario` (or `--trace-dir`)
+starts a proxy inside the shim for this session; with neither it is a plain relay.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from pathlib import Path
+
+import structlog
+from faultproxy.cli.options import agent_command, proxy_params
+from faultproxy.formats.errors import UsageError
+from faultproxy.proxy.server import ProxyServer
+from faultproxy.proxy.stdio.locate import locate
+from faultproxy.proxy.stdio.route import server_name
+from faultproxy.proxy.stdio.shim import ProxyLink, Shim
+
+log = structlog.get_logger("faultproxy.mcp")
+
+
+def register(commands) -> None:
+    parser = commands.add_parser(
+        "mcp", help="Run a stdio MCP server behind the proxy (use it as the server command).",
+        description="Start CMD and relay its newline-delimited JSON-RPC with the client on stdin/stdout, "
+                    "faulting and recording each message: under `faultproxy run` in the episode's proxy, "
+                    "otherwise in one this command starts (--scenario, --trace-dir).")
+    parser.set_defaults(handler=cmd_mcp)
+    parser.add_argument("--scenario", help="Scenario file or bundled name (outside faultproxy run).")
+    parser.add_argument("--param", action="append", default=[], metavar="NAME=VALUE", help="Override a scenario param.")
+    parser.add_argument("--trace-dir", type=Path, help="Write this session's trace here (outside faultproxy run).")
+    parser.add_argument("--episode", help="Episode key outside faultproxy run (default: the server's name).")
+    parser.add_argument("--name", help="The server's name in traces and URLs (default: from CMD).")
+    parser.add_argument("server", nargs=argparse.REMAINDER, metavar="-- CMD [ARGS...]")
+
+
+def cmd_mcp(args: argparse.Namespace) -> int:
+    try:
+        command = agent_command(args.server)
+    except UsageError:
+        raise UsageError("no server command: put it after --, e.g. faultproxy mcp -- npx some-server") from None
+    name = args.name or server_name(command)
+    interactive = sys.stdin.isatty()
+    located = locate()
+    if located:
+        if args.scenario or args.trace_dir:
+            log.warning("mcp_flags_ignored", episode=located.episode,
+                        why="inside a faultproxy episode, its proxy's scenario and trace apply")
+        return asyncio.run(Shim(command, ProxyLink(located.proxy_url, name, located.replay), interactive).run())
+    if not (args.scenario or args.trace_dir):
+        return asyncio.run(Shim(command, None, interactive).run())
+    episode = args.episode or name
+    with ProxyServer(args.scenario, trace_dir=args.trace_dir, params=proxy_params(args)) as proxy:
+        proxy.begin_episode(episode)
+        return asyncio.run(Shim(command, ProxyLink(proxy.proxy_url(episode), name), interactive).run())

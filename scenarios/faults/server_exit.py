@@ -1,0 +1,21 @@
+"""server_exit: the MCP server process dies mid-session, as crashed servers do.
+
+Over stdio the shim kills the server (SIGKILL) and closes the client's stream: the call gets no
+answer and the client sees its server gone. `when: before` — it dies as the call arrives, which
+is never executed; `after` — it executes the call, then dies before answering (the worst case for
+an irreversible tool). Over HTTP the proxy cannot stop a remote server: the client gets a 502
+Bad Gateway instead, as from a gateway whose backend just died.
+"""
+
+from __future__ import annotations
+
+from faultproxy.scenarios.faults.base import FaultKind, ParamSpec
+
+KIND = FaultKind(
+    name="server_exit",
+    params={
+        "when": ParamSpec("string", "after", "before the call reaches the server, or after it executed",
+                          choices=("before", "after")),
+    },
+    forwards=True,
+)
