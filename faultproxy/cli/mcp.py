@@ -23,8 +23,11 @@ from faultproxy.proxy.server import ProxyServer
 from faultproxy.proxy.stdio.locate import locate
 from faultproxy.proxy.stdio.route import server_name
 from faultproxy.proxy.stdio.shim import ProxyLink, Shim
+from faultproxy.scenarios import Scenario
 
 log = structlog.get_logger("faultproxy.mcp")
+# --trace-dir without --scenario: record everything, inject nothing.
+NO_FAULTS = Scenario("no_faults", "record only", "0", {}, (), {}, "", "no_faults")
 
 
 def register(commands) -> None:
@@ -58,6 +61,6 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     if not (args.scenario or args.trace_dir):
         return asyncio.run(Shim(command, None, interactive).run())
     episode = args.episode or name
-    with ProxyServer(args.scenario, trace_dir=args.trace_dir, params=proxy_params(args)) as proxy:
+    with ProxyServer(args.scenario or NO_FAULTS, trace_dir=args.trace_dir, params=proxy_params(args)) as proxy:
         proxy.begin_episode(episode)
         return asyncio.run(Shim(command, ProxyLink(proxy.proxy_url(episode), name), interactive).run())

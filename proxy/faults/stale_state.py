@@ -3,11 +3,16 @@
 The kind remembers reads: for every GET or HEAD a stale_state rule matches, the first answer the
 upstream gave is kept in the episode (the most recent reads: EpisodeLimits.reads), and a firing
 rule serves it without forwarding. Writes touch their path and the rule's `write_resources`.
+A JSON-RPC request (an MCP tool call, over HTTP or stdio) counts as a read too — which calls are
+reads is its rule's match's business — keyed without its id, and served with the id of the call
+it answers.
 """
 
 from __future__ import annotations
 
+import json
 import time
+from typing import Any
 
 from faultproxy.proxy import responses
 from faultproxy.proxy.episodes import StoredResponse
@@ -19,9 +24,34 @@ from mitmproxy import http
 READS = ("GET", "HEAD")
 
 
+def _rpc_request(ex: FlowExchange) -> dict | None:
+    body = ex.body_json()
+    if isinstance(body, dict) and body.get("jsonrpc") == "2.0" and "id" in body and isinstance(body.get("method"), str):
+        return body
+    return None
+
+
+def is_read(ex: FlowExchange) -> bool:
+    return ex.method in READS or _rpc_request(ex) is not None
+
+
 def read_key(ex: FlowExchange) -> tuple[str, str, bytes]:
-    """What makes two reads the same: method, URL and body."""
+    """What makes two reads the same: method, URL and body (a JSON-RPC request's without its id)."""
+    rpc = _rpc_request(ex)
+    if rpc is not None:
+        return (ex.method, ex.url, json.dumps({k: v for k, v in rpc.items() if k != "id"}, sort_keys=True).encode())
     return (ex.method, ex.url, ex.request_body or b"")
+
+
+def _answer_as(response: http.Response, rpc_id: Any) -> None:
+    """An earlier JSON-RPC answer names the earlier call's id; clients match answers by id."""
+    try:
+        document = json.loads(response.get_content(strict=False) or b"")
+    except ValueError:
+        return  # an event stream: served as it was
+    if isinstance(document, dict) and "id" in document:
+        document["id"] = rpc_id
+        response.content = json.dumps(document).encode()
 
 
 class StaleStateFault(Fault):
@@ -32,7 +62,7 @@ class StaleStateFault(Fault):
         return [path for template in self.params["write_resources"] if (path := template.fill(body)) is not None]
 
     def remember(self, flow: http.HTTPFlow, ex: FlowExchange) -> None:
-        if ex.method in READS:
+        if is_read(ex):
             ex.episode.remember_read(read_key(ex), StoredResponse(
                 ex.seq, flow.response.status_code, tuple(flow.response.headers.fields), flow.response.raw_content or b""
             ))
@@ -51,6 +81,9 @@ class StaleStateFault(Fault):
             b"HTTP/1.1", stored.status, responses.reason(stored.status).encode(), http.Headers(stored.headers),
             stored.content, None, time.time(), time.time(),
         )
+        rpc = _rpc_request(ex)
+        if rpc is not None:
+            _answer_as(flow.response, rpc["id"])
         ex.outcome = "stale"
         ex.deliver(f"served the response of exchange {stored.seq}")
 

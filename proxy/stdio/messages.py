@@ -64,7 +64,8 @@ def answer_line(body: bytes, rpc_id: Any) -> bytes | None:
         document = json.loads(body)
     except (ValueError, RecursionError):
         return None
-    if not (isinstance(document, dict) and ("result" in document or "error" in document)):
+    if not (isinstance(document, dict) and document.get("jsonrpc") == "2.0"
+            and ("result" in document or "error" in document)):
         return None
     if document.get("id") == rpc_id and b"\n" not in body.strip():
         return body.strip() + b"\n"
