@@ -30,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from examples.agent_common import complete, configure, finish, openai_client, run  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
+CALL_TIMEOUT_S = float(os.environ.get("MCP_CALL_TIMEOUT_S", "20"))  # how long it waits for a tool's answer
 
 
 def server_parameters(shop_url: str, direct: bool = False) -> StdioServerParameters:
@@ -71,9 +72,9 @@ class McpTools:
                                                   "parameters": t.input_schema}} for t in listed.tools]
 
     def call(self, name: str, arguments: str) -> str:
-        """The tool's text, or an error the model can read (a failed call, or no answer in 20 s)."""
+        """The tool's text, or an error the model can read (a failed call, or no answer in time)."""
         try:
-            result = self._wait(self.session.call_tool(name, json.loads(arguments or "{}")), timeout=20)
+            result = self._wait(self.session.call_tool(name, json.loads(arguments or "{}")), timeout=CALL_TIMEOUT_S)
         except Exception as error:  # noqa: BLE001 — the model is told, as a careful agent does
             return json.dumps({"error": f"{type(error).__name__}: {error}"})
         text = "".join(getattr(block, "text", "") for block in result.content)
