@@ -14,7 +14,9 @@ What the client sees for each answer the proxy gives:
   a server_exit fault, or the server died                -> nothing; the shim kills the server
                                                             and closes the stream (EOF)
 Server-initiated requests and notifications, and the client's answers to them, pass straight
-through (they are not faulted, traced or replayed).
+through (they are not faulted, traced or replayed). Requests travel side by side, so two sent
+together may reach the server in either order (as over HTTP); a notification reaches it before
+anything the client sends after it.
 """
 
 from __future__ import annotations
@@ -98,7 +100,11 @@ class Shim:
         self.done.set()
 
     async def _from_client(self, message: Message) -> None:
-        if self.link and message.kind in ("request", "notification"):
+        if self.link and message.kind == "notification":
+            # Sent before the next line is read: a notification must not overtake what follows
+            # it (notifications/initialized before the first call), and its answer is immediate.
+            await self._through_proxy(message)
+        elif self.link and message.kind == "request":
             task = asyncio.create_task(self._through_proxy(message))
             self.inflight.add(task)
             task.add_done_callback(self.inflight.discard)
