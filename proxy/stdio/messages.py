@@ -6,7 +6,6 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-PARSE_ERROR = -32700
 SERVER_GONE = -32000  # implementation-defined server error: the server is not there to answer
 INTERNAL_ERROR = -32603
 
