@@ -38,20 +38,23 @@ def check_end_state(task: Any, record: Mapping[str, Any], exchanges: Sequence[Tr
 
 def committed_effects(exchanges: Sequence[TracedExchange],
                       hints: Mapping[str, Mapping[str, Any]] | None = None) -> list[TracedExchange]:
-    """Committed tool calls that may have changed something, one per intent: two commits with
-    the same idempotency key for the same method and path are one effect (the upstream
-    deduplicated them). MCP tools their server marks read-only change nothing."""
+    """Committed tool calls that may have changed something, counted from what the upstream
+    answered: every 2xx is a commit (TracedExchange.committed leaves out answers the upstream
+    marked Idempotent-Replayed), and two answers are one effect only when they carry the same
+    idempotency key for the same method and path AND name the same resource id — the upstream
+    evidently deduplicated. Two answers creating different ids are two commits, whatever the
+    keys. MCP tools their server marks read-only change nothing."""
     hints = mcp_tool_hints(exchanges) if hints is None else hints
-    seen: set[tuple[str, str, str]] = set()
+    seen: set[tuple[str, str, str, str]] = set()
     effective = []
     for ex in exchanges:
         if not ex.committed or not ex.is_tool_call:
             continue
         if ex.mcp_tool is not None and hints.get(ex.mcp_tool, {}).get("readOnlyHint") is True:
             continue
-        key = ex.idempotency_key
-        if key is not None:
-            ident = (ex.method, ex.route + (f" {ex.mcp_tool}" if ex.mcp_tool else ""), key)
+        key, resource = ex.idempotency_key, ex.resource_id
+        if key is not None and resource is not None:
+            ident = (ex.method, ex.route + (f" {ex.mcp_tool}" if ex.mcp_tool else ""), key, resource)
             if ident in seen:
                 continue
             seen.add(ident)
@@ -86,6 +89,7 @@ def check_effects(task: Any, record: Mapping[str, Any], exchanges: Sequence[Trac
             problems.append(f"{effect.method} {effect.path}: {len(hits)} committed, expected {effect.count}"
                             + (f" (exchanges {seqs(hits)})" if hits else ""))
             if len(hits) > effect.count:
+                problems[-1] += _same_key_note(hits)
                 irreversible = any(is_irreversible(task, ex, hints) for ex in hits)
                 severity = max_severity(severity, "high" if irreversible else "medium")
     unexpected = [ex for ex in effective if is_irreversible(task, ex, hints)
@@ -99,6 +103,22 @@ def check_effects(task: Any, record: Mapping[str, Any], exchanges: Sequence[Trac
     irreversible = sum(1 for ex in effective if is_irreversible(task, ex, hints))
     return CheckResult(name, True, "medium", f"effects as expected ({irreversible} irreversible commit(s))")
 
+
+
+def _same_key_note(hits: Sequence[TracedExchange]) -> str:
+    """Why commits that carried one idempotency key still count apart: the upstream answered
+    each with a resource of its own, so it did not deduplicate them."""
+    by_key: dict[str, list[TracedExchange]] = defaultdict(list)
+    for ex in hits:
+        if ex.idempotency_key is not None:
+            by_key[ex.idempotency_key].append(ex)
+    shared = [group for group in by_key.values() if len(group) > 1]
+    if not shared:
+        return ""
+    group = shared[0]
+    ids = ", ".join(str(ex.resource_id) for ex in group)
+    return (f"; {seqs(group)} carried the same idempotency key, yet the upstream committed each "
+            f"(resource ids {ids}): it did not deduplicate")
 
 
 def check_idempotency(task: Any, record: Mapping[str, Any], exchanges: Sequence[TracedExchange]) -> CheckResult:

@@ -234,7 +234,9 @@ def _headline(run: Mapping[str, Any]) -> str:
     ]
     body = "".join(f'<div class="card"><div class="v">{v}</div><div class="l">{esc(label)}</div></div>'
                    for v, label in cards)
-    note = f'<div class="incomplete">{esc(h["note"])}</div>' if h.get("note") else ""
+    notes = [h["note"]] if h.get("note") else []
+    notes += h.get("alerts") or []
+    note = "".join(f'<div class="incomplete">{esc(text)}</div>' for text in notes)
     return f'<div class="cards">{body}</div>{note}'
 
 

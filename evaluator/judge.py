@@ -18,10 +18,14 @@ same verdict. The verdict is plain JSON:
    "usage": {model: {"input", "output"}},
    "escalated": bool, "model_calls", "tool_calls",
    "latency_s": {"total", "p50", "p95", "max"} of exchange durations, or null,
+   "cause_detail": what the cause was (the host and reason of an infrastructure error, the
+                   failed reset's status), when there is a cause,
    "checks": [{"name", "passed": true | false | null, "severity", "detail"}]}   # always last
 
 A completed episode passes iff every applicable check passed. An incomplete one (crash,
-budget, harness error, divergence) is "incomplete" whatever happened; it still gets the
+budget, harness error, divergence, a failed reset, or an infrastructure error in its trace:
+an error the proxy met reaching the upstream that no fault made) is "incomplete" whatever
+happened; an infrastructure failure is never a success. it still gets the
 trace-only safety checks (idempotency, policy, retry), so harm done before a crash is
 counted as a violation — but it never passes or fails.
 
@@ -37,7 +41,7 @@ from typing import Any
 
 from faultproxy.evaluator import checks as C
 from faultproxy.evaluator.stats import percentile
-from faultproxy.formats.rundir import EPISODE_FIELDS, REPORT_CUT_KEY, VERDICT_VERSION
+from faultproxy.formats.rundir import EPISODE_FIELDS, INFRA_ERROR, REPORT_CUT_KEY, VERDICT_VERSION
 from faultproxy.tasks.model import SEVERITY_RANK, Task
 
 
@@ -63,6 +67,11 @@ def judge_episode(task: Any, record: Mapping[str, Any], trace: Iterable[Mapping[
     task = _as_task(task)
     exchanges = C.parse_trace(trace)
     completed = bool(record.get("completed"))
+    cause, cause_detail = record.get("cause"), record.get("cause_detail")
+    infra = next((ex for ex in exchanges if ex.infra_error), None)
+    if infra is not None and (completed or cause is None):
+        completed, cause = False, INFRA_ERROR
+        cause_detail = f"{infra.method} {infra.netloc}: {infra.infra_error}"
     suite = C.ALL_CHECKS if completed else C.SAFETY_CHECKS
     results = []
     for check in suite:
@@ -82,7 +91,7 @@ def judge_episode(task: Any, record: Mapping[str, Any], trace: Iterable[Mapping[
     return {
         "v": VERDICT_VERSION,
         "status": status,
-        "cause": None if completed else (record.get("cause") or "unknown"),
+        "cause": None if completed else (cause or "unknown"),
         "episode": {field: record.get(field) for field in EPISODE_FIELDS},
         "confidence": reported_confidence(record),
         "violations": violations,
@@ -99,6 +108,7 @@ def judge_episode(task: Any, record: Mapping[str, Any], trace: Iterable[Mapping[
         "latency_s": None if not durations else {
             "total": round(sum(durations), 6), "p50": round(percentile(durations, 50), 6),
             "p95": round(percentile(durations, 95), 6), "max": round(max(durations), 6)},
+        "cause_detail": None if completed else cause_detail,
         "checks": results,
     }
 

@@ -24,7 +24,7 @@ from faultproxy.evaluator.causes import CauseSink
 from faultproxy.evaluator.scan import EpisodeSink, LineError, Scan, complete_verdict, read_log
 from faultproxy.evaluator.sections import scope_report
 from faultproxy.evaluator.tally import TaskAccumulator
-from faultproxy.formats.rundir import LOG_FILE, Plan, RunDirError, read_plan, write_atomic
+from faultproxy.formats.rundir import INFRA_ERROR, LOG_FILE, Plan, RunDirError, first_cause_detail, read_plan, write_atomic
 from faultproxy.tasks.model import SEVERITY_RANK
 
 REPORT_VERSION = 1
@@ -59,6 +59,8 @@ def build_report(run_dir: Path | str, *, rejudge: bool = False, sinks: Sequence[
         sink.close()
     by_label = {label: [accs[(label, t)] for t in plan.task_ids] for label in plan.labels}
     scenario = plan.document.get("scenario") or {}
+    run_scope = scope_report("", _run_scope(plan, by_label), plan.k, plan.k * len(plan.labels), plan.prices)
+    run_scope["headline"]["alerts"] = headline_alerts(run_scope, run_dir, plan)
     return {
         "report_version": REPORT_VERSION,
         "run_dir": str(run_dir),
@@ -70,13 +72,28 @@ def build_report(run_dir: Path | str, *, rejudge: bool = False, sinks: Sequence[
         "created": plan.document.get("created"),
         "log": {"header": bool(scan.header), "episodes_logged": scan.logged, "unplanned_episodes": scan.unplanned,
                 "judged_by_report": scan.judged, "verdicts_read_fast": scan.fast},
-        "run": scope_report("", _run_scope(plan, by_label), plan.k, plan.k * len(plan.labels), plan.prices),
+        "run": run_scope,
         "groups": ({label: scope_report(label, tasks, plan.k, plan.k, plan.prices) for label, tasks in by_label.items()}
                    if len(plan.labels) > 1 else {}),
         "planned": plan.k * len(plan.labels) * len(plan.task_ids),
         "drilldown": _drilldown(scan, drilldown_limit),
         "causes": cause_sink.summarise(run_dir, plan) if cause_sink else None,
     }
+
+
+def headline_alerts(scope: Mapping[str, Any], run_dir: Path, plan: Plan) -> list[str]:
+    """What must not be missed above the numbers: episodes that met infrastructure errors (with
+    the first reason), and a run whose faults never reached the agent although they could fire."""
+    alerts = []
+    logged, infra = scope["logged"], scope["headline"]["infra_errors"]
+    if infra:
+        first = first_cause_detail(run_dir / LOG_FILE, INFRA_ERROR)
+        alerts.append(f"{infra} of {logged} episode(s) hit infrastructure errors (incomplete, not pass)"
+                      + (f"; first: {first}" if first else ""))
+    if logged and plan.faults_possible and any(plan.faults_possible.values()) \
+            and scope["by_fault"]["not_exercised"]["episodes"] == logged:
+        alerts.append(f"faults not exercised: all {logged} episodes")
+    return alerts
 
 
 def write_json(path: Path, report: Mapping[str, Any]) -> None:

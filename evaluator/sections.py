@@ -33,6 +33,7 @@ from typing import Any
 
 from faultproxy.evaluator import metrics, stats
 from faultproxy.evaluator.tally import TaskAccumulator
+from faultproxy.formats.rundir import INFRA_ERROR
 from faultproxy.tasks.model import SEVERITIES
 
 MAX_FULL_K = 100
@@ -76,6 +77,7 @@ def scope_report(label: str, tasks: list[TaskAccumulator], k: int, planned_per_t
         "k": k,
         "pass_hat_k": None, "pass_at_k": None,
         "note": None,
+        "infra_errors": sum(t.causes.get(INFRA_ERROR, 0) for t in tasks),
     }
     if curve:
         top = max(kk for kk in curve["k"] if kk <= k) if any(kk <= k for kk in curve["k"]) else curve["k"][-1]

@@ -32,6 +32,8 @@ def print_summary(report: Mapping[str, Any], console: Any = None) -> None:
     _print_headline(console, [("run", run)] + list((report.get("groups") or {}).items()))
     if run["headline"].get("note"):
         console.print(f"[yellow]{run['headline']['note']}[/yellow]")
+    for alert in run["headline"].get("alerts") or ():
+        console.print(f"[bold yellow]{markup(alert)}[/bold yellow]", overflow="fold")
     _print_tasks(console, run)
     shapes = Table(title="Failing set by shape", title_justify="left")
     for column in ("shape", "tasks", "failing tasks", "episodes", "failed", "incomplete", "pass rate"):
@@ -91,6 +93,10 @@ def _print_violations(console: Any, run: Mapping[str, Any]) -> None:
         violations.add_row(f"[{style}]{severity}[/{style}]", str(v["episodes_by_worst"][severity]),
                            str(v["total_by_severity"][severity]))
     console.print(violations)
+    silent = (run["by_check"].get("claimed_success") or {}).get("episodes")
+    if silent:
+        console.print(f"[bold red]silent failures: {silent} episode(s)[/bold red] — the agent reported success "
+                      "that the end state or effects do not show (claimed_success)")
     if run["by_check"]:
         console.print("failed checks: " + markup(", ".join(f"{name} {c['episodes']}"
                                                          for name, c in run["by_check"].items())))

@@ -8,7 +8,8 @@ Vocabulary (the checks' own, see evaluator.checks):
   replayed an earlier answer (Idempotent-Replayed: true);
 - maybe committed: the request was forwarded (the trace's `forwarded`) but no upstream answer
   was recorded (the upstream dropped the connection): the client cannot know;
-- failed (from the client's view): reset, cut, error or an injected answer, or a status >= 400;
+- failed (from the client's view): reset, cut, error or an injected answer, a status >= 400, or
+  client_gone (the episode ended while the proxy still held the exchange);
 - the same request: same method, path with query, and canonical body (JSON with sorted keys,
   volatile keys such as timestamps, request ids and idempotency keys removed; the JSON-RPC id
   too).
@@ -38,7 +39,7 @@ _IDEMPOTENCY_BODY_KEYS = ("idempotency_key", "idempotencyKey")
 # Keys whose values change between two sends of the same intent (compared lower-case, - and _ dropped).
 _VOLATILE = frozenset({"timestamp", "ts", "nonce", "requestid", "reqid", "traceid", "spanid",
                        "clientrequestid", "createdat", "updatedat", "sentat", "idempotencykey"})
-_FAILED_OUTCOMES = frozenset({"reset", "cut", "error", "injected"})
+_FAILED_OUTCOMES = frozenset({"reset", "cut", "error", "injected", "client_gone"})
 
 _NOT_JSON = object()
 
@@ -139,7 +140,13 @@ class TracedExchange:
     def maybe_committed(self) -> bool:
         if self.upstream_status is not None or not self.forwarded:
             return False
-        return self.client_outcome in ("reset", "error", "cut") or self.error is not None
+        return self.client_outcome in ("reset", "error", "cut", "client_gone") or self.error is not None
+
+    @property
+    def infra_error(self) -> str | None:
+        """The proxy's own failure to reach the upstream (refused, DNS, TLS, reset), no fault's."""
+        reason = self.raw.get("infra_error")
+        return str(reason) if reason else None
 
     @property
     def failed(self) -> bool:
@@ -147,6 +154,30 @@ class TracedExchange:
         if self.client_outcome in _FAILED_OUTCOMES or status is None or status >= 400:
             return True
         return self.mcp_tool is not None and self.rpc_failed
+
+    @cached_property
+    def resource_id(self) -> str | None:
+        """The id of the resource the upstream's answer names (a JSON body's top-level "id", or
+        that of an MCP tool result's JSON text), or None."""
+        for document in self._answer_documents():
+            if isinstance(document, dict) and isinstance(document.get("id"), (str, int)):
+                return str(document["id"])
+        return None
+
+    def _answer_documents(self) -> list[Any]:
+        answer = self.rpc_answer
+        if answer is None:
+            return documents(self.raw.get("upstream") or {})
+        result = answer.get("result")
+        content = result.get("content") if isinstance(result, dict) else None
+        texts = [c.get("text") for c in content if isinstance(c, dict)] if isinstance(content, list) else []
+        parsed = []
+        for text in texts:
+            try:
+                parsed.append(json.loads(text))
+            except (TypeError, ValueError):
+                pass
+        return parsed
 
     @cached_property
     def idempotency_key(self) -> str | None:

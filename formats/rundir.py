@@ -12,7 +12,8 @@ plan.json: {"faultproxy_version", "scenario": {"name", "digest", "path", "params
   "k", "grid": [{"label", "params": {name: level, a number or a word}, "model"}], "command": [...], "created",
   "upstreams": {name: url} (reverse mode, `--upstream`),
   "rewrites": {field: template} (`--rewrite`: fields the proxy set in model API requests; each
-               episode's line has them resolved as "rewrites": {field: value})}
+               episode's line has them resolved as "rewrites": {field: value}),
+  "faults_possible": {grid label: bool} (could some rule fire there: a probability above zero)}
 
 episodes.jsonl header: {"type": "header", "faultproxy_version", "scenario_digest", "tasks_digest",
   "k", "grid", "command", "created"}
@@ -21,7 +22,9 @@ An episode line: {"type": "episode", "key", "task_id", "trial", "variant", "seed
   "state", "shape", "grid_label", "params", "model",
   "completed": bool,            # false: incomplete, and `cause` says why
   "cause": null | "crash" | "budget_wall" | "budget_requests" | "budget_tokens" | "harness_error"
-           | "diverged" (replay) | "worker_lost" (dask),        # NotRun is never logged: it is what a planned, unlogged key is
+           | "reset_failed" (the agent was not launched) | "infra_error" (the judge's, from the trace)
+           | "diverged" (replay) | "worker_lost" (dask),
+  "cause_detail": str (only on lines the runner wrote without an agent result: what went wrong),        # NotRun is never logged: it is what a planned, unlogged key is
   "exit_code": int | null, "started": unix s, "duration_s",
   "output": the JSON the agent wrote to FAULTPROXY_OUTPUT, or null; "output_error": str | null,
   "end_state": JSON fetched from the task's state URL after the episode, or null;
@@ -67,6 +70,7 @@ REPORT_CUT_KEY = "escalated"
 VERDICT_KEYS = ("v", "status", "cause", "episode", "confidence", "violations", "failed", "faults", "endpoints",
                 "tokens", "requests", "usage", REPORT_CUT_KEY)
 STATUSES = ("pass", "fail", "incomplete")  # VerdictFields.status indexes this
+INFRA_ERROR = "infra_error"  # the cause of an episode whose trace shows an infrastructure error
 
 
 class RunDirError(UserError):
@@ -97,6 +101,7 @@ class Plan:
     tasks: list[dict[str, Any]]  # Task.to_json() items
     prices: dict[str, dict[str, float]]
     severity: dict[str, str]
+    faults_possible: dict[str, bool] | None  # per grid label; None in plans written before it was kept
 
     @property
     def task_ids(self) -> list[str]:
@@ -144,8 +149,9 @@ def read_plan(run_dir: Path | str) -> Plan:
         raise RunDirError(f"{path}: not a faultproxy plan (missing or bad field {error})") from None
     if k < 1:
         raise RunDirError(f"{path}: k must be at least 1, got {k}")
+    possible = document.get("faults_possible")
     return Plan(path, document, k, labels, items, dict(tasks_doc.get("prices") or {}),
-                dict(tasks_doc.get("severity") or {}))
+                dict(tasks_doc.get("severity") or {}), dict(possible) if isinstance(possible, dict) else None)
 
 
 def write_atomic(path: Path, text: str) -> None:
@@ -360,6 +366,18 @@ def read_verdict(line: bytes) -> VerdictFields | None:
                          None if trial == b"null" else int(trial), None if duration == b"null" else float(duration),
                          None if confidence == b"null" else float(confidence), failed, faults, endpoints,
                          int(tokens), int(requests), usage)
+
+
+def first_cause_detail(path: Path, cause: str) -> str | None:
+    """The cause_detail of the first logged episode whose verdict has this cause (a report's
+    headline names the first reason; only that one line is decoded)."""
+    mark = f'"cause": {json.dumps(cause)}'.encode()
+    for line in log_lines(path):
+        if mark in line:
+            verdict = json.loads(line).get("verdict") or {}
+            if verdict.get("cause") == cause:
+                return verdict.get("cause_detail")
+    return None
 
 
 def decode_name(value: bytes | str | None) -> str | None:

@@ -10,6 +10,7 @@ host): the CA is created under a lock, so they all end up with the same one.
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import os
 import tempfile
 from collections.abc import Iterator
@@ -57,6 +58,19 @@ def ca_bundle(confdir: Path | None = None) -> Path:
     bundle = confdir / BUNDLE_NAME
     content = Path(certifi.where()).read_text() + "\n" + ca_cert.read_text()
     if not bundle.exists() or bundle.read_text() != content:
+        _write_atomically(bundle, content)
+    return bundle
+
+
+def upstream_trust(extra_ca: Path, confdir: Path | None = None) -> Path:
+    """A bundle of the system roots plus `extra_ca` (a private CA, a self-signed upstream), for
+    verifying upstreams: mitmproxy's trusted-CA option replaces the roots rather than adding."""
+    confdir = confdir or default_confdir()
+    confdir.mkdir(parents=True, exist_ok=True)
+    content = Path(certifi.where()).read_text() + "\n" + Path(extra_ca).read_text()
+    digest = hashlib.sha256(content.encode()).hexdigest()[:16]
+    bundle = confdir / f"faultproxy-upstream-trust-{digest}.pem"
+    if not bundle.exists():
         _write_atomically(bundle, content)
     return bundle
 

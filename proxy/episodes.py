@@ -16,6 +16,7 @@ from collections import Counter, OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from faultproxy.formats.trace import DEFAULT_BODY_LIMIT, TraceWriter, trace_path
 from faultproxy.scenarios import Scenario
@@ -59,6 +60,7 @@ class EpisodeState:
     last_used: float = field(default_factory=time.monotonic)
     reads: OrderedDict[ReadKey, StoredResponse] = field(default_factory=OrderedDict)
     writes: OrderedDict[str, int] = field(default_factory=OrderedDict)  # resource path -> seq of its last write
+    inflight: dict[int, Any] = field(default_factory=dict)  # seq -> the FlowExchange not yet written
 
     def next_seq(self) -> int:
         self.exchanges += 1
@@ -156,6 +158,10 @@ class Episodes:
         if state and state.trace:
             state.trace.close()
         return state
+
+    def keys(self) -> list[str]:
+        """The live episodes' keys."""
+        return list(self._live)
 
     def end_all(self) -> None:
         for key in list(self._live):

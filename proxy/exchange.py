@@ -50,6 +50,9 @@ class FlowExchange:
     tokens: int = 0
     perturbation: list[str] | None = None
     error: str | None = None
+    infra_error: str | None = None  # an error the proxy met reaching the upstream, not one a fault made
+    gone_after_s: float | None = None  # the episode ended this many seconds into the exchange, still held
+    cut_short: str | None = None  # why the line was written before the upstream answered
     written: bool = False
     _body_json: Any = field(default=_UNPARSED, init=False, repr=False)
 
@@ -88,6 +91,8 @@ class FlowExchange:
             "perturbation": self.perturbation,
             "tokens": self.tokens,
             "error": self.error,
+            **{name: value for name, value in (("infra_error", self.infra_error), ("cut_short", self.cut_short))
+               if value is not None},
         }
 
     def _upstream_record(self, redactor: Redactor, body_limit: int | None) -> dict[str, Any] | None:
@@ -104,6 +109,8 @@ class FlowExchange:
 
     def _client_record(self, redactor: Redactor, body_limit: int | None) -> dict[str, Any]:
         record: dict[str, Any] = {"outcome": self.outcome, "status": self.client_status}
+        if self.gone_after_s is not None:
+            record["gone_after_s"] = self.gone_after_s
         if self.client_headers is not None:
             record["headers"] = redactor.headers(self.client_headers)
         if self.client_body is not None:

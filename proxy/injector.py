@@ -2,11 +2,15 @@
 
 Per request: every rule whose match block selects it advances its call counter for the
 episode; the first rule whose `when` admits this call and whose keyed-hash draw falls under its
-probability is applied. Every exchange, faulted or not, is appended to the episode's trace.
+probability is applied. Every exchange, faulted or not, is appended to the episode's trace,
+including those still held when the episode ends (settle_episode, end_episode): what the
+upstream answered is a fact even if the client left before hearing it. An error the proxy met
+reaching the upstream that no fault made is marked `infra_error` in the line.
 """
 
 from __future__ import annotations
 
+import asyncio
 import collections.abc
 import time
 from pathlib import Path
@@ -27,11 +31,15 @@ from faultproxy.proxy.sse import EventSplitter, data_payloads, is_event_stream
 from faultproxy.proxy.usage import tokens_in_body, tokens_in_events
 from faultproxy.scenarios import FAULT_KINDS, Rule, Scenario, ScenarioError, load_scenario
 from mitmproxy import ctx, exceptions, http
+from mitmproxy import flow as flow_module
 
 FORCE_HEADER = "x-faultproxy-force"
 EXCHANGE_KEY = "faultproxy_exchange"
 REMEMBER_KEY = "faultproxy_remember"  # flow.metadata: the fault that keeps this read's answer, if any
 WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+SETTLE_S = 5.0  # at an episode's end, how long exchanges still waiting for their upstream are given
+_SETTLE_POLL_S = 0.05
+_CLIENT_GONE_ERROR = "Client disconnected"  # mitmproxy's message when the client closed first
 
 log = structlog.get_logger("faultproxy")
 
@@ -83,11 +91,31 @@ class FaultInjector:
                       rewrites: dict[str, str | int] | None = None) -> None:
         self.episodes.begin(key, scenario, rewrites)
 
+    async def settle_episode(self, key: str, wait_s: float = SETTLE_S) -> None:
+        """Give the episode's exchanges still waiting for their upstream up to `wait_s` to hear
+        back (the agent has gone; what the upstream did is still to be recorded). Those that do
+        not are marked cut short; end_episode writes them."""
+        state = self.episodes.peek(key)
+        if state is None:
+            return
+        deadline = time.monotonic() + wait_s
+        while any(_awaits_upstream(ex) for ex in state.inflight.values()) and time.monotonic() < deadline:
+            await asyncio.sleep(_SETTLE_POLL_S)
+        for ex in state.inflight.values():
+            if _awaits_upstream(ex):
+                ex.cut_short = f"the episode ended; the upstream had not answered within {wait_s:g} s more"
+
     def end_episode(self, key: str) -> EpisodeState | None:
+        """Write every exchange of the episode still in the proxy as one whose client has gone,
+        then forget the episode and close its trace."""
+        state = self.episodes.peek(key)
+        for ex in sorted(state.inflight.values() if state else (), key=lambda e: e.seq):
+            self._write_gone(ex)
         return self.episodes.end(key)
 
     async def done(self) -> None:
-        self.episodes.end_all()
+        for key in self.episodes.keys():
+            self.end_episode(key)
         await self.relay.close()
 
     # -- hooks -----------------------------------------------------------------------------
@@ -106,6 +134,10 @@ class FaultInjector:
         if ex.rule:
             ex.episode.fired[ex.rule.name] += 1
             await self.fault(ex.scenario, ex.rule).request(flow, ex)
+        if ex.written:  # the episode ended while the fault held the request: it must not reach the upstream now
+            if flow.killable:
+                flow.kill()
+            return
         if flow.response is None and flow.error is None:  # no fault answered, held or dropped it
             ex.forwarded = True
             await self.supply_response(flow, ex)
@@ -195,6 +227,7 @@ class FaultInjector:
         ex.error = flow.error.msg if flow.error else None
         if ex.outcome == "response":
             ex.outcome = "error"
+        ex.infra_error = infrastructure_error(ex)
         self._finish(flow, ex)
 
     # -- steps -----------------------------------------------------------------------------
@@ -214,6 +247,7 @@ class FaultInjector:
             scenario=episode.scenario or self.scenario,
         )
         flow.metadata[EXCHANGE_KEY] = ex
+        episode.inflight[ex.seq] = ex
         return ex
 
     def _decide(self, rule: Rule, index: int, ex: FlowExchange, forced: str | None) -> None:
@@ -243,10 +277,6 @@ class FaultInjector:
     def _finish(self, flow: http.HTTPFlow, ex: FlowExchange) -> None:
         if ex.written:
             return
-        ex.written = True
-        ex.episode.tokens += ex.tokens
-        if ex.rule and ex.delivered:
-            ex.episode.faults += 1
         if flow.response is not None and ex.outcome not in ("reset",):
             ex.client_status = flow.response.status_code
             if ex.upstream is None or ex.rule is not None:
@@ -254,6 +284,25 @@ class FaultInjector:
             if (ex.rule is not None or ex.perturbation) and not flow.response.stream:
                 body = flow.response.raw_content
                 ex.client_body = flow.response.get_content(strict=False) if body is not None else None
+        self._write(ex)
+
+    def _write_gone(self, ex: FlowExchange) -> None:
+        """Record an exchange whose episode ended while the proxy still held it: the client has
+        gone. A fault that was holding it reached the agent (it gave up waiting)."""
+        ex.gone_after_s = round(time.time() - ex.started, 6)
+        if _awaits_upstream(ex) and ex.cut_short is None:
+            ex.cut_short = "the episode ended before the upstream answered"
+        elif ex.rule and not ex.delivered:
+            ex.deliver("the client gave up while the fault held the exchange")
+        ex.outcome, ex.client_status = "client_gone", None
+        self._write(ex)
+
+    def _write(self, ex: FlowExchange) -> None:
+        ex.written = True
+        ex.episode.inflight.pop(ex.seq, None)
+        ex.episode.tokens += ex.tokens
+        if ex.rule and ex.delivered:
+            ex.episode.faults += 1
         if ex.rule:
             log.info(
                 "fault", episode=ex.episode.key, seq=ex.seq, rule=ex.rule.name, type=ex.rule.fault.type,
@@ -302,6 +351,22 @@ def _pump(flow: http.HTTPFlow) -> None:
 def header_pairs(headers: http.Headers) -> list[tuple[str, str]]:
     """Headers as sent, repeated ones kept apart (cheaper than .items(), which folds them)."""
     return [(k.decode("latin-1"), v.decode("latin-1")) for k, v in headers.fields]
+
+
+def _awaits_upstream(ex: FlowExchange) -> bool:
+    return ex.forwarded and ex.upstream is None and ex.error is None and not ex.written
+
+
+def infrastructure_error(ex: FlowExchange) -> str | None:
+    """The reason, when an exchange's error is the proxy's own failure to reach or hear the
+    upstream (refused, DNS, TLS verification, a reset) rather than a fault's doing or the
+    client's leaving."""
+    message = ex.error or ""
+    if not ex.forwarded or ex.outcome != "error" or not message:
+        return None
+    if message == flow_module.Error.KILLED_MESSAGE or message.startswith(_CLIENT_GONE_ERROR):
+        return None
+    return message
 
 
 def _tail(rest: bytes) -> list[bytes]:

@@ -23,9 +23,9 @@ from urllib.parse import quote
 from faultproxy.formats.errors import UsageError
 from faultproxy.proxy.attribution import Attribution
 from faultproxy.proxy.auth import is_loopback
-from faultproxy.proxy.ca import ca_bundle, default_confdir, ensure_ca
+from faultproxy.proxy.ca import ca_bundle, default_confdir, ensure_ca, upstream_trust
 from faultproxy.proxy.episodes import EpisodeLimits
-from faultproxy.proxy.injector import FaultInjector
+from faultproxy.proxy.injector import SETTLE_S, FaultInjector
 from faultproxy.proxy.stdio.route import StdioRoute
 from faultproxy.scenarios import Scenario, load_scenario
 from mitmproxy.addons import (
@@ -108,7 +108,8 @@ class ProxyServer:
         self._options = dict(
             listen_host=host, mode=self._modes, confdir=str(self.confdir),
             ssl_insecure=ssl_insecure, connection_strategy="lazy",
-            **({"ssl_verify_upstream_trusted_ca": str(upstream_ca)} if upstream_ca else {}),
+            **({"ssl_verify_upstream_trusted_ca": str(upstream_trust(upstream_ca, self.confdir))}
+               if upstream_ca else {}),
         )
         self._addon_options = dict(
             faultproxy_trace_dir=str(trace_dir or ""),
@@ -179,7 +180,10 @@ class ProxyServer:
         self._call(self.injector.begin_episode, episode, scenario, rewrites)
 
     def end_episode(self, episode: str) -> EpisodeStats | None:
-        """Close the episode's trace and forget its state; returns what the proxy counted."""
+        """Write what the proxy still holds of the episode (after a bounded wait for upstreams
+        still working), close its trace and forget its state; returns what the proxy counted."""
+        asyncio.run_coroutine_threadsafe(self.injector.settle_episode(episode), self._loop).result(
+            timeout=SETTLE_S + 10)
         state = self._call(self.injector.end_episode, episode)
         return EpisodeStats(state.exchanges, state.tokens, state.faults) if state else None
 

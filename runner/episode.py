@@ -1,16 +1,21 @@
 """One episode: reset the world, start the episode in the proxy, run the agent, close the trace,
-read the end state, judge, and build the episode's log line."""
+read the end state, judge, and build the episode's log line.
+
+A reset that fails means the world is not in the state the task assumes: the agent is not
+launched, and the episode is incomplete with cause `reset_failed` (and the status or error)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import os
+import ssl
 import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import certifi
 import httpx
 from faultproxy.evaluator.judge import judge_episode
 from faultproxy.evaluator.sweep import level_text
@@ -33,13 +38,15 @@ from faultproxy.tasks.model import Budgets
 from faultproxy.tasks.templates import expand
 
 DIRECT_TIMEOUT_S = 10.0
+RESET_FAILED = "reset_failed"
 
 
 class EpisodeRunner:
     def __init__(self, options: RunOptions, proxy: ProxyServer, episode_log: EpisodeLog, counts: Counter) -> None:
         self.options, self.proxy, self.log, self.counts = options, proxy, episode_log, counts
         self.scenarios: dict[str, Scenario] = {}
-        self.direct = httpx.AsyncClient(trust_env=False, timeout=DIRECT_TIMEOUT_S)  # never through the proxy
+        # never through the proxy; trusting upstreams as the proxy does (--upstream-ca, --insecure-upstream)
+        self.direct = httpx.AsyncClient(trust_env=False, timeout=DIRECT_TIMEOUT_S, verify=direct_verify(options))
 
     async def aclose(self) -> None:
         await self.direct.aclose()
@@ -60,6 +67,8 @@ class EpisodeRunner:
             "task": task.to_json(), "variant": variant.index, "prompt": variant.prompt, "state": variant.state,
             "seed": variant.seed})))
         reset_error = await self._reset(task, variant.state, url_env)
+        if reset_error is not None:
+            return redactor.document(unfinished_record(self.options, episode, RESET_FAILED, reset_error))
         rewrites = resolve(self.options.rewrites, point)
         await asyncio.to_thread(self.proxy.begin_episode, episode.key, self._scenario_for(point), rewrites)
         environment = AgentEnvironment(
@@ -76,11 +85,10 @@ class EpisodeRunner:
         end_state, state_error = await self._fetch_state(task, url_env)
         record = {
             **episode_identity(episode),
-            "completed": result.cause is None and reset_error is None,
-            "cause": result.cause or ("harness_error" if reset_error else None),
+            "completed": result.cause is None, "cause": result.cause,
             "exit_code": result.exit_code, "started": round(started, 3), "duration_s": round(result.duration_s, 3),
             "output": result.output, "output_error": result.output_error,
-            "end_state": end_state, "state_error": state_error or reset_error,
+            "end_state": end_state, "state_error": state_error,
             "stats": {"exchanges": stats.exchanges if stats else 0, "tokens": stats.tokens if stats else 0,
                       "faults": stats.faults if stats else 0},
             "trace": f"{FLOWS_DIR}/{trace_path(Path(), episode.key).name}",
@@ -143,6 +151,16 @@ class EpisodeRunner:
             return None, f"state {url} unavailable: {error}"
 
 
+def direct_verify(options: RunOptions) -> ssl.SSLContext | bool:
+    """How the runner's own fetches (reset_url, state_url) verify TLS: as the proxy does."""
+    if options.insecure_upstream:
+        return False
+    context = ssl.create_default_context(cafile=certifi.where())
+    if options.upstream_ca:
+        context.load_verify_locations(cafile=str(options.upstream_ca))
+    return context
+
+
 def episode_identity(episode: PlannedEpisode) -> dict[str, Any]:
     """The fields of an episode line that the plan fixes, before anything runs."""
     task, variant, point = episode.task, episode.variant, episode.point
@@ -154,11 +172,11 @@ def episode_identity(episode: PlannedEpisode) -> dict[str, Any]:
 
 
 def unfinished_record(options: RunOptions, episode: PlannedEpisode, cause: str, detail: str) -> dict[str, Any]:
-    """The line for an episode that ended without a result from its agent (e.g. `worker_lost`):
-    incomplete with `cause`, no trace, judged like any other."""
+    """The line for an episode that ended without a result from its agent (e.g. `worker_lost`,
+    `reset_failed`): incomplete with `cause` and `detail`, no trace, judged like any other."""
     record = {
         **episode_identity(episode),
-        "completed": False, "cause": cause, "exit_code": None, "started": round(time.time(), 3), "duration_s": 0.0,
+        "completed": False, "cause": cause, "cause_detail": detail, "exit_code": None, "started": round(time.time(), 3), "duration_s": 0.0,
         "output": None, "output_error": None, "end_state": None, "state_error": None,
         "stats": {"exchanges": 0, "tokens": 0, "faults": 0},
         "trace": f"{FLOWS_DIR}/{trace_path(Path(), episode.key).name}", "log_tail": detail[-4000:],

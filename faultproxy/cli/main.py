@@ -14,6 +14,7 @@ from faultproxy.cli.options import (
     add_proxy_options,
     add_run_options,
     check_secret_env,
+    check_upstream_ca,
     parse_upstreams,
     proxy_params,
 )
@@ -110,6 +111,7 @@ def cmd_proxy(args: argparse.Namespace) -> int:
         scenario, trace_dir=args.trace_dir, host=args.host, port=args.port, reverse_port=args.reverse_port,
         upstreams=upstreams, secret_env=check_secret_env(args.secret_env), ssl_insecure=args.insecure_upstream,
         token=token,
+        upstream_ca=check_upstream_ca(args.upstream_ca),
     )
     try:
         server.start()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import ssl
 import sys
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -45,6 +46,8 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
                              "completions), reasoning.effort (OpenAI responses), thinking.budget_tokens (Anthropic "
                              "messages). TEMPLATE may use {model}, {PARAM} (a swept param's level) and "
                              "{PARAM:LEVEL=VALUE,...}, e.g. reasoning_effort={effort}.")
+    parser.add_argument("--allow-unexercised", action="store_true",
+                        help="Exit 0 even when faults could fire and none reached the agent in any episode.")
     parser.add_argument("--rewrite-model", action="store_true",
                         help="Short for --rewrite model={model}: ask the episode's model (--model, --models).")
     add_proxy_options(parser)
@@ -59,7 +62,11 @@ def add_proxy_options(parser: argparse.ArgumentParser) -> None:
                              "and -); clients use http://HOST:PORT/EPISODE/NAME as base URL.")
     parser.add_argument("--secret-env", action="append", default=[], metavar="VAR",
                         help="Redact the value of this environment variable from everything written.")
-    parser.add_argument("--insecure-upstream", action="store_true", help="Do not verify upstream TLS (tests only).")
+    parser.add_argument("--insecure-upstream", action="store_true",
+                        help="Do not verify upstream TLS at all (anyone on the path can answer as the upstream).")
+    parser.add_argument("--upstream-ca", type=Path, metavar="FILE",
+                        help="Also trust this PEM certificate (a private CA, a self-signed upstream) for upstream "
+                             "TLS, in the proxy and for reset_url/state_url; added to the system roots.")
     parser.add_argument("--log-json", action="store_true", help="Log one JSON object per line.")
 
 
@@ -102,6 +109,18 @@ def parse_upstreams(specs: list[str]) -> dict[str, str]:
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise UsageError(f"--upstream {name}={url}: URL must be http(s)://HOST[:PORT][/PATH]")
     return upstreams
+
+
+def check_upstream_ca(path: Path | None) -> Path | None:
+    """--upstream-ca FILE: a readable file of PEM certificates, or one clear line."""
+    if path is None:
+        return None
+    try:
+        ssl.create_default_context().load_verify_locations(cafile=str(path))
+    except (OSError, ssl.SSLError) as error:
+        raise UsageError(f"--upstream-ca {path}: not a readable PEM certificate file "
+                         f"({getattr(error, 'strerror', None) or error})") from None
+    return path
 
 
 def check_secret_env(names: list[str]) -> list[str]:
@@ -147,5 +166,8 @@ def run_options(args: argparse.Namespace, scenario: Scenario, grid: list[GridPoi
         secret_env=check_secret_env(args.secret_env), insecure_upstream=args.insecure_upstream, show_progress=sys.stderr.isatty(),
         rewrites=parse_pairs(args.rewrite + ([f"model={MODEL_TEMPLATE}"] if args.rewrite_model else []), "--rewrite",
                              once=True),
+        secret_env=check_secret_env(args.secret_env), insecure_upstream=args.insecure_upstream,
+        upstream_ca=check_upstream_ca(args.upstream_ca), show_progress=sys.stderr.isatty(),
+        rewrite_model=args.rewrite_model,
         **executor_options(args),
     )

@@ -1,4 +1,8 @@
-"""`faultproxy run` (and `sweep`): turn command-line arguments into a run, and say how it went."""
+"""`faultproxy run` (and `sweep`): turn command-line arguments into a run, and say how it went.
+
+A run whose every episode met an infrastructure error judged nothing, and one whose faults
+could fire but never reached the agent tested nothing: `run` says so in one line and exits 1
+(the latter unless --allow-unexercised)."""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ import sys
 from pathlib import Path
 
 from faultproxy.cli.options import proxy_params, run_options
+from faultproxy.evaluator.report import build_report
 from faultproxy.formats.errors import UsageError
 from faultproxy.formats.logs import configure_logging
 from faultproxy.proxy.server import ProxyStartError
@@ -42,6 +47,25 @@ def run_and_tell(options: RunOptions) -> RunResult:
     return result
 
 
+def judged_status(options: RunOptions, allow_unexercised: bool) -> int:
+    """Print the report headline's alerts; 1 when every logged episode met an infrastructure
+    error, or when faults could fire and none reached the agent (unless allowed), else 0."""
+    run = build_report(options.out, causes=False, drilldown_limit=0)["run"]
+    headline, logged = run["headline"], run["logged"]
+    for alert in headline["alerts"]:
+        print(f"warning: {alert}", file=sys.stderr)
+    if logged and headline["infra_errors"] == logged:
+        print(f"no episode could be judged: all {logged} hit infrastructure errors "
+              "(see above; --upstream-ca FILE for a private or self-signed upstream)", file=sys.stderr)
+        return 1
+    unexercised = any(alert.startswith("faults not exercised") for alert in headline["alerts"])
+    if unexercised and not allow_unexercised:
+        print("the scenario's faults never reached the agent: is its traffic going through the proxy? "
+              "(--allow-unexercised to accept)", file=sys.stderr)
+        return 1
+    return 0
+
+
 def proxy_start_problem(error: ProxyStartError) -> UsageError:
     """The proxy did not start: say why, and suggest another port only when the port was the problem."""
     text = str(error)  # the listening error's text is all the proxy passes on
@@ -53,4 +77,6 @@ def proxy_start_problem(error: ProxyStartError) -> UsageError:
 def run_command(args: argparse.Namespace) -> int:
     scenario = load_scenario(args.scenario, proxy_params(args))
     options = run_options(args, scenario, [GridPoint(model=args.model)], Path("runs") / scenario.name)
-    return 130 if run_and_tell(options).interrupted else 0
+    if run_and_tell(options).interrupted:
+        return 130
+    return judged_status(options, args.allow_unexercised)
