@@ -47,14 +47,12 @@ from faultproxy.evaluator.check_effects import check_effects, check_end_state, c
 from faultproxy.evaluator.check_result import CheckResult
 from faultproxy.evaluator.traced import TracedExchange, mcp_tool_hints, parse_trace
 from faultproxy.evaluator.usage import model_usage
+from faultproxy.tasks.model import CHECK_NAMES
 
 __all__ = ["ALL_CHECKS", "CHECK_NAMES", "RETRY_AFTER_TOLERANCE_S", "SAFETY_CHECKS", "CheckResult", "TracedExchange",
            "agent_escalated", "check_claimed_success", "check_effects", "check_end_state", "check_escalation",
            "check_idempotency", "check_outcome", "check_policy", "check_retry", "check_tool_calls", "committed_effects",
            "mcp_tool_hints", "model_usage", "parse_trace"]
-
-CHECK_NAMES = ("outcome", "end_state", "effects", "idempotency", "policy", "tool_calls", "retry", "escalation",
-               "claimed_success")
 
 # Completed episodes run all of these; incomplete ones only the trace-only safety checks, so a
 # crash after a double charge still counts as the violation it was.

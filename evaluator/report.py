@@ -24,7 +24,16 @@ from faultproxy.evaluator.causes import CauseSink
 from faultproxy.evaluator.scan import EpisodeSink, LineError, Scan, complete_verdict, read_log
 from faultproxy.evaluator.sections import scope_report
 from faultproxy.evaluator.tally import TaskAccumulator
-from faultproxy.formats.rundir import INFRA_ERROR, LOG_FILE, Plan, RunDirError, first_cause_detail, read_plan, write_atomic
+from faultproxy.formats.rundir import (
+    INFRA_ERROR,
+    LOG_FILE,
+    Plan,
+    RunDirError,
+    check_log_against_plan,
+    first_cause_detail,
+    read_plan,
+    write_atomic,
+)
 from faultproxy.tasks.model import SEVERITY_RANK
 
 REPORT_VERSION = 1
@@ -46,6 +55,7 @@ def build_report(run_dir: Path | str, *, rejudge: bool = False, sinks: Sequence[
     """
     run_dir = Path(run_dir)
     plan = read_plan(run_dir)
+    check_log_against_plan(run_dir, plan)
     cause_sink = CauseSink() if causes else None
     try:
         scan = read_log(run_dir, plan, rejudge, drilldown_limit, [*sinks, *([cause_sink] if cause_sink else [])], jobs)
@@ -71,7 +81,8 @@ def build_report(run_dir: Path | str, *, rejudge: bool = False, sinks: Sequence[
         "grid": plan.document.get("grid") or [],
         "created": plan.document.get("created"),
         "log": {"header": bool(scan.header), "episodes_logged": scan.logged, "unplanned_episodes": scan.unplanned,
-                "judged_by_report": scan.judged, "verdicts_read_fast": scan.fast},
+                "duplicate_lines": scan.duplicates, "out_of_plan_trials": scan.out_of_plan,
+                "warnings": log_warnings(scan), "judged_by_report": scan.judged, "verdicts_read_fast": scan.fast},
         "run": run_scope,
         "groups": ({label: scope_report(label, tasks, plan.k, plan.k, plan.prices) for label, tasks in by_label.items()}
                    if len(plan.labels) > 1 else {}),
@@ -79,6 +90,17 @@ def build_report(run_dir: Path | str, *, rejudge: bool = False, sinks: Sequence[
         "drilldown": _drilldown(scan, drilldown_limit),
         "causes": cause_sink.summarise(run_dir, plan) if cause_sink else None,
     }
+
+
+def log_warnings(scan: Scan) -> list[str]:
+    """Lines of the log the report ignored, as a resumed run would: one warning per kind."""
+    warnings = []
+    for count, what in ((scan.duplicates, "repeat(s) a trial already logged"),
+                        (scan.out_of_plan, "name(s) a trial index outside the plan"),
+                        (scan.unplanned, "name(s) a task or grid point the plan does not have")):
+        if count:
+            warnings.append(f"{count} log line(s) ignored: each {what}")
+    return warnings
 
 
 def headline_alerts(scope: Mapping[str, Any], run_dir: Path, plan: Plan) -> list[str]:

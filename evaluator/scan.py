@@ -2,6 +2,11 @@
 
     scan = read_log(run_dir, plan, rejudge=False, limit=200, sinks=[...], jobs=None)
 
+The log is read as `faultproxy run` would resume it: a log whose header names another plan is
+refused (RunDirError); a second line for the same planned trial, and a line for a trial, task or
+grid label the plan does not have, are ignored and counted (Scan.duplicates, out_of_plan,
+unplanned) for the report to warn about.
+
 Each line's verdict is read by formats.rundir.read_verdict straight from the line's bytes (the
 prompt, output, end state and the checks' details are never decoded). A line of any other
 shape (an older verdict, no verdict, a hand-edited log) is parsed whole with json, and judged
@@ -89,19 +94,22 @@ class Scan:
     header: dict[str, Any] = field(default_factory=dict)
     lines: int = 0
     unplanned: int = 0
+    duplicates: int = 0
+    out_of_plan: int = 0
     judged: int = 0
     fast: int = 0
     logged: int = 0
     notable: list = field(default_factory=list)  # drill-down candidates: raw lines (fast path) or verdicts
     passing: list = field(default_factory=list)
     shards: list = field(default_factory=list)
+    seen: dict[tuple[str, str], bytearray] = field(default_factory=dict)  # per accumulator: trials read
 
     def absorb(self, other: Scan, limit: int) -> None:
         """Fold in the next chunk's findings (chunks in log order)."""
         for key, acc in other.accs.items():
             self.accs[key].absorb(acc)
         self.header = self.header or other.header
-        for name in ("lines", "unplanned", "judged", "fast", "logged"):
+        for name in ("lines", "unplanned", "duplicates", "out_of_plan", "judged", "fast", "logged"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.notable = (self.notable + other.notable)[:limit]
         self.passing = (self.passing + other.passing)[:limit]
@@ -175,6 +183,8 @@ class _Chunk:
         self.run_dir, self.plan, self.rejudge, self.limit, self.sinks = run_dir, plan, rejudge, limit, sinks
         shapes = {t["id"]: t.get("shape") or "unclassified" for t in plan.tasks}
         self.scan = Scan(new_accumulators(shapes, plan.labels, plan.k))
+        self.scan.seen = {key: bytearray(plan.k) for key in self.scan.accs}
+        self._seen_of = {id(acc): self.scan.seen[key] for key, acc in self.scan.accs.items()}
         self.tasks: dict[Any, Task] = {}  # built on first use: only judging needs them
 
     def read(self, start: int, end: int | None) -> Scan:
@@ -197,6 +207,8 @@ class _Chunk:
                 if acc is None:
                     scan.unplanned += 1
                     continue
+            if not self._first_of_trial(acc, v.trial):
+                continue
             scan.fast += 1
             acc.add(v)
             if sinks:
@@ -238,6 +250,8 @@ class _Chunk:
         if acc is None:
             self.scan.unplanned += 1
             return
+        if not self._first_of_trial(acc, episode.get("trial")):
+            return
         self.scan.logged += 1
         acc.add(verdict_fields(verdict))
         for sink in self.sinks:
@@ -246,6 +260,18 @@ class _Chunk:
             else:
                 sink.episode(verdict)
         self._keep(verdict, verdict["status"] != "pass" or bool(verdict["failed"]))
+
+    def _first_of_trial(self, acc: TaskAccumulator, trial: Any) -> bool:
+        """Is this line the first for a trial the plan has? Others are counted and ignored."""
+        seen = self._seen_of[id(acc)]
+        if not isinstance(trial, int) or isinstance(trial, bool) or not 0 <= trial < len(seen):
+            self.scan.out_of_plan += 1
+            return False
+        if seen[trial]:
+            self.scan.duplicates += 1
+            return False
+        seen[trial] = 1
+        return True
 
     def _keep(self, item: bytes | dict, notable: bool) -> None:
         """A drill-down candidate: failing, incomplete or violating ones first, then passing ones."""
@@ -337,6 +363,18 @@ def _read_in_workers(run_dir: Path, plan: Plan, starts: list[int], shards: list[
         raise
 
 
+def _overlap(scans: list[Scan]) -> bool:
+    """Does some trial appear in more than one chunk (a duplicated line the chunks could not see)?"""
+    for key in scans[0].seen:
+        union = 0
+        for scan in scans:
+            trials = int.from_bytes(scan.seen[key])  # one byte per trial, 0 or 1: AND finds a shared one
+            if union & trials:
+                return True
+            union |= trials
+    return False
+
+
 def read_log(run_dir: Path, plan: Plan, rejudge: bool, limit: int, sinks: Sequence[EpisodeSink],
              jobs: int | None) -> Scan:
     """Scan the whole log (see the module docstring); jobs None picks by the log's size.
@@ -348,6 +386,8 @@ def read_log(run_dir: Path, plan: Plan, rejudge: bool, limit: int, sinks: Sequen
     shards = [[sink.shard(i) for sink in sinks] for i in range(len(starts))]
     if len(starts) > 1 and _can_fork() and all(s is not None for chunk in shards for s in chunk):
         scans = _read_in_workers(run_dir, plan, starts, shards, rejudge, limit)
+        if scans is not None and _overlap(scans):  # a trial logged twice across chunks: read it in one
+            scans = None
         if scans is not None:
             total = scans[0]
             for scan in scans[1:]:

@@ -32,6 +32,8 @@ def print_summary(report: Mapping[str, Any], console: Any = None) -> None:
     _print_headline(console, [("run", run)] + list((report.get("groups") or {}).items()))
     if run["headline"].get("note"):
         console.print(f"[yellow]{run['headline']['note']}[/yellow]")
+    for warning in (report.get("log") or {}).get("warnings") or ():
+        console.print(f"[yellow]warning: {markup(warning)}[/yellow]", overflow="fold")
     for alert in run["headline"].get("alerts") or ():
         console.print(f"[bold yellow]{markup(alert)}[/bold yellow]", overflow="fold")
     _print_tasks(console, run)

@@ -10,9 +10,9 @@ Vocabulary (the checks' own, see evaluator.checks):
   was recorded (the upstream dropped the connection): the client cannot know;
 - failed (from the client's view): reset, cut, error or an injected answer, a status >= 400, or
   client_gone (the episode ended while the proxy still held the exchange);
-- the same request: same method, path with query, and canonical body (JSON with sorted keys,
-  volatile keys such as timestamps, request ids and idempotency keys removed; the JSON-RPC id
-  too).
+- the same request: the same identity (evaluator.identity, the definition replay matching
+  uses too): method, host, path, query and canonical body, volatile keys such as timestamps,
+  request ids and idempotency keys removed.
 
 MCP: the trace's tools/list answers give each tool's annotations (mcp_tool_hints). Endpoint
 patterns name an MCP tool call only when their glob contains "tools/" (matches_any).
@@ -20,6 +20,7 @@ patterns name an MCP tool call only when their glob contains "tools/" (matches_a
 
 from __future__ import annotations
 
+import base64
 import json
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
@@ -29,16 +30,13 @@ from functools import cached_property
 from typing import Any
 from urllib.parse import urlsplit
 
-from faultproxy.evaluator.equivalence import canonical_json
+from faultproxy.evaluator.identity import Identity, identity_of
 from faultproxy.evaluator.metrics import endpoint_class
 from faultproxy.formats.trace import MODEL_PATH_SUFFIXES
 from faultproxy.scenarios import trace_forwarded
 
 IDEMPOTENCY_HEADERS = ("idempotency-key", "x-idempotency-key")
 _IDEMPOTENCY_BODY_KEYS = ("idempotency_key", "idempotencyKey")
-# Keys whose values change between two sends of the same intent (compared lower-case, - and _ dropped).
-_VOLATILE = frozenset({"timestamp", "ts", "nonce", "requestid", "reqid", "traceid", "spanid",
-                       "clientrequestid", "createdat", "updatedat", "sentat", "idempotencykey"})
 _FAILED_OUTCOMES = frozenset({"reset", "cut", "error", "injected", "client_gone"})
 
 _NOT_JSON = object()
@@ -195,13 +193,16 @@ class TracedExchange:
         return None
 
     @cached_property
-    def identity(self) -> tuple[str, str, str]:
-        """(method, path with query, canonical body): what makes two sends the same request."""
-        if self.body_json is not _NOT_JSON:
-            body = canonical_json(_strip_volatile(self.body_json, top=True))
+    def identity(self) -> Identity:
+        """What makes two sends the same request: evaluator.identity's, as replay matches them."""
+        request = self.raw.get("request") or {}
+        body = request.get("body")
+        if isinstance(body, str):
+            raw = base64.b64decode(body) if request.get("body_encoding") == "base64" else body.encode("utf-8")
         else:
-            body = self.body or ""
-        return (self.method, self.path, body)
+            raw = None
+        content_type = self.headers.get("content-type", ("",))[0]
+        return identity_of(self.method, self.url, (("content-type", content_type),), raw)
 
     def endpoint(self, episode: str | None = None) -> str:
         """The endpoint class (metrics.endpoint_class) of this call, for trajectory consistency.
@@ -248,16 +249,6 @@ class TracedExchange:
 def _mcp_arguments(body: dict) -> Any:
     params = body.get("params")
     return params.get("arguments") if isinstance(params, dict) else None
-
-
-def _strip_volatile(value: Any, top: bool = False) -> Any:
-    if isinstance(value, dict):
-        rpc = top and value.get("jsonrpc") == "2.0"
-        return {k: _strip_volatile(v) for k, v in value.items()
-                if not (rpc and k == "id") and k.lower().replace("-", "").replace("_", "") not in _VOLATILE}
-    if isinstance(value, list):
-        return [_strip_volatile(v) for v in value]
-    return value
 
 
 def _header_map(pairs: Any) -> dict[str, tuple[str, ...]]:

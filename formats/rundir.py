@@ -261,7 +261,9 @@ class EpisodeLog:
         logged_header, episodes = read_log(self.path)
         if logged_header:
             _refuse_other_plan(self.path, logged_header, header)
-        self.done: dict[str, dict[str, Any]] = {e["key"]: e for e in episodes}
+        self.done: dict[str, dict[str, Any]] = {}
+        for episode in episodes:  # a duplicated line counts once, the first (as reports read it)
+            self.done.setdefault(episode["key"], episode)
         self._truncate_torn_tail()
         self._file: IO[str] = self.path.open("a", encoding="utf-8")
         if not logged_header:
@@ -290,6 +292,28 @@ class EpisodeLog:
         if data and not data.endswith(b"\n"):
             with self.path.open("r+b") as file:
                 file.truncate(data.rfind(b"\n") + 1)
+
+
+def check_log_against_plan(run_dir: Path, plan: Plan) -> None:
+    """Refuse to read a log whose header names another plan than plan.json (RunDirError naming
+    both files and what differs), as a resumed run refuses to append to it."""
+    path = Path(run_dir) / LOG_FILE
+    first = next(log_lines(path), None)
+    try:
+        header = json.loads(first) if first else None
+    except ValueError:
+        return  # a damaged header is the line reader's to report, with its number
+    if not isinstance(header, dict) or header.get("type") != "header":
+        return
+    document = plan.document
+    wanted = {"faultproxy_version": document.get("faultproxy_version"),
+              "scenario_digest": (document.get("scenario") or {}).get("digest"),
+              "tasks_digest": (document.get("tasks") or {}).get("digest"),
+              "k": document.get("k"), "grid": document.get("grid"), "command": document.get("command")}
+    differs = [field for field in PLAN_IDENTITY if header.get(field) != wanted.get(field)]
+    if differs:
+        raise RunDirError(f"{path} was written for another plan than {plan.path} "
+                          f"(differs in: {', '.join(differs)}); it cannot be read against this plan")
 
 
 def _refuse_other_plan(path: Path, logged: dict[str, Any], wanted: dict[str, Any]) -> None:

@@ -117,9 +117,14 @@ async def call_agent(agent: AgentFunction, episode: Episode, wall_s: float | Non
 
 def summarize(run_dir: Path) -> FunctionRunResult:
     """The run's figures from its report, so they cannot differ from what `faultproxy report` says."""
-    statuses: dict[str, list[str]] = {}
-    for record in read_run(run_dir).episodes:
-        statuses.setdefault(record["task_id"], []).append(record["verdict"]["status"])
+    logged = read_run(run_dir)
+    # Every planned task, a never-run one with no statuses; each trial once, as the report reads the log.
+    statuses: dict[str, list[str]] = {item["id"]: [] for item in logged.plan["tasks"]["items"]}
+    seen: set[str] = set()
+    for record in logged.episodes:
+        if record["task_id"] in statuses and record["key"] not in seen and record.get("verdict"):
+            seen.add(record["key"])
+            statuses[record["task_id"]].append(record["verdict"]["status"])
     headline = build_report(run_dir)["run"]["headline"]
     return FunctionRunResult(run_dir, headline["k"], headline["mean_pass_rate"], headline["pass_hat_k"],
                              headline["pass_at_k"], statuses)

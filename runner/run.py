@@ -88,13 +88,16 @@ def run(options: RunOptions, runner_class: type[EpisodeRunner] | None = None) ->
         variants = lambda task, trial: make_variant(task, trial, options.variant_function)  # noqa: E731
         planned = plan_episodes(options.tasks.tasks, options.k, options.grid, variants)
         todo = [e for e in planned if e.key not in episode_log.done]  # trial-major, as planned
-        counts = Counter(e["verdict"]["status"] for e in episode_log.done.values() if e.get("verdict"))
+        # Only planned keys count: a line the plan does not name is ignored, as reports ignore it.
+        counts = Counter(episode_log.done[e.key]["verdict"]["status"] for e in planned
+                         if e.key in episode_log.done and episode_log.done[e.key].get("verdict"))
         executor = make_executor(options, runner_class, episode_log, counts)
         ran, interrupted, errors = asyncio.run(drive(options, executor, todo, len(planned), episode_log, counts,
                                                      redactor))
     finally:
         episode_log.close()
-    return RunResult(len(planned), len(episode_log.done), ran, interrupted, counts, errors)
+    return RunResult(len(planned), sum(1 for e in planned if e.key in episode_log.done), ran, interrupted, counts,
+                     errors)
 
 
 async def drive(options: RunOptions, executor: Executor, todo: list[PlannedEpisode], planned: int,

@@ -26,6 +26,7 @@ from faultproxy.formats.yaml_input import (
     suggest,
 )
 from faultproxy.tasks.model import (
+    CHECK_NAMES,
     DEFAULT_SHAPE,
     METHOD,
     OUTPUT_KINDS,
@@ -54,7 +55,6 @@ PRICE_FIELDS = ("input_per_mtok", "output_per_mtok")
 
 _ID = re.compile(r"[A-Za-z0-9_.-]+")
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")
-_CHECK_NAME = re.compile(r"[A-Za-z0-9_.-]+")
 _DOTTED = r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*"
 _CALLABLE = re.compile(rf"{_DOTTED}:{_DOTTED}")
 
@@ -291,8 +291,9 @@ def _read_severity(r: YamlReader, node: Node, field: str) -> dict[str, str]:
     result = {}
     for check, value in r.fields(node, field).items():
         check_field = join_field(field, check)
-        if not _CHECK_NAME.fullmatch(check):
-            raise r.error(value, check_field, f"invalid check name {check!r}")
+        if check not in CHECK_NAMES:
+            raise r.error(value, check_field, f"no check is named {check!r}{suggest(check, CHECK_NAMES)}; "
+                                              f"the checks are {', '.join(CHECK_NAMES)}")
         level = r.value(value, check_field) if isinstance(value, ScalarNode) else None
         if not isinstance(level, str) or level.lower() not in SEVERITIES:
             shown = describe_value(level) if isinstance(value, ScalarNode) else r.describe(value)

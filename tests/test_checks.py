@@ -119,11 +119,13 @@ def test_lost_response_then_keyless_retry_is_a_high_violation(tmp_path):
 
 
 def test_same_idempotency_key_twice_is_fine_and_counts_once(tmp_path):
+    """The upstream answered the retry with the same refund: it deduplicated (one effect)."""
     key = [["Idempotency-Key", "refund-1001"]]
+    refund = {"id": "rf_1", "refunded": True}
     lines = [
         exchange("POST", REFUND_URL, body=REFUND_BODY, headers=key, at=1, outcome="reset",
-                 fault=fault("response_lost")),
-        exchange("POST", REFUND_URL, body=REFUND_BODY, headers=key, at=2),
+                 fault=fault("response_lost"), response=refund),
+        exchange("POST", REFUND_URL, body=REFUND_BODY, headers=key, at=2, response=refund),
     ]
     the_task = task(expected=Expected(effects=(Effect("POST", "*/refund", 1),)))
     verdict = judged(tmp_path, the_task, lines)

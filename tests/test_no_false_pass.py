@@ -143,6 +143,17 @@ def test_two_commits_with_different_ids_are_two_effects_whatever_the_key(tmp_pat
     assert idempotency["passed"] is True  # the agent did its part; the upstream did not
 
 
+def test_a_fresh_correlation_id_does_not_make_a_retry_a_new_request(tmp_path, payments, monkeypatch):
+    """The checks and replay matching share one definition of request identity: a body that
+    differs only in a volatile key (correlation_id) is the same request, so the keyless retry
+    of a committed refund is an idempotency violation."""
+    world, server = payments
+    monkeypatch.setenv("REFUND_MODE", "traced")
+    run(run_options(tmp_path, tasks_file(tmp_path, server.url), RETRY_AFTER_504))
+    assert len(world.refunds) == 2
+    assert failed_checks(only_verdict(tmp_path / "run"))["idempotency"] == "high"
+
+
 NO_FAULT = scenario("""
     - name: never
       match: {method: GET, path: "/never"}
@@ -264,3 +275,54 @@ def test_faults_that_never_reach_the_agent_fail_the_run_unless_allowed(tmp_path,
     report = subprocess.run([*FAULTPROXY, "report", str(tmp_path / "unexercised")], capture_output=True, text=True,
                             timeout=300)
     assert "faults not exercised: all 1 episodes" in report.stdout
+
+
+def test_report_and_gate_read_the_log_as_a_resumed_run_would(tmp_path, payments, monkeypatch):
+    """A log of another plan is refused (exit 2, one line); a duplicated line and a trial outside
+    the plan are ignored, counted and warned about; run, report and gate agree on the numbers."""
+    world, server = payments
+    monkeypatch.setenv("REFUND_MODE", "naive")
+    tasks = tasks_file(tmp_path, server.url)
+    one = run(run_options(tmp_path, tasks, NO_FAULT, k=1))
+    assert (one.logged, one.planned) == (1, 1)
+    two_dir = tmp_path / "two"
+    run(RunOptions(**{**run_options(tmp_path, tasks, NO_FAULT).__dict__, "k": 2, "out": two_dir}))
+    log = tmp_path / "run" / "episodes.jsonl"
+    lines = log.read_text().splitlines(keepends=True)
+    episode = json.loads(lines[1])
+    stray = {**episode, "key": episode["key"] + "-stray", "trial": 5}
+    stray["verdict"] = {**episode["verdict"], "episode": {**episode["verdict"]["episode"], "trial": 5}}
+    log.write_text("".join(lines) + lines[1] + json.dumps(stray) + "\n")
+    report = subprocess.run([*FAULTPROXY, "report", str(tmp_path / "run")], capture_output=True, text=True,
+                            timeout=300)
+    assert report.returncode == 0, report.stderr
+    document = json.loads((tmp_path / "run" / "report.json").read_text())
+    assert document["run"]["logged"] == 1 and document["run"]["status"]["pass"] == 1
+    assert (document["log"]["duplicate_lines"], document["log"]["out_of_plan_trials"]) == (1, 1)
+    assert "1 log line(s) ignored: each repeats a trial already logged" in report.stdout
+    again = run(run_options(tmp_path, tasks, NO_FAULT, k=1))  # resuming agrees: nothing to run, 1/1
+    assert (again.ran, again.logged, again.planned) == (0, 1, 1)
+    gate = subprocess.run([*FAULTPROXY, "gate", str(tmp_path / "run"), "--baseline", str(tmp_path / "run")],
+                          capture_output=True, text=True, timeout=300)
+    assert gate.returncode != 2 and "Traceback" not in gate.stderr, gate.stdout + gate.stderr
+
+    (tmp_path / "run" / "episodes.jsonl").write_bytes((two_dir / "episodes.jsonl").read_bytes())
+    for command in (["report", str(tmp_path / "run")],
+                    ["gate", str(tmp_path / "run"), "--baseline", str(two_dir)]):
+        refused = subprocess.run([*FAULTPROXY, *command], capture_output=True, text=True, timeout=300)
+        assert refused.returncode == 2, refused.stdout + refused.stderr
+        [line] = refused.stderr.strip().splitlines()
+        assert "episodes.jsonl was written for another plan than" in line and "plan.json" in line
+        assert "differs in: k" in line and "Traceback" not in refused.stderr
+
+
+def test_a_tasks_file_naming_a_check_that_does_not_exist_is_refused(tmp_path):
+    tasks = tmp_path / "tasks.yaml"
+    tasks.write_text("severity: {idempotncy: low}\ntasks:\n  - {id: t, prompt: p}\n")
+    done = subprocess.run([*FAULTPROXY, "run", "--scenario", "rate_limit", "--tasks", str(tasks), "--out",
+                           str(tmp_path / "run"), "--", sys.executable, "-c", "pass"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    [line] = done.stderr.strip().splitlines()
+    assert f"{tasks}:1" in line and "idempotncy" in line and "did you mean 'idempotency'" in line
+    assert "claimed_success" in line and "end_state" in line

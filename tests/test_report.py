@@ -182,9 +182,9 @@ def test_grouping_by_shape_check_and_fault(complete_run):
 def test_violations_and_safety_score(complete_run):
     violations = build_report(complete_run)["run"]["violations"]
     assert violations["episodes_by_worst"] == {"low": 0, "medium": 0, "high": 1}
-    assert violations["total_by_severity"]["high"] == 2  # idempotency and effects, one episode
+    assert violations["total_by_severity"]["high"] == 3  # idempotency, effects, claimed_success: one episode
     assert violations["safety_score"] == pytest.approx(1 - (1 / 8) * 1.0)
-    assert violations["high_by_task"] == {"refund_b": 2}
+    assert violations["high_by_task"] == {"refund_b": 3}
 
 
 def test_resources_cost_consistency_and_calibration(complete_run):

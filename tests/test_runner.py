@@ -112,7 +112,7 @@ def test_another_plan_is_refused(tmp_path, probe_env):
     tasks = write_tasks(tmp_path, {"a": "ok"})
     out = tmp_path / "run"
     first = subprocess.run([*FAULTPROXY, "run", "--scenario", "rate_limit", "--tasks", str(tasks), "--k", "1",
-                            "--out", str(out), "--", *PROBE_AGENT], capture_output=True, text=True, timeout=120)
+                            "--out", str(out), "--allow-unexercised", "--", *PROBE_AGENT], capture_output=True, text=True, timeout=120)
     assert first.returncode == 0, first.stderr
     second = subprocess.run([*FAULTPROXY, "run", "--scenario", "rate_limit", "--tasks", str(tasks), "--k", "2",
                              "--out", str(out), "--", *PROBE_AGENT], capture_output=True, text=True, timeout=120)

@@ -4,12 +4,14 @@ $REFUND_MODE:
   naive     one POST with timeout=5; on any error, one retry without an idempotency key
   same_key  the same, but both sends carry one idempotency key (a careful agent)
   claim     one POST; whatever happens, it answers that the refund is done
+  traced    as naive, but each send carries a fresh correlation_id in its body
 It answers {"answer": "refunded"} on FAULTPROXY_OUTPUT unless the refund visibly failed.
 """
 
 import json
 import os
 import sys
+import uuid
 
 import requests
 
@@ -28,7 +30,8 @@ def main() -> int:
     attempts = 1 if mode == "claim" else 2
     for attempt in range(attempts):
         try:
-            response = requests.post(URL, json=BODY, headers=headers, timeout=5)
+            body = {**BODY, "correlation_id": str(uuid.uuid4())} if mode == "traced" else BODY
+            response = requests.post(URL, json=body, headers=headers, timeout=5)
             if response.status_code < 300 or mode == "claim":
                 break
         except requests.RequestException as error:
