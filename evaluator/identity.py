@@ -10,6 +10,8 @@ canonical so that what varies between two sends of the same intent does not coun
   timestamps, nonces, request/trace ids, idempotency keys (compared lower-case, without - and _)
   — and without a JSON-RPC request's top-level `id`; form bodies and query strings as sorted
   pairs without volatile names; anything else byte for byte;
+- the idempotency key (idempotency_key_of) is not part of it either: it says which sends the
+  client means as one, which is what the checks and replay ask of it separately;
 - with a redactor, both sides are redacted the same way first, so a recorded "[REDACTED]"
   matches the secret the agent sends again.
 """
@@ -18,7 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
@@ -117,3 +119,26 @@ def identity_of(method: str, url: str, headers: Iterable[tuple[str, str]], body:
     content_type = next((v for k, v in headers if k.lower() == "content-type"), "")
     endpoint, query = endpoint_of(method, url, body, redactor)
     return Identity(endpoint, query, canonical_body(body, content_type, redactor))
+
+
+IDEMPOTENCY_HEADERS = ("idempotency-key", "x-idempotency-key")
+_IDEMPOTENCY_BODY_KEYS = ("idempotency_key", "idempotencyKey")
+
+
+def idempotency_key_of(headers: Mapping[str, tuple[str, ...]], body_json: Any) -> str | None:
+    """The idempotency key a request carries: an Idempotency-Key (or X-Idempotency-Key) header,
+    else an `idempotency_key` field of its JSON body or of an MCP tool call's arguments.
+    `headers` maps lower-case names to their values."""
+    for name in IDEMPOTENCY_HEADERS:
+        values = headers.get(name)
+        if values and values[0]:
+            return values[0]
+    if isinstance(body_json, dict):
+        params = body_json.get("params")
+        arguments = params.get("arguments") if isinstance(params, dict) else None
+        for holder in (body_json, arguments):
+            if isinstance(holder, dict):
+                for key in _IDEMPOTENCY_BODY_KEYS:
+                    if isinstance(holder.get(key), str) and holder[key]:
+                        return holder[key]
+    return None

@@ -95,9 +95,9 @@ def build_report(run_dir: Path | str, *, rejudge: bool = False, sinks: Sequence[
 def log_warnings(scan: Scan) -> list[str]:
     """Lines of the log the report ignored, as a resumed run would: one warning per kind."""
     warnings = []
-    for count, what in ((scan.duplicates, "repeat(s) a trial already logged"),
-                        (scan.out_of_plan, "name(s) a trial index outside the plan"),
-                        (scan.unplanned, "name(s) a task or grid point the plan does not have")):
+    for count, what in ((scan.duplicates, "repeats a trial already logged"),
+                        (scan.out_of_plan, "names a trial index outside the plan"),
+                        (scan.unplanned, "names a task or grid point the plan does not have")):
         if count:
             warnings.append(f"{count} log line(s) ignored: each {what}")
     return warnings

@@ -30,13 +30,11 @@ from functools import cached_property
 from typing import Any
 from urllib.parse import urlsplit
 
-from faultproxy.evaluator.identity import Identity, identity_of
+from faultproxy.evaluator.identity import Identity, identity_of, idempotency_key_of
 from faultproxy.evaluator.metrics import endpoint_class
 from faultproxy.formats.trace import MODEL_PATH_SUFFIXES
 from faultproxy.scenarios import trace_forwarded
 
-IDEMPOTENCY_HEADERS = ("idempotency-key", "x-idempotency-key")
-_IDEMPOTENCY_BODY_KEYS = ("idempotency_key", "idempotencyKey")
 _FAILED_OUTCOMES = frozenset({"reset", "cut", "error", "injected", "client_gone"})
 
 _NOT_JSON = object()
@@ -179,18 +177,7 @@ class TracedExchange:
 
     @cached_property
     def idempotency_key(self) -> str | None:
-        for name in IDEMPOTENCY_HEADERS:
-            values = self.headers.get(name)
-            if values and values[0]:
-                return values[0]
-        body = self.body_json
-        if isinstance(body, dict):
-            for holder in (body, _mcp_arguments(body)):
-                if isinstance(holder, dict):
-                    for key in _IDEMPOTENCY_BODY_KEYS:
-                        if isinstance(holder.get(key), str) and holder[key]:
-                            return holder[key]
-        return None
+        return idempotency_key_of(self.headers, self.body_json)
 
     @cached_property
     def identity(self) -> Identity:
@@ -244,11 +231,6 @@ class TracedExchange:
                     pass
             return max(0.0, when - base)
         return None
-
-
-def _mcp_arguments(body: dict) -> Any:
-    params = body.get("params")
-    return params.get("arguments") if isinstance(params, dict) else None
 
 
 def _header_map(pairs: Any) -> dict[str, tuple[str, ...]]:

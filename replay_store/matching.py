@@ -3,7 +3,10 @@
 A request's identity (method, host, path, query, canonical body) is evaluator.identity's, the
 same the checks use to tell a retry.
 
-The pool serves each recording once, in three tiers:
+The pool serves each recording once, in three tiers — after one rule first: a request carrying
+an idempotency key (evaluator.identity.idempotency_key_of) that this episode already sent to the
+same endpoint gets the answer that key got ("idempotent"), as an upstream that honours keys
+answers; the recording's next commit is not served for it. Then:
 1. exact: the oldest unserved recording with the same identity;
 2. endpoint order: else the oldest unserved recording with the same method, host and path (the
    documented fallback for a body that changed, e.g. a prompt reworded). For JSON-RPC (MCP),
@@ -19,12 +22,13 @@ Nothing left: the request diverged from the recording.
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from faultproxy.evaluator.identity import Endpoint, Identity, identity_of, rpc_operation
+from faultproxy.evaluator.identity import Endpoint, Identity, identity_of, idempotency_key_of, rpc_operation
 from faultproxy.evaluator.traced import mcp_tool_hints, parse_trace
 from faultproxy.formats.redact import Redactor
 from faultproxy.replay_store.har import Recorded
@@ -52,10 +56,23 @@ def _trace_line(recorded: Recorded) -> dict[str, Any]:
                          "body": text(recorded.response_body), "sse": list(recorded.sse) if recorded.sse else None}}
 
 
+def _idempotency_key(headers: list[tuple[str, str]], body: bytes | None) -> str | None:
+    by_name: dict[str, tuple[str, ...]] = {}
+    for name, value in headers:
+        by_name.setdefault(name.lower(), (value,))
+    document = None
+    if body and (b"idempotency" in body.lower()):
+        try:
+            document = json.loads(body)
+        except ValueError:
+            pass
+    return idempotency_key_of(by_name, document)
+
+
 @dataclass
 class Match:
     recorded: Recorded
-    how: str  # exact | endpoint | repeat
+    how: str  # idempotent | exact | endpoint | repeat
 
 
 @dataclass
@@ -71,6 +88,7 @@ class Pool:
         self._by_identity: dict[Identity, list[Recorded]] = defaultdict(list)
         self._by_endpoint: dict[Endpoint, list[Recorded]] = defaultdict(list)
         self._last: dict[Any, Recorded] = {}
+        self._keyed: dict[tuple[Endpoint, str], Recorded] = {}  # (endpoint, idempotency key) -> its answer
         self._read_only_tools = read_only_tools(self.recordings)
         for recorded in self.recordings:
             if not recorded.forwarded:
@@ -81,13 +99,19 @@ class Pool:
             self._by_endpoint[ident.endpoint].append(recorded)
 
     def take(self, method: str, url: str, headers: Iterable[tuple[str, str]], body: bytes | None) -> Match | None:
+        headers = list(headers)
         ident = identity_of(method, url, headers, body, self.redactor)
+        key = _idempotency_key(headers, body)
+        if key is not None and (ident.endpoint, key) in self._keyed:
+            return Match(self._keyed[(ident.endpoint, key)], "idempotent")
         for how, candidates in (("exact", self._by_identity.get(ident, ())),
                                 ("endpoint", self._by_endpoint.get(ident.endpoint, ()))):
             for recorded in candidates:
                 if recorded.seq not in self.served:
                     self.served.add(recorded.seq)
                     self._last[ident] = self._last[ident.endpoint] = recorded
+                    if key is not None:
+                        self._keyed[(ident.endpoint, key)] = recorded
                     return Match(recorded, how)
         if self._reads(ident.endpoint):
             again = self._last.get(ident) or self._last_recorded(self._by_identity.get(ident)) \

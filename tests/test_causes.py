@@ -137,7 +137,7 @@ def test_two_faults_two_causes_one_fault_two_tasks_one_cause(known_run):
     assert causes["failing"] == 5
     [lost, rushed] = causes["clusters"]  # ranked by episodes × severity: 3 × high before 2 × low
     assert (lost["episodes"], lost["severity"], lost["tasks"]) == (3, "high", {"refund_b": 2, "refund_a": 1})
-    assert lost["checks"] == ["effects", "idempotency"]
+    assert lost["checks"] == ["claimed_success", "effects", "idempotency"]
     assert lost["fault"] == {"rule": "refund_lost", "type": "response_lost"}
     assert lost["where"] == "POST /orders/{id}/refund"
     assert lost["response"] == "retried without idempotency key"

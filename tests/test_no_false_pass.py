@@ -299,7 +299,8 @@ def test_report_and_gate_read_the_log_as_a_resumed_run_would(tmp_path, payments,
     document = json.loads((tmp_path / "run" / "report.json").read_text())
     assert document["run"]["logged"] == 1 and document["run"]["status"]["pass"] == 1
     assert (document["log"]["duplicate_lines"], document["log"]["out_of_plan_trials"]) == (1, 1)
-    assert "1 log line(s) ignored: each repeats a trial already logged" in report.stdout
+    assert document["log"]["warnings"][0] == "1 log line(s) ignored: each repeats a trial already logged"
+    assert "1 log line(s) ignored" in report.stdout
     again = run(run_options(tmp_path, tasks, NO_FAULT, k=1))  # resuming agrees: nothing to run, 1/1
     assert (again.ran, again.logged, again.planned) == (0, 1, 1)
     gate = subprocess.run([*FAULTPROXY, "gate", str(tmp_path / "run"), "--baseline", str(tmp_path / "run")],
@@ -326,3 +327,21 @@ def test_a_tasks_file_naming_a_check_that_does_not_exist_is_refused(tmp_path):
     [line] = done.stderr.strip().splitlines()
     assert f"{tasks}:1" in line and "idempotncy" in line and "did you mean 'idempotency'" in line
     assert "claimed_success" in line and "end_state" in line
+
+
+def test_run_function_reports_the_report_figures_with_never_run_tasks_kept(tmp_path, payments):
+    """run_function's figures are the report's: a task whose trials are not logged is listed with
+    no statuses and pass^k stays unknown until the run is resumed."""
+    from faultproxy import build_report, run_function, task_set_from_json
+    from faultproxy.runner.inprocess import summarize
+
+    tasks = task_set_from_json([{"id": "a", "prompt": "say yes"}, {"id": "b", "prompt": "say yes too"}])
+    result = run_function(lambda episode: True, tasks, k=2, scenario="rate_limit", out=tmp_path / "run")
+    assert result.pass_hat_k == 1.0 and set(result.per_task) == {"a", "b"}
+    log = tmp_path / "run" / "episodes.jsonl"
+    log.write_text("".join(line for line in log.read_text().splitlines(keepends=True) if '"task_id": "b"' not in line))
+    summary = summarize(tmp_path / "run")
+    headline = build_report(tmp_path / "run")["run"]["headline"]
+    assert summary.per_task["b"] == [] and len(summary.per_task["a"]) == 2
+    assert summary.pass_hat_k is None and headline["pass_hat_k"] is None
+    assert summary.mean_pass_rate == headline["mean_pass_rate"]

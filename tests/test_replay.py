@@ -58,8 +58,9 @@ def frozen(tmp_path_factory):
 def test_the_live_naive_episode_failed_and_was_frozen(frozen):
     record, entry = frozen["record"], frozen["entry"]
     assert record["verdict"]["status"] == "fail"
-    assert {c["name"] for c in record["verdict"]["failed"]} == {"end_state", "effects", "idempotency"}
-    assert entry.expect == "fail" and entry.expect_failed == ["effects", "idempotency"]
+    assert {c["name"] for c in record["verdict"]["failed"]} == {"end_state", "effects", "idempotency",
+                                                                    "claimed_success"}
+    assert entry.expect == "fail" and entry.expect_failed == ["effects", "idempotency", "claimed_success"]
     assert [d.ident for d in entry.fired] == [("refund_lost", 1)]
     assert set(entry.env) == {"SHOP_ROOT", "OPENAI_BASE_URL"}  # enough to reach the same URLs again
     assert len(entry.exchanges) == record["stats"]["exchanges"] == 6
@@ -75,7 +76,8 @@ def test_frozen_failure_replays_to_the_same_verdict_20_of_20_with_nothing_leavin
     assert watch.sockets, "could not watch the stopped servers' ports"
     assert watch.accepted == 0  # no connection reached where the shop and the model were
     assert [r.blocked for r in results] == [[]] * 20  # and the proxy never even tried one
-    assert [(r.status, sorted(r.failed), len(r.diverged)) for r in results] == [("fail", ["effects", "idempotency"], 0)] * 20
+    assert [(r.status, sorted(r.failed), len(r.diverged)) for r in results] == [("fail", ["claimed_success", "effects",
+                                                                                          "idempotency"], 0)] * 20
     assert all(r.meets_expectation for r in results)
     assert all(not r.unserved and {s["how"] for s in r.served} == {"exact"} for r in results)
     assert {r.verdict["checks"][0]["name"] for r in results} and all(

@@ -198,10 +198,10 @@ CASES = [
               idempotency: critical
         """, 5, "tasks[0].severity.idempotency", "severity must be one of low, medium, high, got string 'critical'"),
     ("severity_default_bad_value", "t.yaml", """\
-        severity: {secrets: 3}
+        severity: {policy: 3}
         tasks:
           - {id: a, prompt: Do a.}
-        """, 1, "severity.secrets", "severity must be one of low, medium, high, got integer 3"),
+        """, 1, "severity.policy", "severity must be one of low, medium, high, got integer 3"),
     # --- endpoint patterns
     ("irreversible_no_glob", "t.yaml", """\
         tasks:

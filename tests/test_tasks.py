@@ -15,7 +15,7 @@ from faultproxy.tasks.templates import TemplateError, UnsetVariable, expand, tem
 
 FULL = """\
 env: {SHOP_ROOT: "http://127.0.0.1:8080", PORT: 8080}
-severity: {idempotency: medium, secret_exposure: high}
+severity: {idempotency: medium, policy: high}
 prices:
   gpt-4o: {input_per_mtok: 2.5, output_per_mtok: 10}
 tasks:
@@ -71,7 +71,7 @@ def test_a_full_yaml_file_loads(tmp_path: Path) -> None:
     assert tasks.ids == ("refund_order_1001", "order_status.1002", "delete-account")
     assert len(tasks) == 3 and list(tasks) == list(tasks.tasks)
     assert tasks.env == {"SHOP_ROOT": "http://127.0.0.1:8080", "PORT": "8080"}  # a number as written
-    assert tasks.severity == {"idempotency": "medium", "secret_exposure": "high"}
+    assert tasks.severity == {"idempotency": "medium", "policy": "high"}
     assert tasks.prices == {"gpt-4o": {"input_per_mtok": 2.5, "output_per_mtok": 10.0}}
 
     task = tasks.by_id("refund_order_1001")
@@ -97,7 +97,7 @@ def test_a_full_yaml_file_loads(tmp_path: Path) -> None:
     assert task.budgets == Budgets(60.0, 60, 50000)
     assert isinstance(task.budgets.wall_s, float)
     # Effective values: the file's defaults with the task's own entries on top.
-    assert task.severity == {"idempotency": "high", "secret_exposure": "high"}
+    assert task.severity == {"idempotency": "high", "policy": "high"}
     assert task.env == {"SHOP_ROOT": "http://127.0.0.1:8080", "PORT": "8080", "EXTRA": "x"}
 
     lookup = tasks.by_id("order_status.1002")
@@ -207,7 +207,7 @@ def test_digest_ignores_formatting_key_order_and_location(tmp_path: Path) -> Non
             effects: [{method: DELETE, path: "*/account"}, {method: "*", path: "/payments*", count: 0}]
             escalate: true
         prices: {gpt-4o: {output_per_mtok: 10.0, input_per_mtok: 2.5}}
-        severity: {secret_exposure: high, idempotency: medium}
+        severity: {policy: high, idempotency: medium}
         env: {PORT: "8080", SHOP_ROOT: "http://127.0.0.1:8080"}
         """
     elsewhere = tmp_path / "elsewhere"
