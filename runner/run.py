@@ -68,8 +68,8 @@ def faults_possible(options: RunOptions) -> dict[str, bool]:
     possible = {}
     for point in options.grid:
         params = {**scenario.params, **dict(point.params)}
-        possible[point.label] = any((params.get(p, 0.0) if isinstance(p := rule.when.probability, str) else p) > 0
-                                    for rule in scenario.rules)
+        chances = [params.get(p) if isinstance(p := rule.when.probability, str) else p for rule in scenario.rules]
+        possible[point.label] = any(isinstance(c, (int, float)) and c > 0 for c in chances)
     return possible
 
 

@@ -163,11 +163,9 @@ def run_options(args: argparse.Namespace, scenario: Scenario, grid: list[GridPoi
         scenario=scenario, tasks=tasks, command=command, out=args.out or default_out, k=args.k, grid=grid,
         parallel=args.parallel, budget_s=args.budget_s, upstreams=parse_upstreams(args.upstream),
         no_proxy=[h for h in args.no_proxy.split(",") if h], variant_function=variant_function,
-        secret_env=check_secret_env(args.secret_env), insecure_upstream=args.insecure_upstream, show_progress=sys.stderr.isatty(),
-        rewrites=parse_pairs(args.rewrite + ([f"model={MODEL_TEMPLATE}"] if args.rewrite_model else []), "--rewrite",
-                             once=True),
         secret_env=check_secret_env(args.secret_env), insecure_upstream=args.insecure_upstream,
         upstream_ca=check_upstream_ca(args.upstream_ca), show_progress=sys.stderr.isatty(),
-        rewrite_model=args.rewrite_model,
+        rewrites=parse_pairs(args.rewrite + ([f"model={MODEL_TEMPLATE}"] if args.rewrite_model else []), "--rewrite",
+                             once=True),
         **executor_options(args),
     )
