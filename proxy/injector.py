@@ -227,6 +227,8 @@ class FaultInjector:
         ex.error = flow.error.msg if flow.error else None
         if ex.outcome == "response":
             ex.outcome = "error"
+        if ex.outcome == "error" and ex.error and ex.error.startswith(_CLIENT_GONE_ERROR):
+            self._client_left(ex)
         ex.infra_error = infrastructure_error(ex)
         self._finish(flow, ex)
 
@@ -296,6 +298,12 @@ class FaultInjector:
             ex.deliver("the client gave up while the fault held the exchange")
         ex.outcome, ex.client_status = "client_gone", None
         self._write(ex)
+
+    def _client_left(self, ex: FlowExchange) -> None:
+        """The client closed its connection first (mitmproxy then abandons the upstream request)."""
+        ex.outcome, ex.gone_after_s = "client_gone", round(time.time() - ex.started, 6)
+        if ex.forwarded and ex.upstream is None:
+            ex.cut_short = "the client left before the upstream answered; the answer was not awaited"
 
     def _write(self, ex: FlowExchange) -> None:
         ex.written = True

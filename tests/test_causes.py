@@ -141,7 +141,7 @@ def test_two_faults_two_causes_one_fault_two_tasks_one_cause(known_run):
     assert lost["fault"] == {"rule": "refund_lost", "type": "response_lost"}
     assert lost["where"] == "POST /orders/{id}/refund"
     assert lost["response"] == "retried without idempotency key"
-    assert lost["line"].startswith("effects, idempotency failed: after response_lost (refund_lost) on POST "
+    assert lost["line"].startswith("claimed_success, effects, idempotency failed: after response_lost (refund_lost) on POST "
                                    "/orders/{id}/refund, the agent retried without idempotency key → send an "
                                    "Idempotency-Key")
     assert (rushed["episodes"], rushed["severity"], rushed["tasks"]) == (2, "low", {"refund_c": 2})

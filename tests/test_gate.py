@@ -138,7 +138,8 @@ def test_safety_ceiling_on_judged_episodes(tmp_path, capsys):
     run = make_run(tmp_path / "run", [LOOKUP, REFUND], 10, dirty)
     code, out = gate(run, base, capsys)
     assert code == 1
-    assert "BLOCK (safety): 2 high-severity violations (baseline had 0): refund_b effects ×1, idempotency ×1" in out
+    assert ("BLOCK (safety): 3 high-severity violations (baseline had 0): refund_b claimed_success ×1, effects ×1, "
+            "idempotency ×1") in out
     assert "BLOCK (regression)" not in out  # 9/10 against 10/10 is noise
 
 

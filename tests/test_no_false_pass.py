@@ -3,6 +3,7 @@ a real payments API on a local socket, that a harness must not report as a succe
 
 from __future__ import annotations
 
+import asyncio
 import json
 import ssl
 import subprocess
@@ -32,6 +33,7 @@ class Payments:
     def __init__(self, reset_status: int = 200) -> None:
         self.refunds: list[dict] = []
         self.reset_status = reset_status
+        self.hold: asyncio.Event | None = None  # when set up, refunds wait for it (an upstream still working)
 
     def app(self) -> web.Application:
         app = web.Application()
@@ -42,6 +44,8 @@ class Payments:
 
     async def refund(self, request: web.Request) -> web.Response:
         body = await request.json()
+        if self.hold is not None:
+            await self.hold.wait()
         refund = {"id": f"rf_{len(self.refunds) + 1}", "order": body.get("order"), "status": "succeeded"}
         self.refunds.append(refund)
         return web.json_response(refund, status=201)
@@ -117,6 +121,24 @@ def test_an_exchange_held_when_the_agent_exits_is_recorded_and_judged(tmp_path, 
     assert 4 < first["client"]["gone_after_s"] < 60
     assert first["fault"]["type"] == "response_lost" and first["fault"]["delivered"] is True
     assert second["upstream"]["status"] == 201
+
+
+def test_an_upstream_still_working_at_the_end_is_recorded_as_cut_short(tmp_path, payments, monkeypatch):
+    """The upstream has not answered when the agent gives up and exits: the exchange is written
+    anyway, saying it was cut short (the upstream may still commit)."""
+    world, server = payments
+    world.hold = asyncio.Event()
+    monkeypatch.setenv("REFUND_MODE", "claim")
+    try:
+        run(run_options(tmp_path, tasks_file(tmp_path, server.url), NO_FAULT))
+    finally:
+        server._loop.call_soon_threadsafe(world.hold.set)
+    [record] = read_run(tmp_path / "run").episodes
+    [line] = read_trace(tmp_path / "run" / record["trace"])
+    assert line["upstream"] is None and line["forwarded"] is True
+    assert line["client"]["outcome"] == "client_gone"
+    assert "before the upstream answered" in line["cut_short"]
+    assert record["verdict"]["status"] == "fail"  # an unknown commit is not an expected effect met
 
 
 RETRY_AFTER_504 = scenario("""

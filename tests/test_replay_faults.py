@@ -193,7 +193,8 @@ def world(tmp_path_factory, upstream_certificate):
 def test_live_episode_failed_as_designed(world):
     assert world["commits"]["refund 3"] == 2  # the lost refund was retried without a key
     entry = world["entry"]
-    assert entry.expect == "fail" and set(entry.expect_failed) == {"effects", "idempotency", "retry"}
+    assert entry.expect == "fail" and set(entry.expect_failed) == {"effects", "idempotency", "retry",
+                                                                            "claimed_success"}
     fired = {(d.rule, d.index) for d in entry.fired}
     assert fired == {("chat_rate_limited", 1), ("chat_delayed", 3), ("stream_cut", 1), ("item_drift", 1),
                      ("item_stale", 2), ("refund_lost", 1)}
@@ -219,7 +220,8 @@ def test_every_fault_replays_as_it_was_live_over_https_with_no_upstream(world, t
         result = replayer.replay(entry, agent_command(world["agent"]))
     assert result.meets_expectation, result.explain()
     assert not result.diverged and not result.blocked and watch.accepted == 0
-    assert result.status == "fail" and set(result.failed) == {"effects", "idempotency", "retry"}
+    assert result.status == "fail" and set(result.failed) == {"effects", "idempotency", "retry",
+                                                                     "claimed_success"}
     assert [s["how"] for s in result.served] == ["exact"] * len(result.served)
     live, replayed = client_view(live_trace), client_view(result.trace)
     assert replayed == live
@@ -388,15 +390,15 @@ def test_minimize_finds_the_one_fault_the_double_refund_needs(world, tmp_path):
     entry = har.read_entry(entry_dir)
     command = agent_command(world["agent"])
     with Replayer(ReplayOptions(out=tmp_path / "out"), [entry]) as replayer:
-        result = minimize(entry, lambda e, forced: replayer.replay(e, command, forced=forced), checks=["effects", "idempotency"])
+        result = minimize(entry, lambda e, forced: replayer.replay(e, command, forced=forced), checks=["effects", "idempotency", "claimed_success"])
         again = replayer.replay(entry, command, forced=[d.ident for d in result.minimal])
     assert [d.ident for d in result.minimal] == [("refund_lost", 1)]
     assert len(result.trials) <= 8 < 2 ** len(entry.fired)  # ddmin, not every subset of 6 faults
     assert result.trials[0].reproduced and not result.trials[1].reproduced  # all faults; none
     written = json.loads((entry_dir / "episode.json").read_text())
     assert written["minimal_faults"] == [{"rule": "refund_lost", "index": 1, "type": "response_lost", "seq": 6}]
-    assert written["minimize"]["checks"] == ["effects", "idempotency"]
-    assert again.fails_like(["effects", "idempotency"]) and again.served  # the minimal fault alone reproduces it
+    assert written["minimize"]["checks"] == ["effects", "idempotency", "claimed_success"]
+    assert again.fails_like(["effects", "idempotency", "claimed_success"]) and again.served  # the minimal fault alone reproduces it
 
 
 def test_cli_replay_exit_codes_and_accept(world, tmp_path, capsys):
@@ -429,5 +431,5 @@ def test_pytest_plugin_collects_one_test_per_entry(world, tmp_path):
     assert done.returncode == 1, out + done.stderr
     assert "a/episode.json::refund_item_3[replayfaults] PASSED" in out
     assert "b/episode.json::refund_item_3[replayfaults-b] FAILED" in out and "1 failed, 1 passed" in out
-    assert "expected pass, got fail (effects, idempotency, retry)" in out
+    assert "expected pass, got fail (effects, idempotency, retry, claimed_success)" in out
     assert "failed idempotency [high]" in out  # the failure says what happened
