@@ -78,7 +78,8 @@ def test_one_scenario_faults_the_tool_over_both_transports_and_the_report_shows_
     drilled = {e["episode"]["key"]: [f["type"] for f in e["faults"]] for e in report["drilldown"]["episodes"]}
     assert drilled == {stdio["key"]: ["response_lost"], http["key"]: ["response_lost"]}
     tasks = {t["task_id"]: t for t in report["run"]["tasks"]}
-    assert tasks["refund_order_1001_stdio"]["high_checks"] == {"effects": 1, "idempotency": 1}
+    assert tasks["refund_order_1001_stdio"]["high_checks"] == {"effects": 1, "idempotency": 1,
+                                                                  "claimed_success": 1}
     assert any("tools/call:refund_order" in c["where"] for c in report["causes"]["clusters"])
 
 
@@ -92,7 +93,7 @@ def test_a_frozen_stdio_episode_replays_without_the_server_and_divergence_is_rep
     options = ReplayOptions(env={**NO_WORLD, "MCP_CALL_TIMEOUT_S": "3"}, out=tmp_path / "replayed")
     [result] = replay(store, AGENT, options)
     assert result.meets_expectation, result.explain()  # fails as recorded: effects, idempotency
-    assert set(result.failed) == {"effects", "idempotency"}
+    assert set(result.failed) == {"effects", "idempotency", "claimed_success"}
     replayed = list(read_trace(result.trace))
     assert sum(line["request"]["url"] == STDIO_URL for line in replayed) >= 6
 
