@@ -84,6 +84,9 @@ class EndpointPattern:
         return _method_matches(self.method, method) and _glob_matches(self.path, host, path)
 
     def __str__(self) -> str:
+        tool_glob = mcp_tool_path("")
+        if self.method == "*" and self.path.startswith(tool_glob):
+            return MCP_PREFIX + self.path[len(tool_glob):]
         return f"{self.method} {self.path}"
 
 

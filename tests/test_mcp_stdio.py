@@ -16,6 +16,8 @@ from mcp.shared.exceptions import MCPError
 
 from faultproxy.formats.trace import read_trace
 from faultproxy.proxy.stdio.locate import locate
+from faultproxy.tasks.loader import TaskError, load_tasks
+from faultproxy.tasks.model import EndpointPattern
 from tests.mcp_clients import AGENTS, counter_server, session, shim_parameters
 
 pytestmark = pytest.mark.timeout(180)
@@ -203,3 +205,23 @@ def test_the_episode_is_found_in_an_ancestor_when_the_client_passes_no_environme
     assert done.stdout.startswith("[] "), done.stdout + done.stderr  # nothing came through the environment
     assert "Located(episode='ep-7', proxy_url='http://ep-7:tok@127.0.0.1:9', replay=True" in done.stdout
     assert locate(env={}) is None or locate(env={}).episode != "ep-7"  # this test process is in no episode
+
+
+@pytest.mark.parametrize(("entry", "field", "phrase"), [
+    ('irreversible: ["mcp:"]', "tasks[0].irreversible[0]", "expected mcp:TOOL"),
+    ("expected: {effects: [{mcp: refund_order, method: POST}]}", "tasks[0].expected.effects[0]",
+     "either mcp: TOOL or method and path"),
+    ("expected: {effects: [{mcp: ''}]}", "tasks[0].expected.effects[0].mcp", ""),
+])
+def test_mcp_tool_patterns_in_a_tasks_file_are_checked(tmp_path: Path, entry: str, field: str, phrase: str) -> None:
+    path = tmp_path / "tasks.yaml"
+    path.write_text(f"tasks:\n  - id: a\n    prompt: p\n    {entry}\n")
+    with pytest.raises(TaskError) as caught:
+        load_tasks(path)
+    assert (caught.value.line, caught.value.field) == (4, field) and phrase in caught.value.message
+
+
+def test_mcp_tool_patterns_round_trip_through_the_plan() -> None:
+    pattern = EndpointPattern.parse("mcp:refund_*")
+    assert pattern == EndpointPattern("*", "*/tools/refund_*")
+    assert str(pattern) == "mcp:refund_*" and EndpointPattern.parse(str(pattern)) == pattern  # as plan.json keeps it

@@ -13,6 +13,7 @@ import pytest
 
 from examples.world import world_in_thread
 from faultproxy import RunOptions, run
+from faultproxy.evaluator.checks import check_effects, check_policy, parse_trace
 from faultproxy.evaluator.report import build_report
 from faultproxy.formats.rundir import read_run
 from faultproxy.formats.trace import read_trace
@@ -107,3 +108,20 @@ def test_a_frozen_stdio_episode_replays_without_the_server_and_divergence_is_rep
     [diverged] = replay(store, AGENT, ReplayOptions(env=options.env, out=tmp_path / "diverged"))
     assert diverged.diverged and diverged.diverged[0]["url"] == STDIO_URL
     assert not diverged.meets_expectation and "diverged" in diverged.explain()
+
+
+def test_policy_and_effects_name_stdio_tool_calls_by_mcp_patterns(demo_run: Path, tmp_path: Path) -> None:
+    record = episodes(demo_run)["refund_order_1001_stdio"]
+    exchanges = parse_trace(read_trace(demo_run / record["trace"]))
+    tasks = tmp_path / "tasks.yaml"
+    tasks.write_text("""
+tasks:
+  - {id: a, prompt: p, forbidden: ["mcp:refund_*"]}
+  - {id: b, prompt: p, forbidden: ["POST */refund"]}      # an HTTP route: not a tool call's name
+  - {id: c, prompt: p, expected: {effects: [{mcp: refund_order, count: 2}]}, irreversible: ["mcp:refund_order"]}
+""")
+    by_id = {task.id: task for task in load_tasks(tasks)}
+    policy = check_policy(by_id["a"], record, exchanges)
+    assert policy.passed is False and policy.detail.count("mcp:refund_*") == 2  # both refund_order calls
+    assert check_policy(by_id["b"], record, exchanges).passed is True
+    assert check_effects(by_id["c"], record, exchanges).detail == "effects as expected (2 irreversible commit(s))"
