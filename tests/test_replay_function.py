@@ -76,7 +76,7 @@ def test_the_naive_functions_live_failure_was_frozen(store):
     assert store["live"].per_task == {TASK: ["fail"]}
     [entry] = har.read_entries(store["path"])
     assert entry.command[0].startswith("python-function:") and entry.command[0].endswith(".naive")
-    assert entry.expect == "fail" and entry.expect_failed == ["effects", "idempotency"]
+    assert entry.expect == "fail" and entry.expect_failed == ["effects", "idempotency", "claimed_success"]
 
 
 def test_replay_function_reproduces_the_failure_in_process_with_nothing_leaving(store, tmp_path):
@@ -86,7 +86,7 @@ def test_replay_function_reproduces_the_failure_in_process_with_nothing_leaving(
     assert watch.sockets and watch.accepted == 0
     [result] = results
     assert (result.status, sorted(result.failed), result.diverged, result.blocked) == (
-        "fail", ["effects", "idempotency"], [], [])
+        "fail", ["claimed_success", "effects", "idempotency"], [], [])
     assert result.meets_expectation
     assert [e.key for e in seen] == [result.entry.key]  # called once, with the recorded episode's key
     assert seen[0].proxy_url != store["live_episode"].proxy_url  # through the replay proxy, not the live one
