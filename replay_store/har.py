@@ -48,7 +48,6 @@ configured secret value.
 
 from __future__ import annotations
 
-import base64
 import datetime
 import http.client
 import json
@@ -61,10 +60,11 @@ from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 from faultproxy.formats import __version__
-from faultproxy.formats.errors import InputError
-from faultproxy.formats.redact import Redactor
+from faultproxy.formats.redact import MIN_SECRET_LENGTH, Redactor
 from faultproxy.formats.trace import body_cut
-from faultproxy.formats.yaml_input import describe_value, is_int, is_number
+from faultproxy.replay_store.har_checks import (StoreError, absolute_http_url, body_bytes, header_pairs, is_object,
+                                                 json_object, optional_value, sse_events)
+from faultproxy.formats.yaml_input import is_int
 from faultproxy.scenarios import trace_forwarded
 from faultproxy.tasks.model import Task
 
@@ -75,13 +75,6 @@ HAR_FILE = "flows.har"
 EXPECTATIONS = ("pass", "fail")
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 REQUIRED = ("episode", "task", "prompt", "scenario", "expect", "decisions", "command")
-
-
-class StoreError(InputError):
-    """A store entry that cannot be read: "FILE: FIELD: message"."""
-
-
-# --- the recorded exchanges, as replay uses them -------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -227,7 +220,7 @@ def write_entry(directory: Path, episode: Mapping[str, Any], trace: Iterable[Map
     texts = {EPISODE_FILE: json.dumps(document, indent=2, ensure_ascii=False) + "\n",
              HAR_FILE: json.dumps(har, indent=1, ensure_ascii=False) + "\n"}
     for value in secret_values:
-        if value and len(value) >= 4 and any(value in text for text in texts.values()):
+        if len(value) >= MIN_SECRET_LENGTH and any(value in text for text in texts.values()):
             raise StoreError(str(directory), None, None, "a configured secret survived redaction; entry not written")
     for name, text in texts.items():
         _write_atomically(directory / name, text)
@@ -367,9 +360,9 @@ def read_entry(path: Path) -> Entry:
     if episode.get("version") != VERSION:
         raise StoreError(str(episode_path), None, "version",
                          f"this faultproxy reads version {VERSION}, not {episode.get('version')!r}")
-    for field in REQUIRED:
-        if field not in episode:
-            raise StoreError(str(episode_path), None, field, "missing")
+    for name in REQUIRED:
+        if name not in episode:
+            raise StoreError(str(episode_path), None, name, "missing")
     if episode["expect"] not in EXPECTATIONS:
         raise StoreError(str(episode_path), None, "expect", f"must be pass or fail, got {episode['expect']!r}")
     if not isinstance(episode["scenario"], dict) or not isinstance(episode["scenario"].get("source"), str):
@@ -409,103 +402,35 @@ def _load_json(path: Path) -> Any:
 def _recorded(path: Path, i: int, entry: Any) -> Recorded:
     """One HAR entry, checked field by field: a field replay cannot use fails with its full name."""
     at = f"log.entries[{i}]"
-    entry = _object(path, entry, at)
-    request = _object(path, entry.get("request"), f"{at}.request")
-    response = _object(path, entry.get("response"), f"{at}.response")
-    custom = _object(path, entry.get("_faultproxy"), f"{at}._faultproxy", optional=True)
+    entry = json_object(path, entry, at)
+    request = json_object(path, entry.get("request"), f"{at}.request")
+    response = json_object(path, entry.get("response"), f"{at}.response")
+    custom = json_object(path, entry.get("_faultproxy"), f"{at}._faultproxy", optional=True)
     method, url = request.get("method"), request.get("url")
     if not isinstance(method, str) or not method.isalpha():
         raise StoreError(str(path), None, f"{at}.request.method", f"expected an HTTP method, got {method!r}")
-    if not _absolute_http_url(url):
+    if not absolute_http_url(url):
         raise StoreError(str(path), None, f"{at}.request.url", f"expected an absolute http(s) URL, got {url!r}")
     status = response.get("status", 0)
     if not is_int(status) or not (status == 0 or 100 <= status <= 599):
         raise StoreError(str(path), None, f"{at}.response.status", f"expected 0 or 100 to 599, got {status!r}")
-    post = _object(path, request.get("postData"), f"{at}.request.postData", optional=True)
-    content = _object(path, response.get("content"), f"{at}.response.content", optional=True)
+    post = json_object(path, request.get("postData"), f"{at}.request.postData", optional=True)
+    content = json_object(path, response.get("content"), f"{at}.response.content", optional=True)
     return Recorded(
-        seq=_optional(path, custom.get("seq"), f"{at}._faultproxy.seq", is_int, "an integer") or i + 1,
+        seq=optional_value(path, custom.get("seq"), f"{at}._faultproxy.seq", is_int, "an integer") or i + 1,
         method=method.upper(),
         url=url,
-        request_headers=_pairs(path, request.get("headers"), f"{at}.request.headers"),
-        request_body=_decode(path, post, "text", "_encoding", f"{at}.request.postData") if post else None,
+        request_headers=header_pairs(path, request.get("headers"), f"{at}.request.headers"),
+        request_body=body_bytes(path, post, "text", "_encoding", f"{at}.request.postData") if post else None,
         forwarded=bool(custom.get("forwarded", status != 0)),
         status=status or None,
         reason=str(response.get("statusText") or ""),
-        response_headers=_pairs(path, response.get("headers"), f"{at}.response.headers"),
-        response_body=_decode(path, content, "text", "encoding", f"{at}.response.content") if status else None,
-        sse=_sse(path, custom.get("sse"), f"{at}._faultproxy.sse"),
-        upstream_error=_optional(path, custom.get("upstream_error"), f"{at}._faultproxy.upstream_error",
+        response_headers=header_pairs(path, response.get("headers"), f"{at}.response.headers"),
+        response_body=body_bytes(path, content, "text", "encoding", f"{at}.response.content") if status else None,
+        sse=sse_events(path, custom.get("sse"), f"{at}._faultproxy.sse"),
+        upstream_error=optional_value(path, custom.get("upstream_error"), f"{at}._faultproxy.upstream_error",
                                  lambda v: isinstance(v, str), "a string"),
-        fault=_optional(path, custom.get("fault"), f"{at}._faultproxy.fault", _is_object, "an object"),
-        client=_optional(path, custom.get("client"), f"{at}._faultproxy.client", _is_object, "an object") or {},
-        truncated=_optional(path, custom.get("truncated"), f"{at}._faultproxy.truncated", _is_object, "an object") or {},
+        fault=optional_value(path, custom.get("fault"), f"{at}._faultproxy.fault", is_object, "an object"),
+        client=optional_value(path, custom.get("client"), f"{at}._faultproxy.client", is_object, "an object") or {},
+        truncated=optional_value(path, custom.get("truncated"), f"{at}._faultproxy.truncated", is_object, "an object") or {},
     )
-
-
-def _is_object(value: Any) -> bool:
-    return isinstance(value, dict)
-
-
-def _object(path: Path, value: Any, field: str, optional: bool = False) -> dict[str, Any]:
-    if value is None and optional:
-        return {}
-    if not isinstance(value, dict):
-        raise StoreError(str(path), None, field, f"expected an object, got {describe_value(value)}")
-    return value
-
-
-def _optional(path: Path, value: Any, field: str, accept: Any, expected: str) -> Any:
-    if value is not None and not accept(value):
-        raise StoreError(str(path), None, field, f"expected {expected}, got {describe_value(value)}")
-    return value
-
-
-def _absolute_http_url(url: Any) -> bool:
-    if not isinstance(url, str):
-        return False
-    try:
-        parts = urlsplit(url)
-        parts.port  # noqa: B018 — raises ValueError for a port that is not a number in range
-    except ValueError:
-        return False
-    return parts.scheme in ("http", "https") and bool(parts.hostname)
-
-
-def _pairs(path: Path, headers: Any, field: str) -> tuple[tuple[str, str], ...]:
-    if headers is None:
-        return ()
-    if not isinstance(headers, list):
-        raise StoreError(str(path), None, field, f"expected a list, got {describe_value(headers)}")
-    for n, header in enumerate(headers):
-        if not (isinstance(header, dict) and isinstance(header.get("name"), str)
-                and isinstance(header.get("value"), str)):
-            raise StoreError(str(path), None, f"{field}[{n}]", "expected {\"name\": string, \"value\": string}")
-    return tuple((h["name"], h["value"]) for h in headers)
-
-
-def _decode(path: Path, holder: Mapping[str, Any], text_key: str, encoding_key: str, field: str) -> bytes | None:
-    text, encoding = holder.get(text_key), holder.get(encoding_key)
-    if text is None:
-        return None
-    if not isinstance(text, str):
-        raise StoreError(str(path), None, f"{field}.{text_key}", f"expected a string, got {describe_value(text)}")
-    if encoding == "base64":
-        try:
-            return base64.b64decode(text, validate=True)
-        except ValueError:
-            raise StoreError(str(path), None, f"{field}.{text_key}", "is not valid base64") from None
-    if encoding is not None:
-        raise StoreError(str(path), None, f"{field}.{encoding_key}", f"expected \"base64\" or none, got {encoding!r}")
-    return text.encode("utf-8")
-
-
-def _sse(path: Path, events: Any, field: str) -> tuple[tuple[float, str], ...] | None:
-    if not events:
-        return None
-    if not isinstance(events, list):
-        raise StoreError(str(path), None, field, f"expected a list, got {describe_value(events)}")
-    for n, event in enumerate(events):
-        if not (isinstance(event, list) and len(event) == 2 and is_number(event[0]) and isinstance(event[1], str)):
-            raise StoreError(str(path), None, f"{field}[{n}]", "expected [seconds, event text]")
-    return tuple((float(t), e) for t, e in events)
