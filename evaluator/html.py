@@ -182,6 +182,8 @@ def _describe(x: Mapping[str, Any]) -> str:
     text += f" {client.get('status') or ''}".rstrip()
     if fault:
         text += f"; fault {fault.get('type')} ({'delivered' if fault.get('delivered') else 'not delivered'})"
+    if x.get("body_not_evaluated"):
+        text += f"; body not evaluated: {x['body_not_evaluated']}"
     return text
 
 

@@ -17,6 +17,8 @@ A line:
             it was recorded are read with scenarios.trace_forwarded
   fault:    rule, type, params, delivered, detail — or null
   usage:    model token usage read from the response, or null
+  body_not_evaluated: only when a rule's body predicates were skipped because the request body
+            could not be parsed (nested too deeply): why; the rule's other predicates decided
 
 `flows/_rejected.jsonl` sits beside the traces (no episode's trace can take its name): one line
 per request the proxy refused (proxy.auth) — time, client (address:port), method, url (no query

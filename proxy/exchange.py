@@ -9,7 +9,7 @@ from typing import Any
 from faultproxy.formats.redact import Redactor
 from faultproxy.formats.trace import encode_body
 from faultproxy.proxy.episodes import EpisodeState
-from faultproxy.proxy.match import parse_json_body
+from faultproxy.proxy.match import UNREADABLE_BODY, UNREADABLE_REASON, parse_json_body
 from faultproxy.scenarios import Rule, Scenario
 
 _UNPARSED = object()
@@ -53,6 +53,7 @@ class FlowExchange:
     infra_error: str | None = None  # an error the proxy met reaching the upstream, not one a fault made
     gone_after_s: float | None = None  # the episode ended this many seconds into the exchange, still held
     cut_short: str | None = None  # why the line was written before the upstream answered
+    body_not_evaluated: str | None = None  # why a matching rule's body predicates were skipped
     written: bool = False
     _body_json: Any = field(default=_UNPARSED, init=False, repr=False)
 
@@ -62,6 +63,14 @@ class FlowExchange:
         if self._body_json is _UNPARSED:
             self._body_json = parse_json_body(self.request_body)
         return self._body_json
+
+    def body_for_rules(self) -> Any:
+        """body_json() as the rules' body predicates read it: when they cannot (match.UNREADABLE_BODY),
+        the trace line says why, as the rule then selected the request on its other predicates."""
+        body = self.body_json()
+        if body is UNREADABLE_BODY:
+            self.body_not_evaluated = UNREADABLE_REASON
+        return body
 
     @property
     def fault_type(self) -> str | None:
@@ -91,7 +100,8 @@ class FlowExchange:
             "perturbation": self.perturbation,
             "tokens": self.tokens,
             "error": self.error,
-            **{name: value for name, value in (("infra_error", self.infra_error), ("cut_short", self.cut_short))
+            **{name: value for name, value in (("infra_error", self.infra_error), ("cut_short", self.cut_short),
+                                               ("body_not_evaluated", self.body_not_evaluated))
                if value is not None},
         }
 

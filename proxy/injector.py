@@ -150,7 +150,7 @@ class FaultInjector:
         host, port, path = request.host, request.port, request.path  # mitmproxy decodes these on every read
         for rule in ex.scenario.rules:
             if rule.name != forced and not request_matches(
-                rule.match, ex.method, host, port, path, request.headers, ex.body_json
+                rule.match, ex.method, host, port, path, request.headers, ex.body_for_rules
             ):
                 continue
             index = ex.episode.calls[rule.name] = ex.episode.calls[rule.name] + 1

@@ -2,8 +2,9 @@
 
 A body nested too deeply for the JSON parser (about a thousand levels: Python's recursion limit)
 cannot be evaluated. Then a rule's body predicates are not evaluated at all: the rule selects
-the request on its other predicates (method, host, path, headers), and a warning
-(`body_not_evaluated`) is logged. So a hostile body cannot hide a request from the faults that
+the request on its other predicates (method, host, path, headers), a warning
+(`body_not_evaluated`) is logged, and the exchange's trace line carries `body_not_evaluated` with
+the reason (proxy.exchange). So a hostile body cannot hide a request from the faults that
 would otherwise match it; what a rule may select is only ever widened, by its body predicates.
 """
 
@@ -20,6 +21,7 @@ log = structlog.get_logger("faultproxy.match")
 
 NO_BODY = object()
 UNREADABLE_BODY = object()  # JSON nested too deeply to parse: body predicates are not evaluated
+UNREADABLE_REASON = "JSON nested too deeply to parse"
 
 
 def parse_json_body(raw: bytes | None) -> Any:
@@ -55,7 +57,7 @@ def request_matches(
         return True
     body = body_json()
     if body is UNREADABLE_BODY:
-        log.warning("body_not_evaluated", reason="JSON nested too deeply to parse", method=method, host=host,
+        log.warning("body_not_evaluated", reason=UNREADABLE_REASON, method=method, host=host,
                     path=path.split("?", 1)[0])
         return True
     return body is not NO_BODY and all(predicate.matches(body) for predicate in spec.body)

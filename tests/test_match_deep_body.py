@@ -1,10 +1,12 @@
 """A request body nested too deeply to parse does not hide the request from a rule with body
-predicates: the rule's other predicates decide (documented in proxy/match.py and the README)."""
+predicates: the rule's other predicates decide, and the trace line says the body was not evaluated
+(documented in proxy/match.py and the README)."""
 
 from __future__ import annotations
 
 import httpx
 
+from faultproxy.evaluator.html import timeline_svg
 from faultproxy.formats.trace import read_trace, trace_path
 from faultproxy.proxy.match import NO_BODY, UNREADABLE_BODY, parse_json_body
 from tests.conftest import scenario
@@ -36,6 +38,9 @@ def test_a_body_nested_5000_deep_still_meets_the_rule(make_proxy, upstream, tmp_
                                       headers={"content-type": "application/json"}).status_code
                     for name, body in bodies.items()}
     proxy.end_episode("deep-body")
-    faults = [line["fault"] and line["fault"]["rule"] for line in read_trace(trace_path(tmp_path / "flows", "deep-body"))]
-    assert faults == ["refund_for_x", None, None]
+    lines = list(read_trace(trace_path(tmp_path / "flows", "deep-body")))
+    assert [line["fault"] and line["fault"]["rule"] for line in lines] == ["refund_for_x", None, None]
     assert statuses["deep"] == 503 and statuses["other"] != 503 and statuses["plain"] != 503
+    # only the deep body's line says its body went unevaluated; readable bodies' lines say nothing
+    assert [line.get("body_not_evaluated") for line in lines] == ["JSON nested too deeply to parse", None, None]
+    assert timeline_svg(lines).count("body not evaluated: JSON nested too deeply to parse") == 1
