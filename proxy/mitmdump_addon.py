@@ -6,6 +6,7 @@
 
 from faultproxy.proxy.attribution import Attribution
 from faultproxy.proxy.injector import FaultInjector
-from faultproxy.proxy.stdio.route import StdioRoute
+from faultproxy.proxy.stdio.lane import StdioLane
 
-addons = [Attribution(), FaultInjector(), StdioRoute()]
+_attribution, _injector = Attribution(), FaultInjector()
+addons = [_attribution, StdioLane(_injector, _attribution.gate), _injector]

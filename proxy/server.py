@@ -26,7 +26,7 @@ from faultproxy.proxy.auth import is_loopback
 from faultproxy.proxy.ca import ca_bundle, default_confdir, ensure_ca, upstream_trust
 from faultproxy.proxy.episodes import EpisodeLimits
 from faultproxy.proxy.injector import SETTLE_S, FaultInjector
-from faultproxy.proxy.stdio.route import StdioRoute
+from faultproxy.proxy.stdio.lane import StdioLane
 from faultproxy.scenarios import Scenario, load_scenario
 from mitmproxy.addons import (
     block,
@@ -210,8 +210,9 @@ class ProxyServer:
         self._loop.set_exception_handler(_quiet_on_cancel)
         self._master = Master(Options())
         known = (lambda key: self.injector.episodes.peek(key) is not None) if self._only_begun else None
-        self._master.addons.add(*mitmproxy_addons(), Attribution(known), self.injector, StdioRoute(),
-                                *self._extra_addons)
+        attribution = Attribution(known)
+        self._master.addons.add(*mitmproxy_addons(), attribution, StdioLane(self.injector, attribution.gate),
+                                self.injector, *self._extra_addons)
         ensure_ca(self.confdir)  # so that mitmproxy's TlsConfig only loads the CA, never makes a second one
         self._master.options.update(**self._options, **self._addon_options)
         running = asyncio.create_task(self._master.run())

@@ -1,16 +1,16 @@
 """The relay between an MCP client (our stdin/stdout) and a stdio MCP server (our child).
 
-Three ways to run, chosen by `Shim.proxy`:
+Three ways to run, chosen by `Shim.link`:
 - no proxy: a plain relay, line for line (outside any episode, with no scenario);
 - through a proxy (a `faultproxy run` episode's, or one the shim embeds for `--scenario`): each
-  message the client sends goes through it as an HTTP exchange (see the package docstring);
-  what comes back is turned into what a stdio client would see;
+  message the client sends goes to its fault injector over the stdio lane (proxy/stdio/lane.py)
+  as the HTTP exchange it stands for; what comes back is turned into what a stdio client would see;
 - replay: no server is started; the replay proxy answers from the recording.
 
 What the client sees for each answer the proxy gives:
   a JSON-RPC body (the server's answer, or a fault's)  -> that line, with the request's id
   any other status (a 504, a 599 replay miss, ...)       -> a JSON-RPC error naming it
-  no answer (the connection dropped: response_lost, timeout then close) -> nothing: it waits
+  no answer (dropped: response_lost, timeout then close, the proxy gone) -> nothing: it waits
   a server_exit fault, or the server died                -> nothing; the shim kills the server
                                                             and closes the stream (EOF)
 Server-initiated requests and notifications, and the client's answers to them, pass straight
@@ -27,12 +27,11 @@ import os
 import sys
 from dataclasses import dataclass
 
-import aiohttp
 import structlog
 from faultproxy.proxy.faults.server_exit import SERVER_EXIT_HEADER
 from faultproxy.proxy.stdio.child import LINE_LIMIT, ChildServer, ServerStartError
 from faultproxy.proxy.stdio.messages import INTERNAL_ERROR, SERVER_GONE, Message, answer_line, error_line, parse_line
-from faultproxy.proxy.stdio.route import PORT_HEADER, stdio_url
+from faultproxy.proxy.stdio.lane_client import LaneClient, LaneError, body_of
 from faultproxy.proxy.stdio.upstream import EXITED_HEADER, ServerSide
 
 log = structlog.get_logger("faultproxy.mcp")
@@ -60,7 +59,7 @@ class Shim:
         self.done = asyncio.Event()
         self.exit_status = 0
         self._out: asyncio.StreamWriter | None = None
-        self._http: aiohttp.ClientSession | None = None
+        self.lane: LaneClient | None = None
         self._closing = False
 
     async def run(self) -> int:
@@ -74,15 +73,26 @@ class Shim:
                 self.server.start_error, self.exit_status = str(error), EXIT_CANNOT_START
         reader, self._out = await _stdio_streams()
         if self.link:
-            self._http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=None))
-            if not self.link.replay:
-                await self.server.listen()
+            await self._open_lane()
         pump = asyncio.create_task(self._pump_server()) if self.server.child.process else None
         clients = asyncio.create_task(self._read_client(reader))
         await self.done.wait()
         clients.cancel()
         await self._shutdown(pump)
         return self.exit_status
+
+    async def _open_lane(self) -> None:
+        """Without its lane, the session cannot be faulted or recorded: rather than relay calls
+        nobody would see, each request gets a JSON-RPC error saying why, and the session ends."""
+        try:
+            self.lane = await LaneClient.open(self.link.proxy_url, self.link.server)
+        except (LaneError, OSError) as error:
+            why = f"faultproxy mcp: {error}"
+            print(why, file=sys.stderr, flush=True)
+            self.server.start_error, self.exit_status = why, EXIT_CANNOT_START
+            return
+        if self.link.replay:
+            self.server.start_error = "faultproxy replay: no server runs in replay; nothing was recorded to answer"
 
     # -- client -> server --------------------------------------------------------------------
 
@@ -100,11 +110,11 @@ class Shim:
         self.done.set()
 
     async def _from_client(self, message: Message) -> None:
-        if self.link and message.kind == "notification":
+        if self.lane and message.kind == "notification":
             # Sent before the next line is read: a notification must not overtake what follows
             # it (notifications/initialized before the first call), and its answer is immediate.
             await self._through_proxy(message)
-        elif self.link and message.kind == "request":
+        elif self.lane and message.kind == "request":
             task = asyncio.create_task(self._through_proxy(message))
             self.inflight.add(task)
             task.add_done_callback(self.inflight.discard)
@@ -116,24 +126,30 @@ class Shim:
                 await self.server.child.send(message.raw)
 
     async def _through_proxy(self, message: Message) -> None:
-        headers = {"content-type": "application/json"}
-        if not self.link.replay:
-            headers[PORT_HEADER] = str(self.server.port)
-        try:
-            async with self._http.post(stdio_url(self.link.server), data=message.raw, headers=headers,
-                                       proxy=self.link.proxy_url) as response:
-                status, answered, body = response.status, response.headers, await response.read()
-        except (aiohttp.ClientError, asyncio.TimeoutError) as error:
-            log.info("answer_lost", method=message.method, error=str(error) or type(error).__name__)
+        n, word = await self.lane.send(message.raw)
+        if not word.get("forward"):  # a fault (or the replay) answered, or dropped it
+            await self._give_client(message, word, body_of(word))
+            return
+        status, headers, body = await self.server.deliver(message)
+        if word["unchanged"]:
+            self.lane.report(n, status, headers, body)
+            await self._give_client(message, {"status": status, "headers": headers}, body)
+            return
+        word = await self.lane.answer(n, status, headers, body)
+        await self._give_client(message, word, body_of(word))
+
+    async def _give_client(self, message: Message, word: dict, body: bytes) -> None:
+        """What the client sees of the proxy's word on its message (see the module docstring)."""
+        if word.get("lost"):
+            log.info("answer_lost", method=message.method)
             return  # what a stdio client sees of a lost answer: nothing, until its own timeout
+        answered = {name.lower(): value for name, value in word["headers"]}
         if SERVER_EXIT_HEADER in answered:
             await self._crash("server_exit fault", answered[SERVER_EXIT_HEADER])
-            return
-        if EXITED_HEADER in answered:
+        elif EXITED_HEADER in answered:
             await self._server_gone(message, answered[EXITED_HEADER], body)
-            return
-        if message.kind == "request":
-            await self._write(self._client_answer(message, status, body))
+        elif message.kind == "request":
+            await self._write(self._client_answer(message, word["status"], body))
 
     def _client_answer(self, message: Message, status: int, body: bytes) -> bytes:
         rpc_id = message.body["id"]
@@ -194,9 +210,8 @@ class Shim:
         if pump:
             with contextlib.suppress(Exception):
                 await pump
-        await self.server.stop()
-        if self._http:
-            await self._http.close()
+        if self.lane:
+            await self.lane.close()
         self._out.close()
 
 

@@ -1,10 +1,10 @@
-"""The server's side of the shim: the loopback endpoint the proxy forwards stdio messages to.
+"""The server's side of the shim: delivers forwarded messages to the server and takes its answers.
 
 Each forwarded message is written to the server's stdin; a request waits for the line the
-server answers it with (matched by JSON-RPC id), which becomes the HTTP response the proxy
-records as the upstream's. Lines the server writes that are not JSON-RPC would corrupt the
-client's stream: they are kept off it, logged, and reported on the next answer in
-`x-faultproxy-stdio-stray` headers, so the trace shows them too.
+server answers it with (matched by JSON-RPC id), which is recorded as the upstream's HTTP
+response (200, or 202 for a notification; 502 when the server is gone). Lines the server writes
+that are not JSON-RPC would corrupt the client's stream: they are kept off it, logged, and
+reported on the next answer in `x-faultproxy-stdio-stray` headers, so the trace shows them too.
 """
 
 from __future__ import annotations
@@ -13,9 +13,8 @@ import asyncio
 import re
 
 import structlog
-from aiohttp import web
-from faultproxy.proxy.stdio.child import LINE_LIMIT, ChildServer, ServerGone
-from faultproxy.proxy.stdio.messages import parse_line
+from faultproxy.proxy.stdio.child import ChildServer, ServerGone
+from faultproxy.proxy.stdio.messages import Message
 
 log = structlog.get_logger("faultproxy.mcp")
 
@@ -23,6 +22,8 @@ EXITED_HEADER = "x-faultproxy-stdio-exited"  # on a 502: the server is gone; the
 STRAY_HEADER = "x-faultproxy-stdio-stray"
 STRAY_LINE_HEADER = "x-faultproxy-stdio-stray-line"
 _UNPRINTABLE = re.compile(r"[^\x20-\x7e]")
+
+Delivered = tuple[int, list[tuple[str, str]], bytes]  # status, headers, body: the upstream's response
 
 
 class ServerSide:
@@ -34,23 +35,21 @@ class ServerSide:
         self.start_error: str | None = None
         self.stray_lines = 0
         self.stray_last = ""
-        self._runner: web.AppRunner | None = None
-        self.port = 0
 
-    async def listen(self) -> int:
-        """Serve the loopback endpoint on a free port; returns it."""
-        app = web.Application(client_max_size=LINE_LIMIT)
-        app.router.add_post("/{tail:.*}", self._handle)
-        self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        self.port = site._server.sockets[0].getsockname()[1]
-        return self.port
-
-    async def stop(self) -> None:
-        if self._runner:
-            await self._runner.cleanup()
+    async def deliver(self, message: Message) -> Delivered:
+        """Write a message to the server; for a request, wait for its answer."""
+        try:
+            if message.kind != "request":
+                await self.child.send(message.raw)
+                return 202, self._stray_headers(), b""
+            waiting = self.pending[message.id_key] = asyncio.get_running_loop().create_future()
+            await self.child.send(message.raw)
+            answer = await waiting
+        except ServerGone:
+            self.pending.pop(message.id_key, None)
+            how = "start" if self.start_error else "exit"
+            return 502, [("content-type", "text/plain"), (EXITED_HEADER, how)], (self.gone_reason() + "\n").encode()
+        return 200, [("content-type", "application/json"), *self._stray_headers()], answer
 
     def take_answer(self, id_key: str | None, line: bytes) -> bool:
         """Hand a response line to the request waiting for it; False when none waits."""
@@ -75,25 +74,9 @@ class ServerSide:
     def gone_reason(self) -> str:
         return self.start_error or self.child.exit_reason()
 
-    async def _handle(self, request: web.Request) -> web.Response:
-        body = await request.read()
-        message = parse_line(body)
-        try:
-            if message.kind != "request":
-                await self.child.send(body)
-                return web.Response(status=202, headers=self._stray_headers())
-            waiting = self.pending[message.id_key] = asyncio.get_running_loop().create_future()
-            await self.child.send(body)
-            answer = await waiting
-        except ServerGone:
-            self.pending.pop(message.id_key, None)
-            return web.Response(status=502, text=self.gone_reason() + "\n",
-                                headers={EXITED_HEADER: "start" if self.start_error else "exit"})
-        return web.Response(body=answer, content_type="application/json", headers=self._stray_headers())
-
-    def _stray_headers(self) -> dict[str, str]:
+    def _stray_headers(self) -> list[tuple[str, str]]:
         if not self.stray_lines:
-            return {}
-        headers = {STRAY_HEADER: str(self.stray_lines), STRAY_LINE_HEADER: _UNPRINTABLE.sub("?", self.stray_last)}
+            return []
+        headers = [(STRAY_HEADER, str(self.stray_lines)), (STRAY_LINE_HEADER, _UNPRINTABLE.sub("?", self.stray_last))]
         self.stray_lines, self.stray_last = 0, ""
         return headers
