@@ -3,6 +3,8 @@ with `faultproxy mcp` in front, started with the SDK's default environment."""
 
 from __future__ import annotations
 
+import json
+import subprocess
 import sys
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -31,3 +33,30 @@ async def session(parameters: StdioServerParameters) -> AsyncIterator[ClientSess
     async with stdio_client(parameters) as (read, write), ClientSession(read, write) as client:
         await client.initialize()
         yield client
+
+
+class RawClient:
+    """The shim on raw pipes, one message at a time as a client waits for each answer; every
+    byte it writes to stdout is kept."""
+
+    def __init__(self, args: list[str], env: dict[str, str] | None = None) -> None:
+        self.process = subprocess.Popen([sys.executable, "-m", "faultproxy", "mcp", *args], stdin=subprocess.PIPE,
+                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+        self.received = b""
+
+    def ask(self, message: dict) -> bytes:
+        """Send one message; the next line the shim writes (b"" once it closed its stdout)."""
+        self.process.stdin.write(json.dumps(message).encode() + b"\n")
+        self.process.stdin.flush()
+        line = self.process.stdout.readline()
+        self.received += line
+        return line
+
+    def finish(self, timeout: float = 60) -> tuple[int, bytes]:
+        rest, stderr = self.process.communicate(timeout=timeout)
+        self.received += rest
+        return self.process.returncode, stderr
+
+
+def call(rpc_id: int, tool: str, **arguments) -> dict:
+    return {"jsonrpc": "2.0", "id": rpc_id, "method": "tools/call", "params": {"name": tool, "arguments": arguments}}

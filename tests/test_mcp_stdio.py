@@ -18,7 +18,7 @@ from faultproxy.formats.trace import read_trace
 from faultproxy.proxy.stdio.locate import locate
 from faultproxy.tasks.loader import TaskError, load_tasks
 from faultproxy.tasks.model import EndpointPattern
-from tests.mcp_clients import AGENTS, counter_server, session, shim_parameters
+from tests.mcp_clients import AGENTS, RawClient, call, counter_server, session, shim_parameters
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -118,33 +118,6 @@ async def test_server_exit_kills_the_server_and_the_client_sees_it_gone(tmp_path
     crash = faulted(trace_lines(flows))["crash"]
     assert crash["fault"]["delivered"] and crash["forwarded"] is (when == "after")
     assert crash["client"]["status"] == 502
-
-
-class RawClient:
-    """The shim on raw pipes, one message at a time as a client waits for each answer; every
-    byte it writes to stdout is kept."""
-
-    def __init__(self, args: list[str]) -> None:
-        self.process = subprocess.Popen([sys.executable, "-m", "faultproxy", "mcp", *args], stdin=subprocess.PIPE,
-                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        self.received = b""
-
-    def ask(self, message: dict) -> bytes:
-        """Send one message; the next line the shim writes (b"" once it closed its stdout)."""
-        self.process.stdin.write(json.dumps(message).encode() + b"\n")
-        self.process.stdin.flush()
-        line = self.process.stdout.readline()
-        self.received += line
-        return line
-
-    def finish(self, timeout: float = 60) -> tuple[int, bytes]:
-        rest, stderr = self.process.communicate(timeout=timeout)
-        self.received += rest
-        return self.process.returncode, stderr
-
-
-def call(rpc_id: int, tool: str, **arguments) -> dict:
-    return {"jsonrpc": "2.0", "id": rpc_id, "method": "tools/call", "params": {"name": tool, "arguments": arguments}}
 
 
 def test_stray_stdout_stderr_big_messages_and_an_exiting_server_never_corrupt_the_stream(tmp_path: Path) -> None:

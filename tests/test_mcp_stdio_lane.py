@@ -1,34 +1,38 @@
-"""The stdio lane (proxy/stdio/lane.py): the way a shim's messages reach the proxy. Driven from
-the shim's end (LaneClient) against a real proxy with a run's token and episodes, as `faultproxy
-run` starts it: who gets a lane, what an ended episode's message gets, and what a shim that
-leaves mid-call leaves in the trace."""
+"""The stdio lane (proxy/stdio/lane.py): a `faultproxy mcp` shim in an episode hands its session
+to a proxy with a run's token and episodes, as `faultproxy run` starts it. Who may hand one over,
+what an ended episode's call gets, and what each side's going away leaves: in the trace, to the
+client, to the server."""
 
 from __future__ import annotations
 
-import asyncio
 import json
+import os
+import signal
+import socket
+import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 
-import aiohttp
 import pytest
+import requests
 
 from faultproxy.formats.trace import read_trace
 from faultproxy.proxy.server import ProxyServer
 from faultproxy.proxy.stdio.lane import LANE_URL, encode
-from faultproxy.proxy.stdio.lane_client import LaneClient, LaneError, body_of
+from tests.mcp_clients import AGENTS, RawClient, call
 
 pytestmark = pytest.mark.timeout(120)
 
 TOKEN = "lane-test-token-0123456789"
-CALL = json.dumps({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
-                   "params": {"name": "refund_order", "arguments": {"order_id": 1001}}}).encode()
-ANSWER = json.dumps({"jsonrpc": "2.0", "id": 7, "result": {"content": [{"type": "text", "text": "refunded"}]}}).encode()
+ODD_SERVER = [sys.executable, str(AGENTS / "odd_stdio_server.py")]
+URL = "http://odd-stdio-server.stdio.invalid/mcp"
 SCENARIO = """name: lane
-description: one rule, on the second refund
+description: refuse the second refund
 seed: 5
 rules:
   - name: refund_refused
-    match: {body: {method: tools/call, params.name: refund_order}}
+    match: {body: {method: tools/call, params.name: refund}}
     when: {calls: [2]}
     fault: {type: jsonrpc_error, code: -32001, message: refused}
 """
@@ -43,97 +47,109 @@ def proxy(tmp_path: Path):
         yield server
 
 
-def trace(folder: Path, episode: str = "ep") -> list[dict]:
-    return list(read_trace(folder / "flows" / f"{episode}.jsonl"))
+def in_episode(proxy_url: str, episode: str = "ep") -> dict[str, str]:
+    """What a shim started by an agent of the episode finds (here in its own environment)."""
+    return {"PATH": os.environ["PATH"], "FAULTPROXY_EPISODE": episode, "HTTP_PROXY": proxy_url}
 
 
-async def call_through(lane: LaneClient) -> dict:
-    """One call as the shim makes it: the lane's word, then (if forwarded) the server's answer."""
-    n, word = await lane.send(CALL)
-    if word.get("forward"):
-        if word["unchanged"]:
-            lane.report(n, 200, [("content-type", "application/json")], ANSWER)
-            return {"status": 200, "body": ANSWER}
-        word = await lane.answer(n, 200, [("content-type", "application/json")], ANSWER)
-    return {**word, "body": body_of(word)}
+def trace(folder: Path) -> list[dict]:
+    return list(read_trace(folder / "flows" / "ep.jsonl"))
 
 
-async def test_each_message_is_matched_decided_and_traced_in_the_episode(proxy: ProxyServer, tmp_path: Path) -> None:
-    lane = await LaneClient.open(proxy.proxy_url("ep"), "shop")
-    first, second = await call_through(lane), await call_through(lane)
-    await lane.close()
-    proxy.end_episode("ep")
-    assert first == {"status": 200, "body": ANSWER}  # forwarded, answered by the server, unchanged
-    assert second["status"] == 200 and json.loads(second["body"])["error"]["message"] == "refused"
+def rejected(folder: Path) -> list[dict]:
+    return [json.loads(line) for line in (folder / "flows" / "_rejected.jsonl").read_text().splitlines()]
+
+
+def wait_for(condition: Callable[[], bool], what: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def test_the_proxy_relays_a_handed_over_session_through_its_injector(proxy: ProxyServer, tmp_path: Path) -> None:
+    client = RawClient(["--", *ODD_SERVER], env=in_episode(proxy.proxy_url("ep")))
+    first, second = json.loads(client.ask(call(1, "refund"))), json.loads(client.ask(call(2, "refund")))
+    status, _ = client.finish()
+    assert status == 0 and first == {"jsonrpc": "2.0", "id": 1, "result": {}}
+    assert second["error"] == {"code": -32001, "message": "refused"} and second["id"] == 2
     lines = trace(tmp_path)
-    assert [line["seq"] for line in lines] == [1, 2]
-    assert {line["request"]["url"] for line in lines} == {"http://shop.stdio.invalid/mcp"}
-    assert lines[0]["forwarded"] and lines[0]["upstream"]["body"] == ANSWER.decode() and lines[0]["fault"] is None
-    assert lines[1]["fault"]["rule"] == "refund_refused" and not lines[1]["forwarded"]
+    assert [(line["seq"], line["request"]["url"], line["forwarded"]) for line in lines] == [(1, URL, True), (2, URL, False)]
+    assert lines[1]["fault"]["rule"] == "refund_refused" and lines[0]["upstream"]["body"] == '{"jsonrpc": "2.0", "id": 1, "result": {}}'
 
 
 @pytest.mark.parametrize(("episode", "token", "said"), [
     ("ep", "wrong-token-0123456789", "wrong token"),
     ("never-begun", TOKEN, "unknown episode"),
 ])
-async def test_no_lane_without_the_runs_token_for_an_episode_it_began(proxy: ProxyServer, tmp_path: Path,
-                                                                      episode: str, token: str, said: str) -> None:
-    with pytest.raises(LaneError, match=f"HTTP 407: faultproxy: {said}"):
-        await LaneClient.open(f"http://{episode}:{token}@127.0.0.1:{proxy.port}", "shop")
-    [refused] = [json.loads(line) for line in (tmp_path / "flows" / "_rejected.jsonl").read_text().splitlines()]
-    assert refused["reason"] == said and refused["url"] == "http://lane.stdio.invalid/"
+def test_no_session_is_taken_without_the_runs_token_for_an_episode_it_began(
+        proxy: ProxyServer, tmp_path: Path, episode: str, token: str, said: str) -> None:
+    client = RawClient(["--", *ODD_SERVER], env=in_episode(f"http://{episode}:{token}@127.0.0.1:{proxy.port}", episode))
+    answer = json.loads(client.ask(call(1, "refund")))
+    status, stderr = client.finish()
+    assert status == 2 and f"HTTP 407: faultproxy: {said}" in answer["error"]["message"]  # the agent can say why
+    assert f"faultproxy: {said}" in stderr.decode()
+    [refused] = rejected(tmp_path)
+    assert refused["reason"] == said and refused["url"] == LANE_URL
+    assert trace(tmp_path) == []  # nothing was relayed unseen
 
 
-async def lane_words(port: int, ticket: str | None) -> bytes:
-    """Everything a lane says to a connection that presents `ticket` and sends one call."""
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    writer.write(encode({"ticket": ticket, "server": "shop"}) + encode({"n": 1, "send": CALL.decode()}))
-    said = await asyncio.wait_for(reader.readline(), 30)
-    writer.close()
-    return said
+def hand(path: str, ticket: str | None, fds: list[int]) -> socket.socket:
+    lane = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    lane.connect(path)
+    socket.send_fds(lane, [encode({"ticket": ticket, "server": "hand"})], fds)
+    lane.settimeout(60)
+    return lane
 
 
-async def test_a_ticket_opens_one_lane_and_a_made_up_one_none(proxy: ProxyServer) -> None:
-    async with aiohttp.ClientSession() as http, http.get(LANE_URL, proxy=proxy.proxy_url("ep")) as response:
-        given = await response.json()
-    assert await lane_words(given["port"], "made-up") == b""  # closed without a word
-    assert json.loads(await lane_words(given["port"], given["ticket"]))["forward"] is True
-    assert await lane_words(given["port"], given["ticket"]) == b""  # a ticket opens one lane
+def test_a_made_up_ticket_hands_nothing_over_and_a_ticket_opens_one_session(proxy: ProxyServer) -> None:
+    where = requests.get(LANE_URL, proxies={"http": proxy.proxy_url("ep")}, timeout=30).json()
+    client_in, to_proxy = os.pipe()
+    from_proxy, client_out = os.pipe()
+    assert hand(where["socket"], "made-up", [client_in, client_out]).recv(100) == b""  # closed without a word
+    taken = hand(where["socket"], where["ticket"], [client_in, client_out])
+    for fd in (client_in, client_out):  # the proxy has its own copies now
+        os.close(fd)
+    os.write(to_proxy, json.dumps(call(1, "refund")).encode() + b"\n")
+    with os.fdopen(from_proxy, "rb") as answers:
+        assert "no server runs" in json.loads(answers.readline())["error"]["message"]  # handed over: no server pipes
+        assert hand(where["socket"], where["ticket"], [to_proxy]).recv(100) == b""  # a ticket opens one session
+        assert json.loads(taken.recv(100)) == {"end": 2}  # as a server that could not start
+    os.close(to_proxy)
 
 
-async def test_after_its_episode_ends_a_lane_is_refused_and_the_trace_untouched(proxy: ProxyServer,
-                                                                               tmp_path: Path) -> None:
-    lane = await LaneClient.open(proxy.proxy_url("ep"), "shop")
-    await call_through(lane)
+def test_after_its_episode_ends_a_call_is_refused_and_the_trace_untouched(proxy: ProxyServer, tmp_path: Path) -> None:
+    client = RawClient(["--", *ODD_SERVER], env=in_episode(proxy.proxy_url("ep")))
+    client.ask(call(1, "refund"))
     proxy.end_episode("ep")
-    late = await call_through(lane)
-    await lane.close()
-    assert late["status"] == 407 and "unknown episode" in late["body"].decode()
+    late = json.loads(client.ask(call(2, "refund")))
+    client.finish()
+    assert "HTTP 407" in late["error"]["message"] and "unknown episode" in late["error"]["message"]
     assert len(trace(tmp_path)) == 1
-    [refused] = [json.loads(line) for line in (tmp_path / "flows" / "_rejected.jsonl").read_text().splitlines()]
-    assert refused["episode"] == "ep" and refused["url"] == "http://shop.stdio.invalid/mcp"
+    [refused] = rejected(tmp_path)
+    assert (refused["episode"], refused["url"]) == ("ep", URL)
 
 
-async def test_a_shim_that_leaves_mid_call_leaves_the_call_in_the_trace(proxy: ProxyServer, tmp_path: Path) -> None:
-    lane = await LaneClient.open(proxy.proxy_url("ep"), "shop")
-    _, word = await lane.send(CALL)
-    assert word["forward"]  # the server has it; the shim dies before it answers
-    await lane.close()
+def test_a_shim_killed_mid_call_leaves_the_call_in_the_trace_and_the_client_an_eof(
+        proxy: ProxyServer, tmp_path: Path) -> None:
+    client = RawClient(["--", *ODD_SERVER], env=in_episode(proxy.proxy_url("ep")))
+    client.process.stdin.write(json.dumps(call(1, "hang")).encode() + b"\n")
+    client.process.stdin.flush()
+    wait_for(lambda: proxy.episode_stats("ep").exchanges == 1, "the call to reach the proxy")
+    client.process.send_signal(signal.SIGKILL)  # as the SDK's client ends a server that will not stop
+    assert client.process.stdout.read() == b""  # the proxy let go of the client's stream: EOF, no hang
+    client.finish()
     proxy.end_episode("ep")
     [line] = trace(tmp_path)
-    assert line["forwarded"] and line["upstream"] is None
-    assert line["client"]["outcome"] == "client_gone" and "cut_short" in line
+    assert line["forwarded"] and line["upstream"] is None and line["client"]["outcome"] == "client_gone"
 
 
-async def test_a_proxy_that_goes_away_loses_the_calls_in_flight_and_after(tmp_path: Path) -> None:
+def test_a_proxy_that_goes_away_ends_the_session_and_the_server(tmp_path: Path) -> None:
     scenario = tmp_path / "lane.yaml"
     scenario.write_text(SCENARIO)
     with ProxyServer(scenario, trace_dir=tmp_path / "flows") as server:
-        lane = await LaneClient.open(server.proxy_url("ep"), "shop")
-        _, word = await lane.send(CALL)
-        assert word["forward"]
-        pending = asyncio.create_task(lane.answer(1, 200, [], ANSWER))
-        await asyncio.sleep(0)
-    assert await asyncio.wait_for(pending, 30) == {"lost": True}  # the proxy stopped: no answer, no hang
-    assert (await lane.send(CALL))[1] == {"lost": True}
-    await lane.close()
+        client = RawClient(["--", *ODD_SERVER], env=in_episode(server.proxy_url("ep")))
+        assert json.loads(client.ask(call(1, "refund")))["result"] == {}
+    assert client.process.stdout.read() == b""  # EOF to the client
+    status, stderr = client.finish()
+    assert status == 1 and b"proxy_gone" in stderr  # the shim killed the server and said why

@@ -22,7 +22,7 @@ from faultproxy.formats.errors import UsageError
 from faultproxy.proxy.server import ProxyServer
 from faultproxy.proxy.stdio.locate import locate
 from faultproxy.proxy.stdio.route import server_name
-from faultproxy.proxy.stdio.shim import ProxyLink, Shim
+from faultproxy.proxy.stdio.shim import ProxyLink, run_shim
 from faultproxy.scenarios import Scenario
 
 log = structlog.get_logger("faultproxy.mcp")
@@ -57,10 +57,10 @@ def cmd_mcp(args: argparse.Namespace) -> int:
         if args.scenario or args.trace_dir:
             log.warning("mcp_flags_ignored", episode=located.episode,
                         why="inside a faultproxy episode, its proxy's scenario and trace apply")
-        return asyncio.run(Shim(command, ProxyLink(located.proxy_url, name, located.replay), interactive).run())
+        return asyncio.run(run_shim(command, ProxyLink(located.proxy_url, name, located.replay), interactive))
     if not (args.scenario or args.trace_dir):
-        return asyncio.run(Shim(command, None, interactive).run())
+        return asyncio.run(run_shim(command, None, interactive))
     episode = args.episode or name
     with ProxyServer(args.scenario or NO_FAULTS, trace_dir=args.trace_dir, params=proxy_params(args)) as proxy:
         proxy.begin_episode(episode)
-        return asyncio.run(Shim(command, ProxyLink(proxy.proxy_url(episode), name), interactive).run())
+        return asyncio.run(run_shim(command, ProxyLink(proxy.proxy_url(episode), name), interactive))

@@ -1,19 +1,21 @@
-"""The server's side of the shim: delivers forwarded messages to the server and takes its answers.
+"""The server's side of a stdio session: delivers messages to the server and takes its answers.
 
 Each forwarded message is written to the server's stdin; a request waits for the line the
 server answers it with (matched by JSON-RPC id), which is recorded as the upstream's HTTP
-response (200, or 202 for a notification; 502 when the server is gone). Lines the server writes
-that are not JSON-RPC would corrupt the client's stream: they are kept off it, logged, and
-reported on the next answer in `x-faultproxy-stdio-stray` headers, so the trace shows them too.
+response (200, or 202 for a notification; 502 when the server is gone or never started). Lines
+the server writes that are not JSON-RPC would corrupt the client's stream: they are kept off it,
+logged, and reported on the next answer in `x-faultproxy-stdio-stray` headers, so the trace
+shows them too.
 """
 
 from __future__ import annotations
 
 import asyncio
 import re
+from collections.abc import AsyncIterator
 
 import structlog
-from faultproxy.proxy.stdio.child import ChildServer, ServerGone
+from faultproxy.proxy.stdio.child import ServerGone
 from faultproxy.proxy.stdio.messages import Message
 
 log = structlog.get_logger("faultproxy.mcp")
@@ -27,29 +29,57 @@ Delivered = tuple[int, list[tuple[str, str]], bytes]  # status, headers, body: t
 
 
 class ServerSide:
-    """The server process, the requests waiting for its answers, and what it wrote off-protocol."""
+    """The server's stdin and stdout, the requests waiting for its answers, and what it wrote
+    off-protocol. Without streams (it never started, or replay runs none) every delivery fails
+    with `start_error`."""
 
-    def __init__(self, child: ChildServer) -> None:
-        self.child = child
+    def __init__(self, stdin: asyncio.StreamWriter | None, stdout: asyncio.StreamReader | None,
+                 start_error: str | None = None) -> None:
+        self.stdin = stdin
+        self.stdout = stdout
+        self.start_error = start_error
+        self.gone: str | None = start_error  # why nothing more can be sent, once so
         self.pending: dict[str, asyncio.Future[bytes]] = {}
-        self.start_error: str | None = None
         self.stray_lines = 0
         self.stray_last = ""
+
+    async def send(self, line: bytes) -> None:
+        """Write one message (a line without its newline) to the server's stdin."""
+        if self.gone or self.stdin is None or self.stdin.is_closing():
+            raise ServerGone(self.gone or "the server's stdin is closed")
+        try:
+            self.stdin.write(line + b"\n")
+            await self.stdin.drain()
+        except (BrokenPipeError, ConnectionResetError):
+            raise ServerGone(self.gone or "the server closed its stdin") from None
 
     async def deliver(self, message: Message) -> Delivered:
         """Write a message to the server; for a request, wait for its answer."""
         try:
             if message.kind != "request":
-                await self.child.send(message.raw)
+                await self.send(message.raw)
                 return 202, self._stray_headers(), b""
             waiting = self.pending[message.id_key] = asyncio.get_running_loop().create_future()
-            await self.child.send(message.raw)
+            await self.send(message.raw)
             answer = await waiting
-        except ServerGone:
+        except ServerGone as gone:
             self.pending.pop(message.id_key, None)
             how = "start" if self.start_error else "exit"
-            return 502, [("content-type", "text/plain"), (EXITED_HEADER, how)], (self.gone_reason() + "\n").encode()
+            return 502, [("content-type", "text/plain"), (EXITED_HEADER, how)], f"{gone}\n".encode()
         return 200, [("content-type", "application/json"), *self._stray_headers()], answer
+
+    async def lines(self) -> AsyncIterator[bytes]:
+        """The server's stdout, line by line without newlines, until it closes."""
+        if self.stdout is None:
+            return
+        while True:
+            try:
+                line = await self.stdout.readuntil(b"\n")
+            except asyncio.IncompleteReadError as partial:
+                if partial.partial.strip():
+                    yield partial.partial
+                return
+            yield line.rstrip(b"\r\n")
 
     def take_answer(self, id_key: str | None, line: bytes) -> bool:
         """Hand a response line to the request waiting for it; False when none waits."""
@@ -64,15 +94,13 @@ class ServerSide:
         self.stray_last = line.decode("utf-8", "replace")[:200]
         log.warning("server_stdout_not_jsonrpc", line=self.stray_last)
 
-    def server_ended(self) -> None:
-        """The server's stdout closed: nothing waiting will be answered."""
+    def ended(self, reason: str) -> None:
+        """The server is gone: nothing waiting will be answered, nothing more can be sent."""
+        self.gone = self.gone or reason
         for waiting in self.pending.values():
             if not waiting.done():
-                waiting.set_exception(ServerGone(self.gone_reason()))
+                waiting.set_exception(ServerGone(self.gone))
         self.pending.clear()
-
-    def gone_reason(self) -> str:
-        return self.start_error or self.child.exit_reason()
 
     def _stray_headers(self) -> list[tuple[str, str]]:
         if not self.stray_lines:

@@ -1,7 +1,7 @@
 """A stdio JSON-RPC server that misbehaves as real ones do, written by hand so the bytes are
 exact: tools/call `noisy` prints a line that is not JSON-RPC on stdout and a warning on stderr
 before answering; `big` answers with N MB of text (arguments.mb); `die` exits with status 3
-without answering. Everything else gets an empty result."""
+without answering; `hang` is never answered. Everything else gets an empty result."""
 
 from __future__ import annotations
 
@@ -29,5 +29,7 @@ for line in sys.stdin:
         answer(message["id"], {"content": [{"type": "text", "text": text}]})
     elif tool == "die":
         sys.exit(3)
+    elif tool == "hang":
+        continue
     else:
         answer(message["id"], {})

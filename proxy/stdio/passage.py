@@ -1,0 +1,94 @@
+"""A stdio message's passage through the fault injector.
+
+Each message becomes the HTTP exchange it stands for (`POST http://<server>.stdio.invalid/mcp`,
+the message as its body) and goes through the injector's hooks in mitmproxy's order: match,
+decide, inject, record, with the episode's own counters, keyed-hash decisions and trace. The
+server's answer, when the exchange is forwarded, is the upstream's response. So one scenario
+faults a tool whichever transport carries it, and replay answers stdio calls as it answers HTTP.
+"""
+
+from __future__ import annotations
+
+import time
+
+from faultproxy.proxy.attribution import EPISODE_KEY
+from faultproxy.proxy.auth import EpisodeGate
+from faultproxy.proxy.injector import EXCHANGE_KEY, FaultInjector, header_pairs
+from faultproxy.proxy.stdio.route import STDIO_PATH, STDIO_SUFFIX
+from faultproxy.proxy.stdio.upstream import Delivered
+from mitmproxy import connection, http
+from mitmproxy import flow as flow_module
+
+CLIENT_GONE = "Client disconnected: the MCP session ended first"  # read by the injector as mitmproxy's own
+
+
+class Passage:
+    """The injector's hooks for one session's messages, in its episode."""
+
+    def __init__(self, injector: FaultInjector, gate: EpisodeGate, episode: str, server: str) -> None:
+        self.injector = injector
+        self.gate = gate
+        self.episode = episode
+        self.host = server + STDIO_SUFFIX
+        # One client connection per session, as mitmproxy has one per client socket; made once,
+        # as each costs more than the rest of a message's passage.
+        self.client = connection.Client(peername=("127.0.0.1", 0), sockname=("127.0.0.1", 0))
+        self.server = connection.Server(address=None)
+
+    async def begin(self, message: bytes) -> tuple[http.HTTPFlow, bool | None]:
+        """The request hooks. With the flow: whether it is forwarded and its answer reaches the
+        client unchanged (no rule fired, nothing may perturb it), forwarded to be looked at
+        (False), or already answered or dropped (None)."""
+        flow = self._flow(message)
+        if self._admitted(flow):
+            await self.injector.request(flow)
+        if flow.error is not None:  # a fault dropped it before it was forwarded
+            self.injector.error(flow)
+            return flow, None
+        if flow.response is not None:  # a fault, the replay or the gate answered
+            await self._respond(flow)
+            return flow, None
+        ex = flow.metadata.get(EXCHANGE_KEY)  # none when the proxy has no scenario: nothing to do
+        return flow, ex is None or (ex.rule is None and ex.scenario.params.get("epsilon", 0.0) <= 0)
+
+    async def complete(self, flow: http.HTTPFlow, delivered: Delivered) -> None:
+        """The response hooks, with the server's answer as the upstream's response."""
+        status, headers, body = delivered
+        flow.response = http.Response.make(status, body, [(k.encode(), v.encode()) for k, v in headers])
+        await self._respond(flow)
+
+    def abandon(self, flow: http.HTTPFlow) -> None:
+        """The session ended before the server answered: an exchange whose client left."""
+        flow.error = flow_module.Error(CLIENT_GONE)
+        self.injector.error(flow)
+
+    @staticmethod
+    def final(flow: http.HTTPFlow) -> Delivered | None:
+        """What the client gets; None: nothing."""
+        response = flow.response
+        if flow.error is not None or response is None:
+            return None
+        return response.status_code, header_pairs(response.headers), response.get_content(strict=False) or b""
+
+    def _flow(self, message: bytes) -> http.HTTPFlow:
+        flow = http.HTTPFlow(self.client, self.server, live=True)
+        now = time.time()
+        flow.request = http.Request(self.host, 80, b"POST", b"http", b"", STDIO_PATH.encode(), b"HTTP/1.1",
+                                    http.Headers(content_type="application/json"), message, None, now, now)
+        return flow
+
+    def _admitted(self, flow: http.HTTPFlow) -> bool:
+        """The episode is admitted again for each message, as each request over HTTP is (under a
+        runner, an episode that has ended is refused: 407, flows/_rejected.jsonl)."""
+        reason = self.gate.refusal(self.episode, self.gate.token)
+        if reason:
+            self.gate.reject(flow, self.episode, reason)
+            return False
+        flow.metadata[EPISODE_KEY] = self.episode
+        return True
+
+    async def _respond(self, flow: http.HTTPFlow) -> None:
+        """mitmproxy's response hooks, for an answer from the server or one a fault made."""
+        await self.injector.responseheaders(flow)
+        if flow.error is None:
+            await self.injector.response(flow)

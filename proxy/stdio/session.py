@@ -1,0 +1,200 @@
+"""One stdio MCP session: the relay between a client's stream and a server's.
+
+It runs in the shim's own process (a plain relay, outside any episode) or in the episode's
+proxy, which the shim hands the session's pipes to (proxy/stdio/lane.py), so that each message
+passes the fault injector on the way (`Passage`) with no extra hop.
+
+What the client sees for each answer the proxy gives:
+  a JSON-RPC body (the server's answer, or a fault's)  -> that line, with the request's id
+  any other status (a 504, a 599 replay miss, ...)       -> a JSON-RPC error naming it
+  no answer (dropped: response_lost, timeout then close) -> nothing: it waits
+  a server_exit fault, or the server died                -> nothing; the server is killed and
+                                                            the stream closed (EOF)
+Server-initiated requests and notifications, and the client's answers to them, pass straight
+through (they are not faulted, traced or replayed). Requests travel side by side, so two sent
+together may reach the server in either order (as over HTTP); a notification reaches it before
+anything the client sends after it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Protocol
+
+import structlog
+from faultproxy.proxy.faults.server_exit import SERVER_EXIT_HEADER
+from faultproxy.proxy.stdio.messages import INTERNAL_ERROR, SERVER_GONE, Message, answer_line, error_line, parse_line
+from faultproxy.proxy.stdio.passage import Passage
+from faultproxy.proxy.stdio.pipes import Pipes
+from faultproxy.proxy.stdio.upstream import EXITED_HEADER, Delivered, ServerSide
+
+log = structlog.get_logger("faultproxy.mcp")
+
+EXIT_CANNOT_START = 2
+
+
+class ServerProcess(Protocol):
+    """The server's process, wherever it is supervised (the shim's ChildServer, or the proxy's
+    view of it through the shim)."""
+
+    killed_by: str | None
+
+    async def kill(self, why: str) -> None: ...
+
+    async def wait_exit(self) -> int | None: ...
+
+    def exit_reason(self) -> str: ...
+
+
+class StdioSession:
+    """`await StdioSession(...).run()` relays until the client closes its stream or the server
+    is gone, and returns the shim's exit status."""
+
+    def __init__(self, pipes: Pipes, client_in: asyncio.StreamReader, client_out: asyncio.StreamWriter,
+                 server: ServerSide, process: ServerProcess | None, passage: Passage | None = None) -> None:
+        self.pipes = pipes
+        self.client_in = client_in
+        self.client_out = client_out
+        self.server = server
+        self.process = process
+        self.passage = passage
+        self.inflight: set[asyncio.Task] = set()
+        self.done = asyncio.Event()
+        self.exit_status = 0
+        self._closing = False
+
+    async def run(self) -> int:
+        pump = asyncio.create_task(self._pump_server()) if self.server.stdout is not None else None
+        clients = asyncio.create_task(self._read_client())
+        try:
+            await self.done.wait()
+        finally:  # also when the proxy stops: every stream is let go of, so the client sees EOF
+            self._closing = True
+            for task in (clients, *self.inflight):
+                task.cancel()
+            self.pipes.close()
+            if pump:
+                pump.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await pump
+        return self.exit_status
+
+    def end(self, why: str) -> None:
+        """End the session from outside (the shim that supervises the server has gone)."""
+        log.warning("stdio_session_ended", why=why)
+        self.exit_status = self.exit_status or 1
+        self.done.set()
+
+    # -- client -> server --------------------------------------------------------------------
+
+    async def _read_client(self) -> None:
+        while True:
+            try:
+                line = await self.client_in.readuntil(b"\n")
+            except asyncio.IncompleteReadError as rest:
+                if rest.partial.strip():
+                    await self._from_client(parse_line(rest.partial))
+                break
+            await self._from_client(parse_line(line.rstrip(b"\r\n")))
+        if self.inflight:
+            await asyncio.wait(set(self.inflight))
+        self.done.set()
+
+    async def _from_client(self, message: Message) -> None:
+        if self.passage and message.kind == "notification":
+            # Passed before the next line is read: a notification must not overtake what follows
+            # it (notifications/initialized before the first call), and its answer is immediate.
+            await self._through_proxy(message)
+        elif self.passage and message.kind == "request":
+            task = asyncio.create_task(self._through_proxy(message))
+            self.inflight.add(task)
+            task.add_done_callback(self.inflight.discard)
+        elif self.server.start_error and message.kind == "request":
+            await self._write(error_line(message.body["id"], SERVER_GONE, self.server.start_error))
+            self.done.set()
+        else:
+            with contextlib.suppress(Exception):
+                await self.server.send(message.raw)
+
+    async def _through_proxy(self, message: Message) -> None:
+        flow, unchanged = await self.passage.begin(message.raw)
+        if unchanged is None:  # a fault (or the replay) answered, or dropped it
+            await self._give_client(message, self.passage.final(flow))
+            return
+        try:
+            delivered = await self.server.deliver(message)
+        except asyncio.CancelledError:  # the session ended first
+            self.passage.abandon(flow)
+            raise
+        if unchanged:  # the client has its answer first; the trace can wait
+            await self._give_client(message, delivered)
+            await self.passage.complete(flow, delivered)
+            return
+        await self.passage.complete(flow, delivered)
+        await self._give_client(message, self.passage.final(flow))
+
+    async def _give_client(self, message: Message, delivered: Delivered | None) -> None:
+        """What the client sees of the proxy's word on its message (see the module docstring)."""
+        if delivered is None:
+            log.info("answer_lost", method=message.method)
+            return  # what a stdio client sees of a lost answer: nothing, until its own timeout
+        status, headers, body = delivered
+        answered = {name.lower(): value for name, value in headers}
+        if SERVER_EXIT_HEADER in answered:
+            await self._crash("server_exit fault", answered[SERVER_EXIT_HEADER])
+        elif EXITED_HEADER in answered:
+            await self._server_gone(message, answered[EXITED_HEADER], body)
+        elif message.kind == "request":
+            await self._write(self._client_answer(message, status, body))
+
+    def _client_answer(self, message: Message, status: int, body: bytes) -> bytes:
+        rpc_id = message.body["id"]
+        line = answer_line(body, rpc_id)
+        if line is not None:
+            return line
+        said = body.decode("utf-8", "replace").strip()[:300]
+        return error_line(rpc_id, INTERNAL_ERROR, f"faultproxy: HTTP {status} from the proxy: {said}")
+
+    # -- server -> client --------------------------------------------------------------------
+
+    async def _pump_server(self) -> None:
+        async for line in self.server.lines():
+            message = parse_line(line)
+            if message.kind == "stray":
+                self.server.note_stray(line)
+            elif message.kind != "response" or not self.server.take_answer(message.id_key, line):
+                await self._write(line + b"\n")
+        status = await self.process.wait_exit()
+        self.server.ended(self.process.exit_reason())
+        if self.process.killed_by is None and not self._closing:
+            # It died on its own: as from a crashed server, the client gets EOF once the
+            # exchanges in flight have been recorded.
+            log.warning("server_exited", reason=self.process.exit_reason())
+            self.exit_status = status
+            if self.inflight:
+                await asyncio.wait(set(self.inflight))
+            self.done.set()
+
+    async def _server_gone(self, message: Message, how: str, body: bytes) -> None:
+        """The server is not there: it never started (the client gets the error, so the agent
+        can say why) or it died (a crashed server answers nothing; the client sees EOF)."""
+        if how == "start" and message.kind == "request":
+            await self._write(error_line(message.body["id"], SERVER_GONE, body.decode("utf-8", "replace").strip()))
+        if not self.exit_status:
+            self.exit_status = EXIT_CANNOT_START if how == "start" else 1
+        self.done.set()
+
+    async def _crash(self, why: str, when: str) -> None:
+        log.info("server_exit", when=when)
+        if self.process is not None:
+            await self.process.kill(why)
+        self.exit_status = 1
+        self.done.set()
+
+    async def _write(self, line: bytes) -> None:
+        if self.client_out.is_closing():
+            return
+        self.client_out.write(line)
+        with contextlib.suppress(ConnectionError):
+            await self.client_out.drain()
