@@ -1,6 +1,6 @@
 """A request body nested too deeply to parse does not hide the request from a rule with body
 predicates: the rule's other predicates decide, and the trace line says the body was not evaluated
-(documented in proxy/match.py and the README)."""
+(documented in proxy/match.py and docs/reliability.md)."""
 
 from __future__ import annotations
 

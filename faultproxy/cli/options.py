@@ -19,7 +19,7 @@ from faultproxy.runner.variants import load_variant_function
 from faultproxy.scenarios import Scenario
 from faultproxy.tasks.loader import TaskError, load_tasks, single_task
 
-# Documented ranges of the numbers a run takes (README, `--help`); anything outside is refused.
+# Documented ranges of the numbers a run takes (docs/reliability.md, `--help`); anything outside is refused.
 K_RANGE = (1, 10_000)
 PARALLEL_RANGE = (1, 256)
 BUDGET_S_MAX = 86_400.0  # a day per episode

@@ -13,7 +13,7 @@ from yaml.nodes import Node
 
 # Ranges shared by several faults. Every number a fault takes has both bounds, so a typo such
 # as `hold_s: 1e300` fails `faultproxy check` instead of holding a connection for ever or
-# sending a 300-digit header; the README's fault table lists them.
+# sending a 300-digit header; the fault table in docs/scenarios.md lists them.
 MAX_DELAY_MS = 600_000  # 10 min: any delay or stream pacing, also the cap of a drawn lognormal delay
 MAX_SIGMA = 5.0  # lognormal shape: beyond it nearly every draw sits at 0 or at the cap
 MAX_HOLD_S = 3_600  # 1 h: a held or hung request (above the SDKs' own 10 min default timeouts)
