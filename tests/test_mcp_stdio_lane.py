@@ -10,6 +10,7 @@ import os
 import signal
 import socket
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -19,6 +20,7 @@ import requests
 
 from faultproxy.formats.trace import read_trace
 from faultproxy.proxy.server import ProxyServer
+from faultproxy.proxy.stdio import lane as lane_module
 from faultproxy.proxy.stdio.lane import LANE_URL, encode
 from tests.mcp_clients import AGENTS, RawClient, call
 
@@ -153,3 +155,20 @@ def test_a_proxy_that_goes_away_ends_the_session_and_the_server(tmp_path: Path) 
     assert client.process.stdout.read() == b""  # EOF to the client
     status, stderr = client.finish()
     assert status == 1 and b"proxy_gone" in stderr  # the shim killed the server and said why
+
+
+def test_a_temporary_directory_too_deep_for_a_socket_address_still_gets_a_lane(
+        proxy: ProxyServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    deep = tmp_path / ("d" * 60) / ("e" * 60)  # as macOS's per-user $TMPDIR, and then some
+    deep.mkdir(parents=True)
+    monkeypatch.setattr(tempfile, "tempdir", str(deep))
+    where = requests.get(LANE_URL, proxies={"http": proxy.proxy_url("ep")}, timeout=30).json()
+    assert Path(where["socket"]).is_socket() and len(os.fsencode(where["socket"])) < 104
+
+
+def test_a_lane_that_cannot_be_opened_is_a_503_saying_why_and_no_exchange(
+        proxy: ProxyServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(lane_module, "_socket_parent", lambda: str(tmp_path / "no" / "such" / "folder"))
+    answer = requests.get(LANE_URL, proxies={"http": proxy.proxy_url("ep")}, timeout=30)
+    assert answer.status_code == 503 and "cannot open the stdio lane" in answer.text
+    assert proxy.episode_stats("ep").exchanges == 0  # the lane request is never an exchange of the episode

@@ -52,6 +52,8 @@ LANE_URL = f"http://{LANE_HOST}/"
 HELLO_LIMIT = 64 * 1024
 PIPES = 4
 NO_SERVER_IN_REPLAY = "faultproxy replay: no server runs in replay; nothing was recorded to answer"
+_SOCKET_PARENT_MAX = 64  # bytes; with "/faultproxy-lane-XXXXXXXX/lane" under AF_UNIX's 104
+_HELLO_WAIT_S = 10.0  # how long a connection to the lane is given to say who it is
 _EXIT_WAIT_S = 10.0  # after the server's stdout closed or a kill, how long its exit is awaited
 
 
@@ -75,7 +77,12 @@ class StdioLane:
     async def request(self, flow: http.HTTPFlow) -> None:
         if flow.response is not None or flow.request.host != LANE_HOST:
             return
-        path = self._listen()
+        try:
+            path = self._listen()
+        except OSError as error:
+            flow.response = http.Response.make(503, f"faultproxy: cannot open the stdio lane: {error}\n",
+                                               {"content-type": "text/plain"})
+            return
         ticket = secrets.token_urlsafe(16)
         self._tickets[ticket] = episode_of(flow)
         flow.response = http.Response.make(200, json.dumps({"socket": str(path), "ticket": ticket}),
@@ -92,12 +99,17 @@ class StdioLane:
 
     def _listen(self) -> Path:
         if self._listener is None:
-            self._folder = Path(tempfile.mkdtemp(prefix="faultproxy-lane-"))  # mode 0700
+            folder = Path(tempfile.mkdtemp(prefix="faultproxy-lane-", dir=_socket_parent()))  # mode 0700
             listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            listener.bind(str(self._folder / "lane"))
+            try:
+                listener.bind(str(folder / "lane"))
+            except OSError:
+                listener.close()
+                shutil.rmtree(folder, ignore_errors=True)
+                raise
             listener.listen(64)
             listener.setblocking(False)
-            self._listener = listener
+            self._folder, self._listener = folder, listener
             self._accepting = asyncio.create_task(self._accept())
         return self._folder / "lane"
 
@@ -147,13 +159,20 @@ class StdioLane:
         writer.close()
 
 
+def _socket_parent() -> str:
+    """Where the lane's folder goes: the temporary directory, unless its path is too long for a
+    Unix socket address (about 100 bytes; macOS's per-user $TMPDIR comes close), then /tmp."""
+    parent = tempfile.gettempdir()
+    return parent if len(os.fsencode(parent)) <= _SOCKET_PARENT_MAX else "/tmp"
+
+
 async def _receive_hello(connection: socket.socket) -> tuple[dict[str, Any], list[int]]:
     """The shim's first line and the pipes that came with it."""
     loop = asyncio.get_running_loop()
     readable = loop.create_future()
     loop.add_reader(connection.fileno(), lambda: readable.done() or readable.set_result(None))
     try:
-        await asyncio.wait_for(readable, _EXIT_WAIT_S)
+        await asyncio.wait_for(readable, _HELLO_WAIT_S)
     finally:
         loop.remove_reader(connection.fileno())
     data, fds, _, _ = socket.recv_fds(connection, HELLO_LIMIT, PIPES)
