@@ -52,7 +52,7 @@ LANE_URL = f"http://{LANE_HOST}/"
 HELLO_LIMIT = 64 * 1024
 PIPES = 4
 NO_SERVER_IN_REPLAY = "faultproxy replay: no server runs in replay; nothing was recorded to answer"
-_SOCKET_PARENT_MAX = 64  # bytes; with "/faultproxy-lane-XXXXXXXX/lane" under AF_UNIX's 104
+_SOCKET_PARENT_MAX = 64  # bytes: with the folder and socket names (about 35 more) under the 104 AF_UNIX allows
 _HELLO_WAIT_S = 10.0  # how long a connection to the lane is given to say who it is
 _EXIT_WAIT_S = 10.0  # after the server's stdout closed or a kill, how long its exit is awaited
 
