@@ -17,7 +17,8 @@ from urllib.parse import urlsplit
 
 from faultproxy.evaluator.render import Html, esc, html_table, num, pct
 from faultproxy.formats.rundir import trace_file, write_atomic
-from faultproxy.formats.trace import is_model_call, read_trace
+from faultproxy.formats.model_apis import is_model_call
+from faultproxy.formats.trace import read_trace
 
 TIMELINE_LIMIT = 300  # exchanges shown per episode
 

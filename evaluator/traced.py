@@ -32,7 +32,7 @@ from urllib.parse import urlsplit
 
 from faultproxy.evaluator.identity import Identity, identity_of, idempotency_key_of
 from faultproxy.evaluator.metrics import endpoint_class
-from faultproxy.formats.trace import MODEL_PATH_SUFFIXES
+from faultproxy.formats.model_apis import is_model_call
 from faultproxy.scenarios import trace_forwarded
 
 _FAILED_OUTCOMES = frozenset({"reset", "cut", "error", "injected", "client_gone"})
@@ -70,7 +70,7 @@ class TracedExchange:
 
     @cached_property
     def is_model(self) -> bool:
-        return self.route.rstrip("/").endswith(MODEL_PATH_SUFFIXES)
+        return is_model_call(self.route)
 
     @cached_property
     def rpc_method(self) -> str | None:

@@ -126,11 +126,3 @@ def read_trace(path: Path) -> Iterator[dict[str, Any]]:
             if not line.endswith("\n"):
                 return
             yield json.loads(line)
-
-
-# OpenAI chat completions and responses, Anthropic messages (with or without a /v1 prefix).
-MODEL_PATH_SUFFIXES = ("/chat/completions", "/v1/messages", "/responses")
-
-
-def is_model_call(path: str) -> bool:
-    return path.split("?", 1)[0].rstrip("/").endswith(MODEL_PATH_SUFFIXES)

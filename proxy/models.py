@@ -9,7 +9,7 @@ request with an OpenAI `reasoning_effort` would be refused as an unknown field):
 
 | field                    | API (path)                              | value                         |
 |--------------------------|-----------------------------------------|-------------------------------|
-| `model`                  | all three below (when the body names one) | the model to ask            |
+| `model`                  | every model API whose body names one    | the model to ask              |
 | `reasoning_effort`       | OpenAI chat completions (`/chat/completions`) | e.g. low, medium, high  |
 | `reasoning.effort`       | OpenAI responses (`/responses`)         | e.g. low, medium, high        |
 | `thinking.budget_tokens` | Anthropic messages (`/v1/messages`)     | tokens; 0 turns thinking off  |
@@ -26,12 +26,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from faultproxy.formats.trace import MODEL_PATH_SUFFIXES
+from faultproxy.formats.model_apis import ModelApi, api_of_path
 
 if TYPE_CHECKING:
     from mitmproxy import http
 
-CHAT, RESPONSES, MESSAGES = "/chat/completions", "/responses", "/v1/messages"
+CHAT, RESPONSES, MESSAGES = ModelApi.OPENAI_CHAT, ModelApi.OPENAI_RESPONSES, ModelApi.ANTHROPIC_MESSAGES
 
 
 def _set_model(document: dict[str, Any], value: Any) -> None:
@@ -72,7 +72,7 @@ class RewriteField:
 
 
 FIELDS: dict[str, RewriteField] = {
-    "model": RewriteField(MODEL_PATH_SUFFIXES, str, _set_model, "the model asked for (every model API)"),
+    "model": RewriteField(tuple(ModelApi), str, _set_model, "the model asked for (every model API)"),
     "reasoning_effort": RewriteField((CHAT,), str, _set_reasoning_effort, "OpenAI chat completions"),
     "reasoning.effort": RewriteField((RESPONSES,), str, _set_responses_effort, "OpenAI responses"),
     "thinking.budget_tokens": RewriteField((MESSAGES,), int, _set_thinking_budget,
@@ -105,8 +105,8 @@ def field_value(name: str, text: str) -> str | int:
 def rewrite_request(request: http.Request, values: Mapping[str, str | int]) -> None:
     """Set each field of `values` (resolved: field -> value) in `request` if it is a model API
     call whose API has that field; anything else is left as it was."""
-    path = request.path.split("?", 1)[0].rstrip("/")
-    fields = [(FIELDS[name], value) for name, value in values.items() if path.endswith(FIELDS[name].apis)]
+    api = api_of_path(request.path)
+    fields = [(FIELDS[name], value) for name, value in values.items() if api in FIELDS[name].apis]
     if request.method != "POST" or not fields:
         return
     try:

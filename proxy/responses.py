@@ -38,14 +38,6 @@ class ErrorResponse:
     body: bytes
 
 
-def guess_provider(host: str, path: str, headers: dict[str, str]) -> str:
-    if "anthropic" in host or path.endswith("/v1/messages") or "anthropic-version" in headers:
-        return "anthropic"
-    if "openai" in host or any(p in path for p in ("/chat/completions", "/responses", "/embeddings", "/completions")):
-        return "openai"
-    return "generic"
-
-
 def error_response(
     provider: str,
     status: int,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from faultproxy.formats.model_apis import provider_of
 from faultproxy.proxy import responses
 from faultproxy.proxy.exchange import FlowExchange
 from faultproxy.proxy.faults.base import Fault, answer, request_id
@@ -17,7 +18,7 @@ class ProviderErrorFault(Fault):
     async def request(self, flow: http.HTTPFlow, ex: FlowExchange) -> None:
         provider = self.params.get("provider", "auto")
         if provider == "auto":
-            provider = responses.guess_provider(flow.request.host, flow.request.path, dict(flow.request.headers))
+            provider = provider_of(flow.request.host, flow.request.path, flow.request.headers)
         error = responses.error_response(
             provider,
             self.status(),

@@ -1,0 +1,115 @@
+"""The model APIs faultproxy knows, and which one a request talks to.
+
+Every layer that needs to know "is this a model call, and of which API" asks here: the proxy
+(provider-shaped faults answer in the shape of the API they hit), the evaluator (model calls,
+tool calls, usage), the OpenTelemetry export (operation and provider names) and the bundled
+scenarios' tests. The shapes of each API's bodies and streams live with the code that writes
+them (`proxy/shapes/`); this module only names the APIs and tells them apart.
+
+Detection looks at the path first, so local and proxied endpoints (a model server on
+127.0.0.1, a gateway under another host) are recognised; the provider's own host and headers
+decide where the path alone does not. A rule or fault may name the API outright (`provider:`).
+
+| API                  | path (any prefix)                                 | host / header hint                       |
+|----------------------|---------------------------------------------------|------------------------------------------|
+| `openai_chat`        | `/chat/completions`                               | `api.openai.com`                         |
+| `openai_responses`   | `/responses`                                      | `api.openai.com`                         |
+| `anthropic_messages` | `/v1/messages`                                    | `api.anthropic.com`, `anthropic-version` |
+| `gemini`             | `/models/M:generateContent`, `:streamGenerateContent` | `*.googleapis.com`, `x-goog-api-key` |
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from enum import StrEnum
+from typing import Any
+
+
+class ModelApi(StrEnum):
+    OPENAI_CHAT = "openai_chat"
+    OPENAI_RESPONSES = "openai_responses"
+    ANTHROPIC_MESSAGES = "anthropic_messages"
+    GEMINI = "gemini"
+
+
+# Who serves each API: the `provider:` value a fault takes, and the family of error bodies.
+PROVIDER: Mapping[ModelApi, str] = {
+    ModelApi.OPENAI_CHAT: "openai",
+    ModelApi.OPENAI_RESPONSES: "openai",
+    ModelApi.ANTHROPIC_MESSAGES: "anthropic",
+    ModelApi.GEMINI: "gemini",
+}
+PROVIDERS = ("openai", "anthropic", "gemini", "generic")
+
+_GEMINI_METHOD = re.compile(r"/models/(?P<model>[^/:]+):(?P<method>streamGenerateContent|generateContent)$")
+_SUFFIXES: tuple[tuple[str, ModelApi], ...] = (
+    ("/chat/completions", ModelApi.OPENAI_CHAT),
+    ("/responses", ModelApi.OPENAI_RESPONSES),
+    ("/v1/messages", ModelApi.ANTHROPIC_MESSAGES),
+)
+
+
+def _route(path: str) -> str:
+    return path.split("?", 1)[0].rstrip("/")
+
+
+def api_of_path(path: str) -> ModelApi | None:
+    """The model API a request path belongs to, from the path alone; None for any other path."""
+    route = _route(path)
+    for suffix, api in _SUFFIXES:
+        if route.endswith(suffix):
+            return api
+    if _GEMINI_METHOD.search(route):
+        return ModelApi.GEMINI
+    return None
+
+
+def detect_api(host: str, path: str, headers: Mapping[str, str] | None = None) -> ModelApi | None:
+    """The model API a request talks to: by path, then by the provider's host or headers for a
+    path that could be either of one provider's APIs. None when it is no model call."""
+    api = api_of_path(path)
+    if api is not None:
+        return api
+    headers = {k.lower(): v for k, v in (headers or {}).items()}
+    route = _route(path)
+    if ("anthropic" in host or "anthropic-version" in headers) and route.endswith("/messages"):
+        return ModelApi.ANTHROPIC_MESSAGES
+    return None
+
+
+def provider_of(host: str, path: str, headers: Mapping[str, str] | None = None) -> str:
+    """The provider whose error bodies a request expects: the API's provider if it is a model
+    call, else a hint from the host or headers (a provider's other endpoints), else generic."""
+    api = detect_api(host, path, headers)
+    if api is not None:
+        return PROVIDER[api]
+    lowered = {k.lower() for k in (headers or {})}
+    if "anthropic" in host or "anthropic-version" in lowered:
+        return "anthropic"
+    if "googleapis.com" in host or "x-goog-api-key" in lowered:
+        return "gemini"
+    if "openai" in host or any(p in path for p in ("/embeddings", "/completions")):
+        return "openai"
+    return "generic"
+
+
+def is_model_call(path: str) -> bool:
+    return api_of_path(path) is not None
+
+
+def is_streamed(api: ModelApi, path: str, body: Any) -> bool:
+    """Does this request ask for a streamed answer? Gemini says so in the path, the others in
+    the body's `stream` field."""
+    if api is ModelApi.GEMINI:
+        return ":streamGenerateContent" in path
+    return isinstance(body, dict) and body.get("stream") is True
+
+
+def request_model(api: ModelApi, path: str, body: Any) -> str | None:
+    """The model a request asks for: in the body, or in the path for Gemini."""
+    if api is ModelApi.GEMINI:
+        match = _GEMINI_METHOD.search(_route(path))
+        return match.group("model") if match else None
+    model = body.get("model") if isinstance(body, dict) else None
+    return model if isinstance(model, str) else None
