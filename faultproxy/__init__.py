@@ -6,45 +6,70 @@ The public Python API; the `faultproxy` command does the same from a shell.
     tasks = faultproxy.load_tasks("tasks.yaml")
     faultproxy.run(faultproxy.RunOptions(scenario, tasks, ["python", "agent.py"], Path("runs/x"), k=8))
     report = faultproxy.build_report(Path("runs/x"))
+
+The names load on first use (PEP 562), so `import faultproxy.formats` or `faultproxy report` does not
+pay for mitmproxy, and the layers below the proxy import where mitmproxy cannot.
 """
 
-from faultproxy.evaluator.gate import evaluate_gate
-from faultproxy.evaluator.report import build_report
-from faultproxy.formats import __version__
-from faultproxy.formats.errors import UserError
-from faultproxy.proxy.server import ProxyServer
-from faultproxy.replay_store.freeze import freeze
-from faultproxy.replay_store.replay import ReplayOptions, ReplayResult
-from faultproxy.runner.inprocess import Episode, FunctionRunResult, run_function
-from faultproxy.runner.options import RunOptions, RunResult
-from faultproxy.runner.replay import replay, replay_function
-from faultproxy.runner.run import run
-from faultproxy.runner.sweep import sweep
-from faultproxy.scenarios import Scenario, load_scenario
-from faultproxy.tasks.loader import load_tasks, task_set_from_json
-from faultproxy.tasks.model import TaskSet
+from __future__ import annotations
 
-__all__ = [
-    "Episode",
-    "FunctionRunResult",
-    "ProxyServer",
-    "ReplayOptions",
-    "ReplayResult",
-    "RunOptions",
-    "RunResult",
-    "Scenario",
-    "TaskSet",
-    "UserError",
-    "__version__",
-    "build_report",
-    "evaluate_gate",
-    "freeze",
-    "load_scenario",
-    "load_tasks",
-    "replay",
-    "replay_function",
-    "run",
-    "run_function",
-    "sweep",
-    "task_set_from_json",
-]
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from faultproxy.evaluator.gate import evaluate_gate
+    from faultproxy.evaluator.report import build_report
+    from faultproxy.formats import __version__
+    from faultproxy.formats.errors import UserError
+    from faultproxy.proxy.server import ProxyServer
+    from faultproxy.replay_store.freeze import freeze
+    from faultproxy.replay_store.replay import ReplayOptions, ReplayResult
+    from faultproxy.runner.inprocess import Episode, FunctionRunResult, run_function
+    from faultproxy.runner.options import RunOptions, RunResult
+    from faultproxy.runner.replay import replay, replay_function
+    from faultproxy.runner.run import run
+    from faultproxy.runner.sweep import sweep
+    from faultproxy.scenarios import Scenario, load_scenario
+    from faultproxy.tasks.loader import load_tasks, task_set_from_json
+    from faultproxy.tasks.model import TaskSet
+
+# Each public name and the module that defines it.
+_HOMES = {
+    "Episode": "faultproxy.runner.inprocess",
+    "FunctionRunResult": "faultproxy.runner.inprocess",
+    "ProxyServer": "faultproxy.proxy.server",
+    "ReplayOptions": "faultproxy.replay_store.replay",
+    "ReplayResult": "faultproxy.replay_store.replay",
+    "RunOptions": "faultproxy.runner.options",
+    "RunResult": "faultproxy.runner.options",
+    "Scenario": "faultproxy.scenarios",
+    "TaskSet": "faultproxy.tasks.model",
+    "UserError": "faultproxy.formats.errors",
+    "__version__": "faultproxy.formats",
+    "build_report": "faultproxy.evaluator.report",
+    "evaluate_gate": "faultproxy.evaluator.gate",
+    "freeze": "faultproxy.replay_store.freeze",
+    "load_scenario": "faultproxy.scenarios",
+    "load_tasks": "faultproxy.tasks.loader",
+    "replay": "faultproxy.runner.replay",
+    "replay_function": "faultproxy.runner.replay",
+    "run": "faultproxy.runner.run",
+    "run_function": "faultproxy.runner.inprocess",
+    "sweep": "faultproxy.runner.sweep",
+    "task_set_from_json": "faultproxy.tasks.loader",
+}
+
+__all__ = sorted(_HOMES)
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'faultproxy' has no attribute {name!r}")
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
