@@ -6,6 +6,7 @@ the request on its other predicates (method, host, path, headers), a warning
 (`body_not_evaluated`) is logged, and the exchange's trace line carries `body_not_evaluated` with
 the reason (proxy.exchange). So a hostile body cannot hide a request from the faults that
 would otherwise match it; what a rule may select is only ever widened, by its body predicates.
+The same holds for `stream:`, which the APIs other than Gemini say in the body.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import structlog
+from faultproxy.formats.model_apis import ModelApi, detect_api, is_streamed
 from faultproxy.scenarios import MatchSpec
 
 log = structlog.get_logger("faultproxy.match")
@@ -53,11 +55,20 @@ def request_matches(
         value = headers.get(name)
         if value is None or not pattern.matches(value):
             return False
-    if not spec.body:
-        return True
+    api = None
+    if spec.apis is not None:
+        api = detect_api(host, path, headers)
+        if api not in spec.apis:
+            return False
+    # Gemini asks for a stream in its path; the others in the body, which costs a parse.
+    needs_body = bool(spec.body) or (spec.stream is not None and api is not ModelApi.GEMINI)
+    if not needs_body:
+        return spec.stream is None or is_streamed(api, path, None) == spec.stream
     body = body_json()
     if body is UNREADABLE_BODY:
         log.warning("body_not_evaluated", reason=UNREADABLE_REASON, method=method, host=host,
                     path=path.split("?", 1)[0])
         return True
-    return body is not NO_BODY and all(predicate.matches(body) for predicate in spec.body)
+    if spec.stream is not None and is_streamed(api, path, body) != spec.stream:
+        return False
+    return not spec.body or (body is not NO_BODY and all(predicate.matches(body) for predicate in spec.body))

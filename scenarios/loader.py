@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from faultproxy.formats.errors import InputError
+from faultproxy.formats.model_apis import ModelApi
 from faultproxy.formats.yaml_input import (
     NULL_TAG,
     YamlReader,
@@ -45,7 +46,8 @@ _METHOD = re.compile(r"[A-Za-z]+")
 
 TOP_FIELDS = ("name", "description", "seed", "params", "rules", "expect")
 RULE_FIELDS = ("name", "match", "when", "fault")
-MATCH_FIELDS = ("host", "path", "method", "headers", "body")
+MATCH_FIELDS = ("host", "path", "method", "headers", "body", "api", "stream")
+ANY_MODEL_API = "model"  # `api: model`: a call of any model API formats.model_apis knows
 WHEN_FIELDS = ("probability", "calls", "every", "after", "max")
 
 
@@ -185,7 +187,35 @@ def _read_match(r: YamlReader, node: Node, field: str) -> MatchSpec:
     if "body" in present:
         body = tuple(_read_body_predicate(r, key, value_node, f"{field}.body.{key}")
                      for key, value_node in r.fields(present["body"], f"{field}.body").items())
-    return MatchSpec(host, path, methods, headers, body)
+    apis = _read_apis(r, present["api"], f"{field}.api") if "api" in present else None
+    stream = _read_stream(r, present, field)
+    return MatchSpec(host, path, methods, headers, body, apis, stream)
+
+
+def _read_apis(r: YamlReader, node: Node, field: str) -> frozenset[ModelApi]:
+    """`api: model` (every model API), one API's name, or a list of names."""
+    if isinstance(node, SequenceNode):
+        items = [(item, f"{field}[{i}]") for i, item in enumerate(r.sequence(node, field, "model APIs"))]
+    else:
+        items = [(node, field)]
+    names = (ANY_MODEL_API, *ModelApi)
+    apis: set[ModelApi] = set()
+    for item, item_field in items:
+        name = r.string(item, item_field)
+        if name not in names:
+            raise r.error(item, item_field, f"unknown model API '{name}'; expected one of {', '.join(names)}"
+                          + suggest(name, names))
+        apis |= set(ModelApi) if name == ANY_MODEL_API else {ModelApi(name)}
+    return frozenset(apis)
+
+
+def _read_stream(r: YamlReader, present: Mapping[str, Node], field: str) -> bool | None:
+    if "stream" not in present:
+        return None
+    if "api" not in present:  # each API asks for a stream its own way: the path, or a body field
+        raise r.error(present["stream"], f"{field}.stream",
+                      "stream needs api beside it (e.g. api: model), which says how a request asks to stream")
+    return r.boolean(present["stream"], f"{field}.stream")
 
 
 def _read_methods(r: YamlReader, node: Node, field: str) -> frozenset[str]:

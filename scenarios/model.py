@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from faultproxy.formats.model_apis import ModelApi
+
 
 @dataclass(frozen=True)
 class TextPattern:
@@ -89,13 +91,20 @@ class BodyPredicate:
 
 @dataclass(frozen=True)
 class MatchSpec:
-    """Which requests a rule applies to; every given part must match. Empty parts match anything."""
+    """Which requests a rule applies to; every given part must match. Empty parts match anything.
+
+    `apis`: the request must be a call of one of these model APIs, as formats.model_apis detects
+    it (None: any request). `stream`: it must (or must not) ask for a streamed answer, in the way
+    its API says so; only given together with `apis`.
+    """
 
     host: TextPattern | None = None
     path: TextPattern | None = None
     methods: frozenset[str] = frozenset()
     headers: Mapping[str, TextPattern] = field(default_factory=dict)
     body: tuple[BodyPredicate, ...] = ()
+    apis: frozenset[ModelApi] | None = None
+    stream: bool | None = None
 
 
 @dataclass(frozen=True)

@@ -412,6 +412,48 @@ CASES = [
               method: [GET, "PO ST"]
             fault: {type: reset}
         """, 6, "rules[0].match.method[1]", "not an HTTP method", None),
+    ("unknown_api", """\
+        name: t
+        description: d
+        rules:
+          - name: r
+            match: {api: openai_response}
+            fault: {type: reset}
+        """, 5, "rules[0].match.api", "unknown model API 'openai_response'; expected one of model, openai_chat,",
+     None),
+    ("unknown_api_in_list", """\
+        name: t
+        description: d
+        rules:
+          - name: r
+            match:
+              api: [gemini, mcp]
+            fault: {type: reset}
+        """, 6, "rules[0].match.api[1]", "unknown model API 'mcp'", None),
+    ("empty_api_list", """\
+        name: t
+        description: d
+        rules:
+          - name: r
+            match: {api: []}
+            fault: {type: reset}
+        """, 5, "rules[0].match.api", "the list of model APIs is empty", None),
+    ("stream_without_api", """\
+        name: t
+        description: d
+        rules:
+          - name: r
+            match: {path: "*/chat/completions", stream: true}
+            fault: {type: reset}
+        """, 5, "rules[0].match.stream", "stream needs api beside it", None),
+    ("stream_not_boolean", """\
+        name: t
+        description: d
+        rules:
+          - name: r
+            match: {api: model, stream: "yes please"}
+            fault: {type: reset}
+        """, 5, "rules[0].match.stream", "expected a boolean", None),
     ("non_string_key", """\
         name: t
         description: d
