@@ -6,7 +6,8 @@
 A failing episode (status fail, or incomplete) gets a cause computed from its verdict and its
 trace (evaluator.checks.parse_trace), with five parts:
 
-- outcome: "fail", or "incomplete: <why>" (crash, budget_wall, ...);
+- outcome: "fail", or "incomplete: <why>" (infra_error, reset_failed, ...: the harness could not
+  judge, and the cause's line then speaks of the harness, never of the agent);
 - checks: the names of the checks that failed, sorted;
 - fault: (rule, type) of the last fault delivered to the agent before the first failing
   effect, or none. The first failing effect is the earliest of: a write sent again after an
@@ -52,6 +53,7 @@ from typing import Any
 from faultproxy.evaluator.checks import RETRY_AFTER_TOLERANCE_S, parse_trace
 from faultproxy.evaluator.parting import PassingTrials, parting_summary
 from faultproxy.evaluator.scan import EpisodeSink
+from faultproxy.formats.episode_causes import harness_explanation, is_agent_cause
 from faultproxy.formats.rundir import Plan, VerdictFields, decode_name, trace_file
 from faultproxy.formats.trace import read_trace
 from faultproxy.tasks.model import SEVERITY_RANK
@@ -61,6 +63,7 @@ NO_SEVERITY_WEIGHT = 0.25  # an incomplete episode with no failed check still co
 _WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 _RETRY_CHECKS = frozenset({"retry"})
 _DUPLICATE_CHECKS = frozenset({"idempotency", "effects"})
+NOT_JUDGED = "not judged"  # the response part of a cause the harness could not judge: no agent behaviour is read
 # What to do about each kind of answer: the second half of a cause's one line.
 ADVICE = {
     "retried before Retry-After": "wait as long as Retry-After says before retrying",
@@ -103,7 +106,12 @@ class Cause:
 
     @property
     def line(self) -> str:
-        """One line a person can act on."""
+        """One line a person can act on: about the agent, or, when the harness could not judge, the harness."""
+        harness = harness_cause(self.outcome)
+        if harness is not None:
+            what, todo = harness_explanation(harness)
+            where = f" (at {self.where})" if self.where else ""
+            return f"{self.outcome}: the harness could not judge these episodes: {what}{where} → {todo}"
         failed = ", ".join(self.checks) or "no check"
         what = f"{failed} failed" if self.outcome == "fail" else f"{self.outcome} ({failed} failed)"
         if self.fault_type:
@@ -121,6 +129,14 @@ class Cause:
                 "where": self.where, "response": self.response}
 
 
+def harness_cause(outcome: str) -> str | None:
+    """The harness cause in an outcome "incomplete: <cause>"; None for "fail" or an agent's cause."""
+    if not outcome.startswith("incomplete: "):
+        return None
+    cause = outcome.removeprefix("incomplete: ")
+    return None if is_agent_cause(cause) else cause
+
+
 def _family(response: str) -> str:
     return "gave up" if response.startswith("retried") and response.endswith("gave up") else response
 
@@ -132,6 +148,9 @@ def explain(exchanges: Sequence[Any], failed: Sequence[str], outcome: str, episo
     """The cause of one failing episode from its parsed trace (checks.parse_trace) and the names of
     its failed checks; also the index of the fault it names in the trace (None: no fault)."""
     checks = tuple(sorted(set(failed)))
+    if harness_cause(outcome) is not None:
+        where = next((ex.endpoint(episode_key) for ex in exchanges if ex.infra_error), None)
+        return Cause(outcome, checks, None, None, where, NOT_JUDGED), None
     effect = _first_failing_effect(exchanges, checks)
     fault_at = next((i for i in range(min(effect, len(exchanges)) - 1, -1, -1)
                      if (exchanges[i].fault or {}).get("delivered")), None)
@@ -375,6 +394,8 @@ def _worst(failed: Sequence[Mapping[str, Any]]) -> str | None:
 def _from_verdict(outcome: str, failed: Sequence[str], faults: Sequence[Mapping[str, Any]],
                   endpoints: Sequence[str]) -> Cause:
     """A cause from the verdict alone (no trace): the last delivered fault, the response unknown."""
+    if harness_cause(outcome) is not None:
+        return Cause(outcome, tuple(sorted(set(failed))), None, None, None, NOT_JUDGED)
     delivered = [f for f in faults if f.get("delivered")]
     if not delivered:
         return Cause(outcome, tuple(sorted(set(failed))), None, None, None, "unknown (no trace)")

@@ -1,11 +1,16 @@
-"""The regression gate: PASS, BLOCK or INCONCLUSIVE, with its error rates stated.
+"""The regression gate: PASS, BLOCK, INCONCLUSIVE or ERROR, with its error rates stated.
 
     result = evaluate_gate(build_report(run_dir), build_report(baseline_dir))
     result.verdict, result.exit_code(inconclusive_ok=False), result.lines
 
 Verdicts (exit status):
+- ERROR (4): the run or the baseline has episodes the harness could not judge (incomplete with
+  a harness cause: infrastructure error, failed reset, lost worker, ...; or planned and never
+  run). Nothing is compared, so the agent is never blamed (nor cleared) for the harness; the
+  lines name the causes and counts per side. With allow_incomplete they are left out of both
+  sides (a task's n counts its judged episodes only) and the result says how many.
 - BLOCK (1): evidence of a regression — or an absolute rule broken: more high-severity
-  violations than --max-high (the safety ceiling), planned episodes not run, a floor not met.
+  violations than --max-high (the safety ceiling), a floor not met.
 - PASS (0): no evidence of a regression, and the confidence interval of the change in mean pass
   rate rules out a drop of `margin` or more.
 - INCONCLUSIVE (3): no evidence of a regression, but a drop of `margin` is still inside the
@@ -57,19 +62,20 @@ them from two reports (gate_input) and calls it, so both give the same lines.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from statistics import NormalDist
 from typing import Any
 
 from faultproxy.evaluator.stats import (detectable_drop, fisher_exact_less, least_attainable_less,
                                         mean_rate_change, stratified_exact_less, weighted_holm)
+from faultproxy.formats.episode_causes import NOT_RUN, harness_explanation
 from faultproxy.formats.errors import UserError
 
 ALPHA = 0.05
 MARGIN = 0.2
 POOLED_WEIGHT = 0.8
-BLOCK, INCONCLUSIVE, PASS = "BLOCK", "INCONCLUSIVE", "PASS"
-EXIT_PASS, EXIT_BLOCK, EXIT_INCONCLUSIVE = 0, 1, 3
+BLOCK, INCONCLUSIVE, PASS, ERROR = "BLOCK", "INCONCLUSIVE", "PASS", "ERROR"
+EXIT_PASS, EXIT_BLOCK, EXIT_INCONCLUSIVE, EXIT_ERROR = 0, 1, 3, 4
 
 
 class GateError(UserError):
@@ -78,11 +84,13 @@ class GateError(UserError):
 
 @dataclass(frozen=True)
 class TaskCounts:
-    """One task of one scope: c passes among n logged episodes."""
+    """One task of one scope: c passes among n logged episodes, `incomplete` of which the harness
+    could not judge."""
 
     task_id: str
     c: int
     n: int
+    incomplete: int = 0
 
 
 @dataclass(frozen=True)
@@ -93,6 +101,7 @@ class GateInput:
     source: str = ""
     sweep: bool = False
     not_run: int = 0
+    incomplete: Mapping[str, int] = field(default_factory=dict)  # harness cause -> logged episodes
     high: int = 0
     high_detail: str = ""
     scenario_digest: str | None = None
@@ -103,23 +112,41 @@ class GateInput:
     headline_note: str | None = None
     causes: dict[str, str] = field(default_factory=dict)  # failure cause id -> its line (evaluator.causes)
 
+    @property
+    def unjudged(self) -> dict[str, int]:
+        """Episodes the harness could not judge, by cause: the logged incomplete ones and NotRun."""
+        causes = {cause: n for cause, n in self.incomplete.items() if n and cause != NOT_RUN}
+        return causes | ({NOT_RUN: self.not_run} if self.not_run else {})
+
+    def judged_only(self) -> GateInput:
+        """The same counts with the episodes the harness could not judge left out."""
+        scopes = {label: [TaskCounts(t.task_id, t.c, t.n - t.incomplete) for t in tasks]
+                  for label, tasks in self.scopes.items()}
+        return replace(self, scopes=scopes, not_run=0, incomplete={})
+
 
 @dataclass(frozen=True)
 class GateLine:
     scope: str  # grid label, "" for the run
     task_id: str  # "" for lines about a whole scope
-    verdict: str  # "BLOCK", "INCONCLUSIVE", "ok", "note"
+    verdict: str  # "ERROR", "BLOCK", "INCONCLUSIVE", "ok", "note"
     message: str
-    reason: str = ""  # for BLOCK: "regression", "safety", "incomplete", "floor"
+    reason: str = ""  # for BLOCK: "regression", "safety", "floor"; for ERROR: "harness"
 
 
 @dataclass
 class GateResult:
     lines: list[GateLine] = field(default_factory=list)
+    # side ("run", "baseline") -> {harness cause: episodes}: what could not be judged
+    unjudged: dict[str, dict[str, int]] = field(default_factory=dict)
+    left_out: int = 0  # unjudged episodes left out of both sides (allow_incomplete)
 
     @property
     def verdict(self) -> str:
-        """BLOCK if any line blocks, else INCONCLUSIVE if any interval allows the margin, else PASS."""
+        """ERROR if the harness could not judge, else BLOCK if any line blocks, else INCONCLUSIVE
+        if any interval allows the margin, else PASS."""
+        if any(line.verdict == ERROR for line in self.lines):
+            return ERROR
         if any(line.verdict == BLOCK for line in self.lines):
             return BLOCK
         return INCONCLUSIVE if any(line.verdict == INCONCLUSIVE for line in self.lines) else PASS
@@ -133,8 +160,15 @@ class GateResult:
         """The distinct kinds of BLOCK, in the order they first appear."""
         return list(dict.fromkeys(line.reason for line in self.lines if line.verdict == BLOCK))
 
+    @property
+    def unjudged_text(self) -> str:
+        """The unjudged episodes by side and cause, e.g. "run: infra_error 8; baseline: NotRun 2"."""
+        return "; ".join(f"{side}: {_counts(causes)}" for side, causes in self.unjudged.items())
+
     def exit_code(self, inconclusive_ok: bool = False) -> int:
-        """1 for BLOCK, 3 for INCONCLUSIVE (0 with inconclusive_ok), 0 for PASS."""
+        """4 for ERROR, 1 for BLOCK, 3 for INCONCLUSIVE (0 with inconclusive_ok), 0 for PASS."""
+        if self.verdict == ERROR:
+            return EXIT_ERROR
         if self.verdict == BLOCK:
             return EXIT_BLOCK
         if self.verdict == INCONCLUSIVE and not inconclusive_ok:
@@ -150,14 +184,14 @@ def gate_input(report: Mapping[str, Any]) -> GateInput:
     whole = report["run"]
     groups = report.get("groups") or {}
     scopes = groups if groups else {"": whole}
-    tasks_of = {label: [TaskCounts(t["task_id"], t["c"], t["n"]) for t in scope["tasks"]]
+    tasks_of = {label: [TaskCounts(t["task_id"], t["c"], t["n"], t.get("incomplete", 0)) for t in scope["tasks"]]
                 for label, scope in scopes.items()}
     detail = "; ".join(f"{entry['task_id']} " + ", ".join(f"{name} ×{n}" for name, n in entry["high_checks"].items())
                        for entry in whole["tasks"] if entry.get("high_checks"))
     headline = whole["headline"]
     return GateInput(
         scopes=tasks_of, source=str(report.get("run_dir") or ""), sweep=bool(groups),
-        not_run=whole["status"]["not_run"], high=whole["violations"]["total_by_severity"]["high"],
+        not_run=whole["status"]["not_run"], incomplete=dict(whole.get("incomplete_by_cause") or {}), high=whole["violations"]["total_by_severity"]["high"],
         high_detail=detail,
         scenario_digest=(report.get("scenario") or {}).get("digest"), tasks_digest=report.get("tasks_digest"),
         k=headline["k"], mean_pass_rate=headline["mean_pass_rate"], pass_hat_k=headline["pass_hat_k"],
@@ -180,10 +214,15 @@ def evaluate_counts(run: GateInput, base: GateInput, *, alpha: float = ALPHA, ma
     if not 0 < margin <= 1:
         raise ValueError(f"margin must lie in (0, 1], got {margin}")
     result = GateResult()
-    pairs = _paired_scopes(result, run, base, strict_baseline)
-    _unfinished(result, run, base, allow_incomplete)
+    pairs = _paired_scopes(result, run.judged_only(), base.judged_only(), strict_baseline)
+    if not _unjudged(result, run, base, allow_incomplete):
+        return result
     tables = {label: _tables(result, label, now, then) for label, now, then in pairs}
     tables = {label: t for label, t in tables.items() if t}
+    if not tables and result.left_out:
+        result.add("", "", ERROR, f"nothing left to compare once the {result.left_out} episode(s) the harness "
+                                  "could not judge are left out", "harness")
+        return result
     if not tables:
         raise GateError(f"{_name(run, 'the run')} and baseline {_name(base, 'the baseline')} have no task "
                         "with logged episodes in common: is the baseline the right directory?")
@@ -237,15 +276,26 @@ def _paired_scopes(result: GateResult, run: GateInput, base: GateInput,
     return [(label, run.scopes[label], base.scopes[label]) for label in common]
 
 
-def _unfinished(result: GateResult, run: GateInput, base: GateInput, allow_incomplete: bool) -> None:
-    if run.not_run and not allow_incomplete:
-        result.add("", "", BLOCK, f"{run.not_run} planned episode(s) not run: resume the run before gating "
-                                  "(its pass^k is unknown)", "incomplete")
-    elif run.not_run:
-        result.add("", "", "note", f"{run.not_run} planned episode(s) not run (allowed); compared on what was logged")
-    if base.not_run:
-        result.add("", "", "note", f"the baseline has {base.not_run} episode(s) not run; "
-                                   "compared on what was logged")
+def _unjudged(result: GateResult, run: GateInput, base: GateInput, allow_incomplete: bool) -> bool:
+    """ERROR lines naming what the harness could not judge on each side, or with allow_incomplete
+    a note that they are left out. True when the gate may go on comparing."""
+    result.unjudged = {side: causes for side, causes in (("run", run.unjudged), ("baseline", base.unjudged))
+                       if causes}
+    for side, causes in result.unjudged.items():
+        total = sum(causes.values())
+        if allow_incomplete:
+            result.left_out += total
+            result.add("", "", "note", f"{side}: {total} episode(s) the harness could not judge left out of the "
+                                       f"comparison ({_counts(causes)})")
+            continue
+        for cause, n in causes.items():
+            what, todo = harness_explanation(cause)
+            result.add("", "", ERROR, f"{side}: {n} episode(s) {cause}: {what}; {todo}", "harness")
+    return allow_incomplete or not result.unjudged
+
+
+def _counts(causes: Mapping[str, int]) -> str:
+    return ", ".join(f"{cause} {n}" for cause, n in causes.items())
 
 
 Table = tuple[str, int, int, int, int]  # task_id, c, n, b, m

@@ -41,7 +41,8 @@ from typing import Any
 
 from faultproxy.evaluator import checks as C
 from faultproxy.evaluator.stats import percentile
-from faultproxy.formats.rundir import EPISODE_FIELDS, INFRA_ERROR, REPORT_CUT_KEY, VERDICT_VERSION
+from faultproxy.formats.episode_causes import INFRA_ERROR
+from faultproxy.formats.rundir import EPISODE_FIELDS, REPORT_CUT_KEY, VERDICT_VERSION
 from faultproxy.tasks.model import SEVERITY_RANK, Task
 
 

@@ -24,8 +24,8 @@ from faultproxy.evaluator.causes import CauseSink
 from faultproxy.evaluator.scan import EpisodeSink, LineError, Scan, complete_verdict, read_log
 from faultproxy.evaluator.sections import scope_report
 from faultproxy.evaluator.tally import TaskAccumulator
+from faultproxy.formats.episode_causes import INFRA_ERROR
 from faultproxy.formats.rundir import (
-    INFRA_ERROR,
     LOG_FILE,
     Plan,
     RunDirError,

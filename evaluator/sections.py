@@ -33,13 +33,12 @@ from typing import Any
 
 from faultproxy.evaluator import metrics, stats
 from faultproxy.evaluator.tally import TaskAccumulator
-from faultproxy.formats.rundir import INFRA_ERROR
+from faultproxy.formats.episode_causes import INFRA_ERROR, NOT_RUN
 from faultproxy.tasks.model import SEVERITIES
 
 MAX_FULL_K = 100
 MAX_TRAJECTORY_GROUPS = 2000  # distinct endpoint sequences of one task; beyond, consistency is not computed
 EXACT_TEST_LIMIT = 4000  # episodes; the exact Fisher test sums big binomials
-NOT_RUN = "NotRun"
 
 
 def k_points(n: int, also: int | None = None) -> list[int]:

@@ -70,7 +70,6 @@ REPORT_CUT_KEY = "escalated"
 VERDICT_KEYS = ("v", "status", "cause", "episode", "confidence", "violations", "failed", "faults", "endpoints",
                 "tokens", "requests", "usage", REPORT_CUT_KEY)
 STATUSES = ("pass", "fail", "incomplete")  # VerdictFields.status indexes this
-INFRA_ERROR = "infra_error"  # the cause of an episode whose trace shows an infrastructure error
 
 
 class RunDirError(UserError):

@@ -13,6 +13,7 @@ from bench.gate_calibration import draw, rates, write_run
 from faultproxy.cli.main import main as cli
 from faultproxy.evaluator.gate import GateInput, TaskCounts, evaluate_counts, evaluate_gate
 from faultproxy.evaluator.report import build_report
+from tests.test_checks import SHOP, exchange, model_call
 from tests.test_report import LOOKUP, REFUND, lookup_ok, lookup_wrong, make_run, refund_ok, refund_twice
 
 
@@ -197,8 +198,60 @@ def test_floors_and_unfinished_runs(tmp_path, capsys):
     assert code == 1 and "BLOCK (floor): pass^10 0.000 is below --min-pass-hat-k 0.5" in out
     partial = make_run(tmp_path / "partial", [LOOKUP], 10, {("", "lookup_a"): [lookup_ok()] * 6})
     code, out = gate(partial, base, capsys)
-    assert code == 1 and "BLOCK (incomplete): 4 planned episode(s) not run" in out
-    assert gate(partial, base, capsys, "--allow-incomplete", "--inconclusive-ok")[0] == 0
+    assert code == 4 and "ERROR (harness): run: 4 episode(s) NotRun: the planned episode was never run; resume the run" in out
+    code, out = gate(partial, base, capsys, "--allow-incomplete", "--inconclusive-ok")
+    assert code == 0 and "(4 episode(s) the harness could not judge left out: --allow-incomplete)" in last_line(out)
+
+
+# --- ERROR: what the harness could not judge ------------------------------------------------------
+
+
+def lookup_infra(**kw) -> dict:
+    """Every call to the shop failed inside the proxy (its TLS trust was missing): no fault made it."""
+    broken = exchange("GET", f"{SHOP}/orders/1002", at=1, status=None, outcome="error", client_status=502)
+    broken["infra_error"] = "TLS: certificate verify failed"
+    return {"lines": [model_call(at=0), broken, model_call(at=2)],
+            "output": {"answer": "I could not reach the shop.", "confidence": 0.2, "escalate": False}, **kw}
+
+
+def reset_failed() -> dict:
+    return {"lines": [], "completed": False, "cause": "reset_failed", "exit_code": None, "output": None,
+            "cause_detail": "reset http://127.0.0.1:1/_reset failed: 503"}
+
+
+def test_a_run_the_harness_could_not_judge_is_error_never_block(tmp_path, capsys):
+    """Issue 22's measurement: a baseline at 8/8, the same agent with its upstream's TLS trust gone
+    (8/8 infra_error). The gate used to answer BLOCK (regression) with Fisher p-values."""
+    base = lookup_run(tmp_path / "base", 8, k=8)
+    run = make_run(tmp_path / "run", [LOOKUP], 8, {("", "lookup_a"): [lookup_infra()] * 8})
+    code, out = gate(run, base, capsys)
+    assert code == 4, out
+    assert ("ERROR (harness): run: 8 episode(s) infra_error: the proxy could not reach an upstream on the task's "
+            "path (an error no fault made)") in out
+    assert last_line(out) == "gate: ERROR: the harness could not judge (run: infra_error 8); nothing compared, exit 4"
+    assert "BLOCK" not in out and "PASS" not in out and "Fisher" not in out
+    code, out = gate(run, base, capsys, "--allow-incomplete")
+    assert code == 4 and "nothing left to compare once the 8 episode(s) the harness could not judge are left out" in out
+    assert "BLOCK" not in out and "PASS" not in out
+    (cluster,) = build_report(run)["causes"]["clusters"]
+    assert cluster["line"].startswith("incomplete: infra_error: the harness could not judge these episodes: the "
+                                      "proxy could not reach an upstream") and "GET /orders/{id}" in cluster["line"]
+    assert "agent" not in cluster["line"] and cluster["response"] == "not judged"
+
+
+def test_unjudged_episodes_on_either_side_are_named_or_left_out_of_both(tmp_path, capsys):
+    base = make_run(tmp_path / "base", [LOOKUP], 10, {("", "lookup_a"): [lookup_ok()] * 9 + [reset_failed()]})
+    run = make_run(tmp_path / "run", [LOOKUP], 10, {("", "lookup_a"): [lookup_ok()] * 8 + [lookup_infra()] * 2})
+    code, out = gate(run, base, capsys, "--inconclusive-ok")
+    assert code == 4, out
+    assert "ERROR (harness): baseline: 1 episode(s) reset_failed: the world could not be reset" in out
+    assert last_line(out) == ("gate: ERROR: the harness could not judge (run: infra_error 2; baseline: reset_failed 1);"
+                              " nothing compared, exit 4")
+    code, out = gate(run, base, capsys, "--allow-incomplete", "--inconclusive-ok")
+    assert code == 0, out
+    assert "8/8 passed vs baseline 9/9" in out  # judged episodes only, on both sides
+    assert "note: run: 2 episode(s) the harness could not judge left out of the comparison (infra_error 2)" in out
+    assert last_line(out).endswith("(3 episode(s) the harness could not judge left out: --allow-incomplete), exit 0")
 
 
 @pytest.mark.parametrize("case", ["missing_run", "missing_baseline", "not_a_run", "damaged_plan"])

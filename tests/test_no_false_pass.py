@@ -265,6 +265,13 @@ def test_an_untrusted_upstream_certificate_is_an_infrastructure_error_not_a_pass
     assert trusted.returncode == 0, trusted.stdout + trusted.stderr
     assert only_verdict(tmp_path / "trusted")["status"] == "pass"
     assert len(world.refunds) == 1
+    # Gated against the trusted run, the untrusted one is the harness's failure, not a regression.
+    gate = subprocess.run([*FAULTPROXY, "gate", str(tmp_path / "run"), "--baseline", str(tmp_path / "trusted")],
+                          capture_output=True, text=True, timeout=300)
+    assert gate.returncode == 4, gate.stdout + gate.stderr
+    assert gate.stdout.splitlines()[-1] == ("gate: ERROR: the harness could not judge (run: infra_error 1); "
+                                           "nothing compared, exit 4")
+    assert "BLOCK" not in gate.stdout and "the agent" not in gate.stdout
 
 
 def cli_run(tmp_path: Path, tasks: Path, scenario_text: str, out: str, *extra: str) -> subprocess.CompletedProcess:

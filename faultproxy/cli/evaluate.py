@@ -43,12 +43,13 @@ def register(subparsers: Any) -> None:
     report.set_defaults(handler=cmd_report)
 
     gate = subparsers.add_parser(
-        "gate", help="PASS (0), BLOCK (1) or INCONCLUSIVE (3): did a run regress against a baseline run?",
+        "gate", help="PASS (0), BLOCK (1), INCONCLUSIVE (3) or ERROR (4): did a run regress against a baseline run?",
         description="Compare RUN_DIR with BASELINE_DIR: an exact stratified test over the common tasks and a "
                     "one-sided Fisher test per task, Holm-corrected together, so an unchanged agent is blocked "
                     "with probability at most --alpha; the safety ceiling --max-high. PASS needs the interval of "
                     "the change in mean pass rate to rule out a drop of --margin. A sweep is compared per grid "
-                    "point. Exit 0: PASS; 1: BLOCK; 2: bad input; 3: INCONCLUSIVE (0 with --inconclusive-ok).")
+                    "point. Exit 0: PASS; 1: BLOCK; 2: bad input; 3: INCONCLUSIVE (0 with --inconclusive-ok); 4: ERROR, "
+                    "episodes the harness could not judge on either side (--allow-incomplete leaves them out).")
     gate.add_argument("run_dir", type=Path, metavar="RUN_DIR")
     gate.add_argument("--baseline", type=Path, required=True, metavar="BASELINE_DIR")
     gate.add_argument("--alpha", type=_alpha, default=ALPHA,
@@ -65,7 +66,8 @@ def register(subparsers: Any) -> None:
     gate.add_argument("--min-pass-rate", type=_probability, metavar="X", help="Also require a mean pass rate ≥ X.")
     gate.add_argument("--min-pass-hat-k", type=_probability, metavar="X", help="Also require pass^k ≥ X.")
     gate.add_argument("--allow-incomplete", action="store_true",
-                      help="Do not block a run with planned episodes not yet run.")
+                      help="Leave the episodes the harness could not judge (incomplete, not run) out of both sides "
+                           "instead of answering ERROR; the verdict says how many.")
     gate.add_argument("--jobs", type=_positive, metavar="N", help="Processes reading each log (default: by size).")
     gate.set_defaults(handler=cmd_gate)
 
@@ -180,16 +182,21 @@ def print_gate(result: GateResult, run_dir: Path, baseline: Path, code: int, str
     """Every line, blocking ones first, then the verdict with its exit status."""
     stream = stream or sys.stdout
     print(f"gate: {run_dir} against baseline {baseline}", file=stream)
-    order = {"BLOCK": 0, "INCONCLUSIVE": 1, "ok": 2, "note": 3}
-    for line in sorted(result.lines, key=lambda ln: (order.get(ln.verdict, 4), ln.scope, ln.task_id)):
+    order = {"ERROR": 0, "BLOCK": 1, "INCONCLUSIVE": 2, "ok": 3, "note": 4}
+    for line in sorted(result.lines, key=lambda ln: (order.get(ln.verdict, 5), ln.scope, ln.task_id)):
         label = f"{line.verdict} ({line.reason})" if line.reason else line.verdict
         where = " ".join(part for part in (f"[{line.scope}]" if line.scope else "", line.task_id) if part)
         print(f"  {label}{' ' + where if where else ''}: {line.message}", file=stream)
     verdict = result.verdict
-    if verdict == "BLOCK":
+    if verdict == "ERROR":
+        verdict += (f": the harness could not judge ({result.unjudged_text}); nothing compared"
+                    if result.unjudged else ": nothing left to compare")
+    elif verdict == "BLOCK":
         verdict += f" ({', '.join(result.reasons)})"
     elif verdict == "INCONCLUSIVE" and code == 0:
         verdict += ": too little data to rule out a drop of the margin (exit 0: --inconclusive-ok)"
     elif verdict == "INCONCLUSIVE":
         verdict += ": too little data to rule out a drop of the margin; more tasks or trials would tell"
+    if result.left_out:
+        verdict += f" ({result.left_out} episode(s) the harness could not judge left out: --allow-incomplete)"
     print(f"gate: {verdict}, exit {code}", file=stream)
