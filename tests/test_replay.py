@@ -18,6 +18,7 @@ import pytest
 from faultproxy.formats.rundir import read_run
 from examples.world import world_in_thread
 from faultproxy import RunOptions, run
+from faultproxy.cli.main import main as faultproxy_main
 from faultproxy.tasks.loader import load_tasks
 from faultproxy.replay_store import har
 from faultproxy.replay_store.freeze import freeze
@@ -97,3 +98,18 @@ def test_careful_agent_passes_against_the_naive_agents_frozen_failure(frozen, tm
     # ... met the same lost response, and retried under the same idempotency key: one refund.
     assert result.verdict["faults"] == [{"seq": 5, "rule": "refund_lost", "type": "response_lost", "delivered": True}]
     assert not result.meets_expectation and "no longer reproduces" in result.explain()
+
+
+def test_replay_takes_an_agent_command_that_holds_its_own_double_dash(frozen, tmp_path):
+    """`faultproxy replay STORE -- python agent.py -- server ...`: everything after the first `--`
+    is the agent's, verbatim, as `faultproxy run` takes it (an MCP client given its server command)."""
+    report = tmp_path / "replay.json"
+    # The naive agent behind a launcher that insists on getting the `--` and what follows whole.
+    launcher = ("import runpy, sys; assert sys.argv[1:] == ['--', 'server', '--port', '1'], sys.argv; "
+                f"sys.argv[1:] = []; sys.path.insert(0, {str(EXAMPLES)!r}); "
+                f"runpy.run_path({str(EXAMPLES / 'naive_agent.py')!r}, run_name='__main__')")
+    command = [sys.executable, "-c", launcher, "--", "server", "--port", "1"]
+    status = faultproxy_main(["replay", str(frozen["frozen"][0].path), "--env", "OPENAI_API_KEY=replay-needs-no-key",
+                              "--out", str(tmp_path / "out"), "--json", str(report), "--", *command])
+    assert status == 0  # the entry failed again, as it expects
+    assert report.exists()

@@ -33,7 +33,10 @@ TOKEN_ENV = "FAULTPROXY_TOKEN"
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    options, command = split_command(sys.argv[1:] if argv is None else list(argv))
+    args = parser.parse_args(options)
+    if command is not None:
+        _take_command(parser, args, command)
     configure_logging(json_lines=getattr(args, "log_json", False))
     try:
         return args.handler(args)
@@ -42,6 +45,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         return 130
+
+
+def split_command(argv: list[str]) -> tuple[list[str], list[str] | None]:
+    """faultproxy's own arguments, and the command after the first `--`, verbatim.
+
+    An agent or server command may hold a `--` of its own (`python agent.py -- server ...`,
+    `uv run -- ...`); argparse would read what follows it as faultproxy's options, so every
+    command that takes one is cut off here, before argparse sees it."""
+    if "--" not in argv:
+        return argv, None
+    cut = argv.index("--")
+    return argv[:cut], argv[cut + 1:]
+
+
+def _take_command(parser: argparse.ArgumentParser, args: argparse.Namespace, command: list[str]) -> None:
+    dest = next((name for name in ("agent", "server") if hasattr(args, name)), None)
+    if dest is None:
+        parser.error(f"faultproxy {args.command} takes no command after --")
+    # argparse's REMAINDER may already hold options that came after a positional (`replay
+    # STORE --parallel 2`): they stay in front, for the command to parse again.
+    setattr(args, dest, [*getattr(args, dest), "--", *command])
 
 
 def build_parser() -> argparse.ArgumentParser:
