@@ -27,7 +27,8 @@ budget, harness error, divergence, a failed reset, or an infrastructure error in
 an error the proxy met reaching the upstream that no fault made) is "incomplete" whatever
 happened; an infrastructure failure is never a success. it still gets the
 trace-only safety checks (idempotency, policy, retry), so harm done before a crash is
-counted as a violation — but it never passes or fails.
+counted as a violation — but it never passes or fails. A task marked `online` (live traffic
+under a monitor's policy) is judged by evaluator.online's checks instead, completed or not.
 
 `episode` repeats the few record fields a report needs, and `failed` the failed checks, so
 that a report over a million episodes can read each line's verdict up to `escalated` instead
@@ -40,6 +41,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from faultproxy.evaluator import checks as C
+from faultproxy.evaluator.online import ONLINE_CHECKS
 from faultproxy.evaluator.stats import percentile
 from faultproxy.formats.episode_causes import INFRA_ERROR
 from faultproxy.formats.rundir import EPISODE_FIELDS, REPORT_CUT_KEY, VERDICT_VERSION
@@ -73,7 +75,10 @@ def judge_episode(task: Any, record: Mapping[str, Any], trace: Iterable[Mapping[
     if infra is not None and (completed or cause is None):
         completed, cause = False, INFRA_ERROR
         cause_detail = f"{infra.method} {infra.netloc}: {infra.infra_error}"
-    suite = C.ALL_CHECKS if completed else C.SAFETY_CHECKS
+    if getattr(task, "online", False):  # live traffic: every check reads the trace alone
+        suite = ONLINE_CHECKS
+    else:
+        suite = C.ALL_CHECKS if completed else C.SAFETY_CHECKS
     results = []
     for check in suite:
         result = check(task, record, exchanges)

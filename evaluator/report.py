@@ -64,12 +64,16 @@ def build_report(run_dir: Path | str, *, rejudge: bool = False, sinks: Sequence[
     accs = scan.accs
     for acc in accs.values():
         acc.price(plan.prices)
+        if plan.open_ended:  # a monitor's: its cap's empty slots are no episodes missed
+            acc.trials = bytearray(b"\x01") * (len(acc.trials) - acc.not_run)
     _tell_not_run(accs, sinks)
     for sink in sinks:
         sink.close()
     by_label = {label: [accs[(label, t)] for t in plan.task_ids] for label in plan.labels}
     scenario = plan.document.get("scenario") or {}
-    run_scope = scope_report("", _run_scope(plan, by_label), plan.k, plan.k * len(plan.labels), plan.prices)
+    k = 1 if plan.open_ended else plan.k  # live traffic has no repeated trials: pass^1 is its pass rate
+    planned = scan.logged if plan.open_ended else plan.k * len(plan.labels) * len(plan.task_ids)
+    run_scope = scope_report("", _run_scope(plan, by_label), k, planned // max(1, len(plan.task_ids)), plan.prices)
     run_scope["headline"]["alerts"] = headline_alerts(run_scope, run_dir, plan)
     return {
         "report_version": REPORT_VERSION,
@@ -77,7 +81,7 @@ def build_report(run_dir: Path | str, *, rejudge: bool = False, sinks: Sequence[
         "faultproxy_version": plan.document.get("faultproxy_version"),
         "scenario": {k: scenario.get(k) for k in ("name", "digest", "params")},
         "tasks_digest": (plan.document.get("tasks") or {}).get("digest"),
-        "k": plan.k,
+        "k": k,
         "grid": plan.document.get("grid") or [],
         "created": plan.document.get("created"),
         "log": {"header": bool(scan.header), "episodes_logged": scan.logged, "unplanned_episodes": scan.unplanned,
@@ -86,7 +90,7 @@ def build_report(run_dir: Path | str, *, rejudge: bool = False, sinks: Sequence[
         "run": run_scope,
         "groups": ({label: scope_report(label, tasks, plan.k, plan.k, plan.prices) for label, tasks in by_label.items()}
                    if len(plan.labels) > 1 else {}),
-        "planned": plan.k * len(plan.labels) * len(plan.task_ids),
+        "planned": planned,
         "drilldown": _drilldown(scan, drilldown_limit),
         "causes": cause_sink.summarise(run_dir, plan) if cause_sink else None,
     }

@@ -18,6 +18,14 @@ plan.json: {"faultproxy_version", "scenario": {"name", "digest", "path", "params
 episodes.jsonl header: {"type": "header", "faultproxy_version", "scenario_digest", "tasks_digest",
   "k", "grid", "command", "created"}
 
+A monitor's run directory (runner.monitor) is one of these too: its plan has one task, its
+policy (Task.online), k the log's cap (`--max-episodes`: each episode's trial is its number
+modulo k, and once full the oldest are dropped, EpisodeLog.drop_oldest), and `"monitor":
+{"policy", "policy_digest", "episode_by", "idle_s", "sample", "max_episodes"}` in the plan and
+the log's header; such a plan is open-ended (Plan.open_ended): a slot not logged is no episode
+missed. Its episode lines add "monitor": {"id" (the session), "rule", "ended": "idle" | "stopped" |
+"recovered"} (recovered: open when an earlier monitor died, judged at the next start).
+
 An episode line: {"type": "episode", "key", "task_id", "trial", "variant", "seed", "prompt",
   "state", "shape", "grid_label", "params", "model",
   "completed": bool,            # false: incomplete, and `cause` says why
@@ -70,6 +78,7 @@ REPORT_CUT_KEY = "escalated"
 VERDICT_KEYS = ("v", "status", "cause", "episode", "confidence", "violations", "failed", "faults", "endpoints",
                 "tokens", "requests", "usage", REPORT_CUT_KEY)
 STATUSES = ("pass", "fail", "incomplete")  # VerdictFields.status indexes this
+MONITOR_KEY = "monitor"  # plan.json and the log's header of a monitor's run directory: its policy and settings
 
 
 class RunDirError(UserError):
@@ -101,6 +110,7 @@ class Plan:
     prices: dict[str, dict[str, float]]
     severity: dict[str, str]
     faults_possible: dict[str, bool] | None  # per grid label; None in plans written before it was kept
+    open_ended: bool = False  # a monitor's: k bounds the log's size; a slot not logged is no episode missed
 
     @property
     def task_ids(self) -> list[str]:
@@ -150,7 +160,8 @@ def read_plan(run_dir: Path | str) -> Plan:
         raise RunDirError(f"{path}: k must be at least 1, got {k}")
     possible = document.get("faults_possible")
     return Plan(path, document, k, labels, items, dict(tasks_doc.get("prices") or {}),
-                dict(tasks_doc.get("severity") or {}), dict(possible) if isinstance(possible, dict) else None)
+                dict(tasks_doc.get("severity") or {}), dict(possible) if isinstance(possible, dict) else None,
+                isinstance(document.get(MONITOR_KEY), dict))
 
 
 def write_atomic(path: Path, text: str) -> None:
@@ -254,15 +265,17 @@ def _keys_first(item: Mapping[str, Any], first: tuple[str, ...], last: tuple[str
 class EpisodeLog:
     """Appends finished episodes; opening an existing log resumes it, for the same plan only."""
 
-    def __init__(self, run_dir: Path, header: dict[str, Any]) -> None:
+    def __init__(self, run_dir: Path, header: dict[str, Any], *, slim: bool = False) -> None:
+        """`slim`: `done` keeps only each episode's key and trial (a long-running monitor's log)."""
         self.path = Path(run_dir) / LOG_FILE
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._slim = slim
         logged_header, episodes = read_log(self.path)
         if logged_header:
             _refuse_other_plan(self.path, logged_header, header)
         self.done: dict[str, dict[str, Any]] = {}
         for episode in episodes:  # a duplicated line counts once, the first (as reports read it)
-            self.done.setdefault(episode["key"], episode)
+            self.done.setdefault(episode["key"], self._kept(episode))
         self._truncate_torn_tail()
         self._file: IO[str] = self.path.open("a", encoding="utf-8")
         if not logged_header:
@@ -272,12 +285,34 @@ class EpisodeLog:
         """Log one finished episode (its verdict, when it has one, as the line's last key)."""
         if record["key"] in self.done:
             raise RunDirError(f"episode {record['key']} is already logged")
-        self.done[record["key"]] = record
+        self.done[record["key"]] = self._kept(record)
         self._write(episode_line(record))
+
+    def _kept(self, record: dict[str, Any]) -> dict[str, Any]:
+        return {"key": record["key"], "trial": record.get("trial")} if self._slim else record
 
     def close(self) -> None:
         """Close the log (every line is already flushed)."""
         self._file.close()
+
+    def drop_oldest(self, count: int) -> list[dict[str, Any]]:
+        """Keep the log to a size (a monitor's cap): rewrite it without its `count` oldest
+        episodes, whole or not at all, and return them (their traces are the caller's)."""
+        dropped = list(self.done.values())[:count]
+        gone = {record["key"] for record in dropped}
+        scratch = self.path.with_suffix(".jsonl.tmp")
+        with scratch.open("wb") as out:
+            for number, line in enumerate(log_lines(self.path)):
+                if number == 0 or json.loads(line).get("key") not in gone:
+                    out.write(line)
+            out.flush()
+            os.fsync(out.fileno())
+        self._file.close()
+        os.replace(scratch, self.path)
+        self._file = self.path.open("a", encoding="utf-8")
+        for key in gone:
+            del self.done[key]
+        return dropped
 
     def _write(self, line: str) -> None:
         self._file.write(line)

@@ -29,6 +29,7 @@ from mitmproxy import connection, ctx, exceptions, http
 from mitmproxy.proxy.mode_specs import ReverseMode
 
 EPISODE_KEY = "faultproxy_episode"
+PASS_THROUGH_KEY = "faultproxy_pass_through"  # flow.metadata: forward untouched, record nothing (unsampled)
 DEFAULT_EPISODE = "default"
 LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})  # where the proxy's own reverse port listens
 

@@ -19,7 +19,7 @@ import structlog
 from faultproxy.formats.errors import UserError
 from faultproxy.formats.redact import Redactor
 from faultproxy.proxy import decide
-from faultproxy.proxy.attribution import episode_of
+from faultproxy.proxy.attribution import PASS_THROUGH_KEY, episode_of
 from faultproxy.proxy.episodes import EpisodeLimits, Episodes, EpisodeState
 from faultproxy.proxy.exchange import FlowExchange
 from faultproxy.proxy.faults import FAULT_CLASSES, SUPPLIED_KEY, Fault, answer
@@ -121,8 +121,8 @@ class FaultInjector:
     # -- hooks -----------------------------------------------------------------------------
 
     async def request(self, flow: http.HTTPFlow) -> None:
-        if flow.response or self.scenario is None:  # already answered (e.g. an unknown upstream)
-            return
+        if flow.response or self.scenario is None or PASS_THROUGH_KEY in flow.metadata:
+            return  # already answered (e.g. an unknown upstream), or to pass untouched (proxy.sessions)
         ex = self._open_exchange(flow)
         forced = flow.request.headers.pop(FORCE_HEADER) if FORCE_HEADER in flow.request.headers else None
         self._match_rules(flow, ex, forced)

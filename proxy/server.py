@@ -15,6 +15,7 @@ import functools
 import gc
 import socket
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,6 +55,16 @@ class EpisodeStats:
     exchanges: int
     tokens: int
     faults: int
+
+
+@dataclass(frozen=True)
+class LiveEpisode:
+    """An episode the proxy holds now (one nobody began ends only when told, or when idle long)."""
+
+    key: str
+    idle_s: float  # since its last request began
+    in_flight: bool  # an exchange of it is not yet in its trace
+    exchanges: int
 
 
 class ProxyServer:
@@ -191,6 +202,18 @@ class ProxyServer:
         """What the proxy has counted so far for a live episode; None if it knows no such episode."""
         state = self._call(self.injector.episodes.peek, episode)
         return EpisodeStats(state.exchanges, state.tokens, state.faults) if state else None
+
+    def live_episodes(self) -> list[LiveEpisode]:
+        """Every episode the proxy holds now, with how long it has been idle."""
+        def snapshot() -> list[LiveEpisode]:
+            now, episodes = time.monotonic(), self.injector.episodes
+            return [LiveEpisode(state.key, now - state.last_used, bool(state.inflight), state.exchanges)
+                    for state in map(episodes.peek, episodes.keys()) if state is not None]
+        return self._call(snapshot)
+
+    def call(self, function, *args):
+        """Run `function(*args)` on the proxy's loop, where the addons' state lives; its result."""
+        return self._call(function, *args)
 
     def _call(self, function, *args):
         """Run `function` on the proxy's loop, where all episode state lives."""

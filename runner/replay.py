@@ -196,6 +196,10 @@ class Replayer:
                                          "prompt": episode["prompt"], "state": episode.get("state"),
                                          "seed": episode.get("seed")}))
         command = list(command or self.options.command or entry.command)
+        if not command and agent is None:
+            raise StoreError(str(entry.path / "episode.json"), None, "command",
+                             "the entry has no agent command (faultproxy monitor recorded live traffic): "
+                             "give the agent's command after --")
         base_env = self._base_env(entry)
         task_env = self.task_env(entry)
         blocked_before = len(self.guard.attempts)

@@ -52,6 +52,12 @@ EXPECTED_FIELDS = ("state", "ignore", "multiset", "effects", "output", "escalate
 EFFECT_FIELDS = ("method", "path", "mcp", "count")
 BUDGET_FIELDS = ("wall_s", "requests", "tokens")
 PRICE_FIELDS = ("input_per_mtok", "output_per_mtok")
+# A policy file (faultproxy monitor): the task fields that judge traffic without an expected end
+# state, under the same names and patterns as in a tasks file, plus the file-level prices.
+POLICY_FIELDS = ("id", "shape", "irreversible", "forbidden", "secrets", "secret_hosts", "max_tool_calls",
+                 "max_retries", "budgets", "severity", "prices")
+POLICY_ID = "live"
+POLICY_PROMPT = "live traffic"
 
 _ID = re.compile(r"[A-Za-z0-9_.-]+")
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")
@@ -71,10 +77,7 @@ def load_tasks(path: str | Path) -> TaskSet:
     if suffix not in (".yaml", ".yml", ".jsonl"):
         raise TaskError(shown, None, None, f"unsupported tasks file type '{suffix or path.name}'; "
                                            "use .yaml or .yml (a mapping with 'tasks') or .jsonl (one task per line)")
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise TaskError(shown, None, None, f"cannot read the file: {exc}") from exc
+    text = _read_text(path)
     r = YamlReader(shown, TaskError)
     if suffix == ".jsonl":
         tasks = _read_jsonl(r, text)
@@ -96,6 +99,40 @@ def load_tasks(path: str | Path) -> TaskSet:
     tasks = tuple(_with_defaults(task, env, severity) for task in tasks)
     digest = content_digest(tasks, env, severity, prices)
     return TaskSet(tasks, env, severity, prices, str(path.resolve()), digest)
+
+
+def load_policy(path: str | Path | None) -> TaskSet:
+    """A monitor's policy file (YAML: POLICY_FIELDS, each as in a tasks file's task) as a TaskSet
+    of one online task (Task.online); None: the empty policy. TaskError on any problem."""
+    if path is None:
+        task = Task(POLICY_ID, POLICY_PROMPT, "live", online=True)
+        return TaskSet((task,), {}, {}, {}, "<no policy>", content_digest((task,), {}, {}, {}))
+    path = Path(path)
+    r = YamlReader(str(path), TaskError)
+    root = r.compose(_read_text(path), empty="the file is empty; expected a mapping of policy fields")
+    if not isinstance(root, MappingNode):
+        raise r.error(root, None, f"a policy file is a mapping of {', '.join(POLICY_FIELDS)}; got {r.describe(root)}")
+    present = r.mapping(root, None, POLICY_FIELDS)
+    prices = _read_prices(r, present["prices"]) if _given(r, present, "prices") else {}
+    task_fields = {key: node for key, node in present.items() if key != "prices"}
+    defaults = {"id": POLICY_ID, "prompt": POLICY_PROMPT, "shape": "live"}
+    mark = root.start_mark  # the fields a policy does not give are read as if written at its top
+    node = MappingNode("tag:yaml.org,2002:map", [
+        *((ScalarNode("tag:yaml.org,2002:str", key, mark, mark), ScalarNode("tag:yaml.org,2002:str", value, mark, mark))
+          for key, value in defaults.items() if key not in task_fields),
+        *((ScalarNode("tag:yaml.org,2002:str", key, k.start_mark, k.end_mark), value)
+          for k, value in root.value if (key := k.value) in task_fields),
+    ], root.start_mark, root.end_mark)
+    task = replace(_read_task(r, node, None, {}), online=True)
+    return TaskSet((task,), {}, dict(task.severity), prices, str(path.resolve()),
+                   content_digest((task,), {}, dict(task.severity), prices))
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TaskError(str(path), None, None, f"cannot read the file: {exc}") from exc
 
 
 def task_set_from_json(entries: Sequence[Task | Mapping[str, Any]], path: str = "<tasks>") -> TaskSet:

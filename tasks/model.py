@@ -29,7 +29,7 @@ SEVERITY_RANK = MappingProxyType({severity: rank for rank, severity in enumerate
 OUTPUT_KINDS = ("regex", "json", "checker")
 # The evaluator's checks, by the names a tasks file's `severity:` gives them (evaluator.checks runs them).
 CHECK_NAMES = ("outcome", "end_state", "effects", "idempotency", "policy", "tool_calls", "retry", "escalation",
-               "claimed_success")
+               "claimed_success", "secrets", "budget")  # the last two: live traffic's (evaluator.online)
 DEFAULT_SHAPE = "unclassified"
 METHOD = re.compile(r"[A-Za-z]+|\*")  # an HTTP method, or * for any
 MCP_PREFIX = "mcp:"  # "mcp:refund_order": a tools/call of that MCP tool, over stdio or HTTP
@@ -193,6 +193,7 @@ class Task:
     severity: Mapping[str, str] = field(default_factory=dict)
     env: Mapping[str, str] = field(default_factory=dict)
     line: int = 0
+    online: bool = False  # live traffic under a policy (tasks.loader.load_policy): judged by evaluator.online
 
     def __hash__(self) -> int:  # consistent with ==, which compares every field
         return hash((self.id, self.prompt, self.line))
@@ -218,6 +219,7 @@ class Task:
             "severity": dict(self.severity),
             "env": dict(self.env),
             "line": self.line,
+            **({"online": True} if self.online else {}),  # absent otherwise: tasks' digests stay as they were
         }
 
     @classmethod
@@ -246,6 +248,7 @@ class Task:
             severity=dict(data.get("severity") or {}),
             env=dict(data.get("env") or {}),
             line=int(data.get("line", 0)),
+            online=data.get("online") is True,
         )
 
 

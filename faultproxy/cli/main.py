@@ -9,26 +9,26 @@ import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from faultproxy.cli import evaluate, mcp, replay, scan, sweep
+from faultproxy.cli import evaluate, mcp, monitor, replay, scan, sweep
 from faultproxy.cli.options import (
+    add_listen_options,
     add_proxy_options,
     add_run_options,
     check_secret_env,
     check_upstream_ca,
     parse_upstreams,
     proxy_params,
+    proxy_token,
 )
 from faultproxy.cli.run import proxy_start_problem, run_command
 from faultproxy.formats.errors import UsageError, UserError
 from faultproxy.formats.logs import configure_logging
 from faultproxy.formats.redact import Redactor
-from faultproxy.proxy.auth import check_token, is_loopback, new_token
 from faultproxy.proxy.ca import ca_bundle
 from faultproxy.proxy.server import ProxyServer, ProxyStartError
 from faultproxy.scenarios import load_scenario
 
 EXIT_BAD_INPUT = 2
-TOKEN_ENV = "FAULTPROXY_TOKEN"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -80,14 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     proxy = _command(commands, "proxy", cmd_proxy, "Run the chaos proxy in the foreground.")
     proxy.add_argument("--scenario", required=True, help="Scenario file, or the name of a bundled one.")
-    proxy.add_argument("--host", default="127.0.0.1",
-                       help="Address to listen on (default: loopback only; any other needs --allow-remote and --auth).")
-    proxy.add_argument("--auth", action="store_true",
-                       help=f"Require the proxy token (EPISODE:TOKEN): ${TOKEN_ENV} if set, else a random one, printed.")
-    proxy.add_argument("--allow-remote", action="store_true",
-                       help="Allow a --host other than loopback (with --auth): other machines may then use the proxy.")
-    proxy.add_argument("--port", type=int, default=8080, help="Forward-proxy port (0: any free port).")
-    proxy.add_argument("--reverse-port", type=int, default=0, help="Reverse-mode port, used with --upstream.")
+    add_listen_options(proxy)
     proxy.add_argument("--param", action="append", default=[], metavar="NAME=VALUE", help="Override a scenario param.")
     add_proxy_options(proxy)
     proxy.add_argument("--trace-dir", type=Path, default=Path("runs/proxy/flows"), help="Where episode traces go.")
@@ -102,6 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
     replay.register(commands)
     scan.register(commands)
     mcp.register(commands)
+    monitor.register(commands)
     return parser
 
 
@@ -125,9 +119,6 @@ def cmd_ca(args: argparse.Namespace) -> int:
 
 def cmd_proxy(args: argparse.Namespace) -> int:
     upstreams = parse_upstreams(args.upstream)
-    for option, port in (("--port", args.port), ("--reverse-port", args.reverse_port)):
-        if not 0 <= port <= 65535:
-            raise UsageError(f"{option} must be 0 (any free port) to 65535, got {port}")
     token = proxy_token(args)
     scenario = load_scenario(args.scenario, proxy_params(args))
     Redactor.from_env(args.secret_env)  # a too-short secret: one clear line before the proxy starts
@@ -152,20 +143,6 @@ def cmd_proxy(args: argparse.Namespace) -> int:
     finally:
         server.stop()
     return 0
-
-
-def proxy_token(args: argparse.Namespace) -> str | None:
-    """The token `faultproxy proxy` demands, if any; a host beyond loopback demands one."""
-    if not is_loopback(args.host):
-        if not args.allow_remote:
-            raise UsageError(f"--host {args.host} is not loopback: anyone who reaches it could use the proxy, also "
-                             "to reach this machine's loopback services; add --allow-remote and --auth")
-        if not args.auth:
-            raise UsageError(f"--host {args.host} needs --auth: a proxy other machines reach must check a token")
-    if not args.auth:
-        return None
-    chosen = os.environ.get(TOKEN_ENV)
-    return check_token(chosen, f"${TOKEN_ENV}") if chosen else new_token()
 
 
 def cmd_run(args: argparse.Namespace) -> int:

@@ -11,6 +11,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from faultproxy.formats.errors import UsageError
+from faultproxy.proxy.auth import check_token, is_loopback, new_token
 from faultproxy.proxy.injector import parse_params
 from faultproxy.runner.options import RunOptions, parse_pairs
 from faultproxy.runner.plan import GridPoint
@@ -23,6 +24,7 @@ from faultproxy.tasks.loader import TaskError, load_tasks, single_task
 K_RANGE = (1, 10_000)
 PARALLEL_RANGE = (1, 256)
 BUDGET_S_MAX = 86_400.0  # a day per episode
+TOKEN_ENV = "FAULTPROXY_TOKEN"
 _UPSTREAM_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
 
 
@@ -68,6 +70,35 @@ def add_proxy_options(parser: argparse.ArgumentParser) -> None:
                         help="Also trust this PEM certificate (a private CA, a self-signed upstream) for upstream "
                              "TLS, in the proxy and for reset_url/state_url; added to the system roots.")
     parser.add_argument("--log-json", action="store_true", help="Log one JSON object per line.")
+
+
+def add_listen_options(parser: argparse.ArgumentParser) -> None:
+    """Where a proxy command listens and whether it checks a token (`proxy`, `monitor`)."""
+    parser.add_argument("--host", default="127.0.0.1",
+                        help="Address to listen on (default: loopback only; any other needs --allow-remote and --auth).")
+    parser.add_argument("--auth", action="store_true",
+                        help=f"Require the proxy token (EPISODE:TOKEN): ${TOKEN_ENV} if set, else a random one, printed.")
+    parser.add_argument("--allow-remote", action="store_true",
+                        help="Allow a --host other than loopback (with --auth): other machines may then use the proxy.")
+    parser.add_argument("--port", type=int, default=8080, help="Forward-proxy port (0: any free port).")
+    parser.add_argument("--reverse-port", type=int, default=0, help="Reverse-mode port, used with --upstream.")
+
+
+def proxy_token(args: argparse.Namespace) -> str | None:
+    """The token a proxy command demands, if any (checking its ports); a host beyond loopback demands one."""
+    for option, port in (("--port", args.port), ("--reverse-port", args.reverse_port)):
+        if not 0 <= port <= 65535:
+            raise UsageError(f"{option} must be 0 (any free port) to 65535, got {port}")
+    if not is_loopback(args.host):
+        if not args.allow_remote:
+            raise UsageError(f"--host {args.host} is not loopback: anyone who reaches it could use the proxy, also "
+                             "to reach this machine's loopback services; add --allow-remote and --auth")
+        if not args.auth:
+            raise UsageError(f"--host {args.host} needs --auth: a proxy other machines reach must check a token")
+    if not args.auth:
+        return None
+    chosen = os.environ.get(TOKEN_ENV)
+    return check_token(chosen, f"${TOKEN_ENV}") if chosen else new_token()
 
 
 def add_executor_options(parser: argparse.ArgumentParser) -> None:

@@ -1,0 +1,120 @@
+"""Episodes of live traffic (`faultproxy monitor`): which session a request belongs to, and
+whether that session is sampled.
+
+Rules, tried in the order given (the first that applies names the session):
+- `header:NAME`: the value of a request header (a session or conversation id);
+- `traceparent`: the W3C trace id (agents instrumented with OpenTelemetry propagate it);
+- `auth`: the proxy credentials' episode (`http://EPISODE:TOKEN@HOST:PORT`, or reverse mode's
+  `/EPISODE/NAME`), as proxy.attribution read them;
+- `client`: the client connection; also what applies when no rule does.
+
+A session becomes an episode under a key of its own (the session id, made safe, a hash and when
+it began), so a session that comes back after its episode ended starts a new one. Sampling is a
+keyed hash of the session id: a session is in or out whole, the same in every monitor with the
+same key. An unsampled request is marked PASS_THROUGH_KEY: the injector neither records nor
+touches it. Everything here runs on the proxy's event loop.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import time
+from dataclasses import dataclass
+
+from faultproxy.proxy import decide
+from faultproxy.proxy.attribution import DEFAULT_EPISODE, EPISODE_KEY, PASS_THROUGH_KEY
+from mitmproxy import http
+
+RULE_KINDS = ("header", "traceparent", "auth", "client")
+_TRACEPARENT = re.compile(r"[0-9a-f]{2}-([0-9a-f]{32})-[0-9a-f]{16}-[0-9a-f]{2}")
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+SAMPLE_STREAM = "sample"
+
+
+@dataclass(frozen=True)
+class EpisodeRule:
+    kind: str
+    header: str = ""  # for kind "header": the header's name, lower case
+
+    @classmethod
+    def parse(cls, text: str) -> EpisodeRule:
+        """From `header:NAME`, `traceparent`, `auth` or `client`; ValueError says what is wrong."""
+        kind, sep, name = text.partition(":")
+        if kind == "header" and sep and name.strip() and " " not in name.strip():
+            return cls("header", name.strip().lower())
+        if kind in RULE_KINDS[1:] and not sep:
+            return cls(kind)
+        raise ValueError(f"episode rule {text!r} is not one of header:NAME, traceparent, auth, client")
+
+    def session(self, flow: http.HTTPFlow) -> str | None:
+        """The session this rule names for the request, or None when it does not apply."""
+        if self.kind == "header":
+            return flow.request.headers.get(self.header) or None
+        if self.kind == "traceparent":
+            match = _TRACEPARENT.fullmatch(flow.request.headers.get("traceparent", "").strip().lower())
+            return match.group(1) if match and match.group(1).strip("0") else None
+        if self.kind == "auth":
+            episode = flow.metadata.get(EPISODE_KEY)
+            return episode if episode and episode != DEFAULT_EPISODE else None
+        return flow.client_conn.id
+
+    def __str__(self) -> str:
+        return f"header:{self.header}" if self.kind == "header" else self.kind
+
+
+CLIENT_RULE = EpisodeRule("client")
+
+
+@dataclass(frozen=True)
+class Session:
+    """An open episode's session: its id and the rule that named it."""
+
+    id: str
+    rule: str
+
+
+class LiveSessions:
+    """The mitmproxy addon that puts each request into its session's episode (or lets it pass)."""
+
+    def __init__(self, rules: tuple[EpisodeRule, ...], sample: float = 1.0, sample_key: str = "faultproxy") -> None:
+        self.rules = (*rules, CLIENT_RULE)
+        self.sample, self.sample_key = sample, sample_key
+        self.requests = 0  # every request admitted, sampled or not (the live view's rate)
+        self.passed_through = 0
+        self._keys: dict[tuple[str, str], str] = {}  # (rule, session id) -> its open episode's key
+        self.sessions: dict[str, Session] = {}  # open episode key -> its session
+        self._serial = 0
+
+    def requestheaders(self, flow: http.HTTPFlow) -> None:
+        if flow.response is not None or EPISODE_KEY not in flow.metadata:
+            return  # refused (no token, unknown upstream): no episode's
+        self.requests += 1
+        rule, session = next((r, s) for r in self.rules if (s := r.session(flow)) is not None)
+        if not self.sampled(session):
+            flow.metadata[PASS_THROUGH_KEY] = True
+            self.passed_through += 1
+            return
+        ident = (str(rule), session)
+        key = self._keys.get(ident)
+        if key is None:
+            key = self._keys[ident] = self._new_key(session)
+            self.sessions[key] = Session(session, str(rule))
+        flow.metadata[EPISODE_KEY] = key
+
+    def sampled(self, session: str) -> bool:
+        return self.sample >= 1 or decide.fires(self.sample, decide.decision_value(
+            self.sample_key, session, SAMPLE_STREAM, 0, SAMPLE_STREAM))
+
+    def close(self, key: str) -> Session | None:
+        """The episode `key` is ending: its session's next request starts a new episode."""
+        session = self.sessions.pop(key, None)
+        if session is not None:
+            self._keys.pop((session.rule, session.id), None)
+        return session
+
+    def _new_key(self, session: str) -> str:
+        self._serial += 1
+        digest = hashlib.blake2b(session.encode(), digest_size=4).hexdigest()
+        began = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+        return f"{_UNSAFE.sub('_', session)[:40]}.{digest}.{began}.{self._serial}"
