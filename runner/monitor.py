@@ -82,8 +82,7 @@ def monitor_plan(options: MonitorOptions) -> tuple[dict[str, Any], dict[str, Any
                   "prices": {m: dict(p) for m, p in policy.prices.items()}, "items": [task.to_json()]},
         "k": options.max_episodes, "grid": grid, "command": command, "created": created,
         "upstreams": dict(options.upstreams), "rewrites": {},
-        "faults_possible": {"": any(isinstance(p := r.when.probability, (int, float)) and p > 0
-                                    or isinstance(p, str) for r in scenario.rules)},
+        "faults_possible": {"": any(scenario.probability(rule) > 0 for rule in scenario.rules)},
         "base_urls": {}, MONITOR_KEY: settings,
     }
     header = {"faultproxy_version": __version__, "scenario_digest": scenario.digest, "tasks_digest": policy.digest,

@@ -4,6 +4,7 @@ sampling, kill -9 and restart, and a monitored failure frozen and replayed with 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import signal
@@ -80,17 +81,28 @@ def policy(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def held_upstream() -> Iterator[tuple[Upstream, ServerThread, threading.Event]]:
-    """The test upstream, plus POST /hold, which answers only once the event is set."""
+def world() -> Iterator[tuple[Upstream, ServerThread, threading.Event]]:
+    """The test upstream, plus POST /hold (answers once the event is set), a refund route that
+    always fails and a model that always says it is done."""
     upstream, release = Upstream(), threading.Event()
     app = upstream.app()
 
     async def hold(request: web.Request) -> web.Response:
         while not release.is_set():
-            await __import__("asyncio").sleep(0.05)
+            await asyncio.sleep(0.05)
         return web.json_response({"held": True})
 
+    async def broken(request: web.Request) -> web.Response:
+        return web.json_response({"error": "payments unavailable"}, status=500)
+
+    async def done(request: web.Request) -> web.Response:
+        message = {"role": "assistant", "content": "Done: the refund has been processed."}
+        return web.json_response({"id": "c1", "object": "chat.completion", "created": 0, "model": "m",
+                                  "choices": [{"index": 0, "message": message, "finish_reason": "stop"}]})
+
     app.router.add_post("/hold", hold)
+    app.router.add_post("/broken/{id}/refund", broken)
+    app.router.add_post("/done/v1/chat/completions", done)
     with ServerThread(app) as server:
         yield upstream, server, release
         release.set()
@@ -135,40 +147,52 @@ def test_header_sessions_are_judged_live_and_a_monitored_failure_replays_with_no
     assert set(result.failed) == {"idempotency", "effects"} and result.blocked == [] and not result.diverged
 
 
-def test_traceparent_episodes_still_open_are_judged_on_sigterm(tmp_path: Path, policy: Path, upstream) -> None:
-    _, server = upstream
+def test_traceparent_episodes_still_open_are_judged_on_sigterm(tmp_path: Path, policy: Path, world) -> None:
+    _, server, _ = world
     out = tmp_path / "run"
     monitor = MonitorProcess(out, "--episode-by", "traceparent", "--idle-s", "600", policy=policy)
-    trace_ids = ["4bf92f3577b34da6a3ce929d0e0e4736", "0af7651916cd43dd8448eb211c80319c"]
-    parent = "00-{}-00f067aa0ba902b7-01"
-    chat(server.url, monitor.proxy(), {"traceparent": parent.format(trace_ids[0])})
+    clean, double, claims = "4bf92f3577b34da6a3ce929d0e0e4736", "0af7651916cd43dd8448eb211c80319c", "a" * 32
+    parent = "00-{}-00f067aa0ba902b7-01".format
+    proxies = {"http": monitor.proxy()}
+    chat(server.url, monitor.proxy(), {"traceparent": parent(clean)})
     for _ in range(2):
-        requests.post(f"{server.url}/items/7/refund", headers={"traceparent": parent.format(trace_ids[1])},
-                      proxies={"http": monitor.proxy()})
-    assert wait_until(lambda: sum(len(p.read_text().splitlines()) for p in (out / "flows").glob("*.jsonl")) == 3, 30)
-    assert logged_episodes(out) == 0  # both still open
+        requests.post(f"{server.url}/items/7/refund", headers={"traceparent": parent(double)}, proxies=proxies)
+    assert requests.post(f"{server.url}/broken/8/refund", headers={"traceparent": parent(claims)},
+                         proxies=proxies).status_code == 500
+    assert chat(f"{server.url}/done", monitor.proxy(), {"traceparent": parent(claims)}).startswith("Done")
+    assert wait_until(lambda: sum(len(p.read_text().splitlines()) for p in (out / "flows").glob("*.jsonl")) == 5, 30)
+    assert logged_episodes(out) == 0  # all still open
     assert monitor.stop(signal.SIGTERM) == 0
     logged = {record["monitor"]["id"]: record for record in episodes(out)}
-    assert set(logged) == set(trace_ids) and {r["monitor"]["ended"] for r in logged.values()} == {"stopped"}
-    assert logged[trace_ids[0]]["verdict"]["status"] == "pass"
-    assert failed(logged[trace_ids[1]])["idempotency"] == "high"
+    assert set(logged) == {clean, double, claims} and {r["monitor"]["ended"] for r in logged.values()} == {"stopped"}
+    assert logged[clean]["verdict"]["status"] == "pass"
+    assert failed(logged[double])["idempotency"] == "high"
+    assert failed(logged[claims]) == {"claimed_success": "high"}
 
 
 def test_proxy_credentials_delimit_episodes_and_sample_zero_records_nothing(
         tmp_path: Path, policy: Path, upstream) -> None:
     counter, server = upstream
     out = tmp_path / "run"
-    monitor = MonitorProcess(out, "--episode-by", "auth", "--idle-s", "0.3", policy=policy)
-    for episode in ("agent-a", "agent-b"):
-        with requests.Session() as session:  # a fresh connection per request: credentials, not the connection, delimit
+    monitor = MonitorProcess(out, "--episode-by", "auth", "--idle-s", "0.3", "--max-episodes", "2", policy=policy)
+
+    def refunds(episode: str, times: int) -> None:
+        with requests.Session() as session:
             session.proxies = {"http": monitor.proxy(episode)}
-            session.post(f"{server.url}/items/3/refund", headers={"connection": "close"})
-            if episode == "agent-b":
+            for _ in range(times):  # a fresh connection each: credentials, not the connection, delimit
                 session.post(f"{server.url}/items/3/refund", headers={"connection": "close"})
+
+    refunds("agent-a", 1)
+    refunds("agent-b", 2)
     logged = {record["monitor"]["id"]: record for record in monitor.wait_logged(2)}
-    assert monitor.stop(signal.SIGINT) == 0
     assert logged["agent-a"]["verdict"]["status"] == "pass"
     assert failed(logged["agent-b"])["idempotency"] == "high"
+    refunds("agent-c", 1)  # a third episode in a log capped at two: the oldest goes, with its trace
+    assert wait_until(lambda: "agent-c" in {r["monitor"]["id"] for r in episodes(out)}, 30, monitor.process)
+    assert monitor.stop(signal.SIGINT) == 0
+    assert [r["monitor"]["id"] for r in episodes(out)] == ["agent-b", "agent-c"]
+    assert not (out / logged["agent-a"]["trace"]).exists() and (out / logged["agent-b"]["trace"]).exists()
+    assert build_report(out)["run"]["logged"] == 2
 
     quiet = tmp_path / "unsampled"
     monitor = MonitorProcess(quiet, "--sample", "0", "--idle-s", "0.3", policy=policy)
@@ -181,8 +205,8 @@ def test_proxy_credentials_delimit_episodes_and_sample_zero_records_nothing(
 
 
 def test_client_connections_after_kill_9_a_restart_judges_the_open_ones_and_keeps_the_log(
-        tmp_path: Path, policy: Path, held_upstream) -> None:
-    _, server, release = held_upstream
+        tmp_path: Path, policy: Path, world) -> None:
+    _, server, release = world
     out = tmp_path / "run"
     monitor = MonitorProcess(out, "--idle-s", "1", policy=policy)
     with requests.Session() as first:  # one keep-alive connection: one episode
