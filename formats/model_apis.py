@@ -42,6 +42,16 @@ PROVIDER: Mapping[ModelApi, str] = {
 }
 PROVIDERS = ("openai", "anthropic", "gemini", "generic")
 
+# A request path of each API as clients send it (Gemini's streamed and not): what a rule's path
+# pattern is tried against to tell which APIs it can reach (`faultproxy check`).
+EXAMPLE_PATHS: Mapping[ModelApi, tuple[str, ...]] = {
+    ModelApi.OPENAI_CHAT: ("/v1/chat/completions",),
+    ModelApi.OPENAI_RESPONSES: ("/v1/responses",),
+    ModelApi.ANTHROPIC_MESSAGES: ("/v1/messages",),
+    ModelApi.GEMINI: ("/v1beta/models/gemini-2.5-flash:generateContent",
+                      "/v1beta/models/gemini-2.5-flash:streamGenerateContent"),
+}
+
 _GEMINI_METHOD = re.compile(r"/models/(?P<model>[^/:]+):(?P<method>streamGenerateContent|generateContent)$")
 _SUFFIXES: tuple[tuple[str, ModelApi], ...] = (
     ("/chat/completions", ModelApi.OPENAI_CHAT),

@@ -36,6 +36,7 @@ class FlowExchange:
     forced: bool = False
     delivered: bool = False
     detail: str = ""
+    facts: dict[str, Any] | None = None  # what a delivered fault changed, as data (the trace's fault.facts)
     outcome: str = "response"
     forwarded: bool = False
     started: float = field(default_factory=time.time)
@@ -140,6 +141,7 @@ class FlowExchange:
             "forced": self.forced,
             "delivered": self.delivered,
             "detail": self.detail,
+            **({"facts": self.facts} if self.facts else {}),
         }
 
 

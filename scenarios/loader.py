@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 from faultproxy.formats.errors import InputError
-from faultproxy.formats.model_apis import ModelApi
 from faultproxy.formats.yaml_input import (
     NULL_TAG,
     YamlReader,
@@ -28,26 +27,16 @@ from faultproxy.formats.yaml_input import (
     suggest,
 )
 from faultproxy.scenarios.faults import FAULT_KINDS, ParamProblem, ParamSpec
-from faultproxy.scenarios.model import (
-    BodyPredicate,
-    FaultSpec,
-    MatchSpec,
-    Rule,
-    Scenario,
-    TextPattern,
-    When,
-)
-from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+from faultproxy.scenarios.matching import read_match
+from faultproxy.scenarios.model import FaultSpec, MatchSpec, Rule, Scenario, When
+from yaml.nodes import MappingNode, Node, ScalarNode
 
 BUNDLED_DIR = Path(__file__).parent
 
 _PARAM_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_METHOD = re.compile(r"[A-Za-z]+")
 
 TOP_FIELDS = ("name", "description", "seed", "params", "rules", "expect")
 RULE_FIELDS = ("name", "match", "when", "fault")
-MATCH_FIELDS = ("host", "path", "method", "headers", "body", "api", "stream")
-ANY_MODEL_API = "model"  # `api: model`: a call of any model API formats.model_apis knows
 WHEN_FIELDS = ("probability", "calls", "every", "after", "max")
 
 
@@ -159,98 +148,9 @@ def _read_rule(r: YamlReader, node: Node, field: str, params: Mapping[str, float
         raise r.error(name_node, f"{field}.name",
                       f"duplicate rule name '{name}' (first on line {first_lines[name]})")
     first_lines[name] = line_of(name_node)
-    match = _read_match(r, present["match"], f"{field}.match") if "match" in present else MatchSpec()
+    match = read_match(r, present["match"], f"{field}.match") if "match" in present else MatchSpec()
     when = _read_when(r, present["when"], f"{field}.when", params) if "when" in present else When()
-    return Rule(name, match, _read_fault(r, present["fault"], f"{field}.fault"), when)
-
-
-def _read_pattern(r: YamlReader, node: Node, field: str) -> TextPattern:
-    source = r.string(node, field)
-    try:
-        return TextPattern.compile(source)
-    except re.error as exc:
-        raise r.error(node, field, f"invalid regex '{source[3:]}': {exc}") from exc
-
-
-def _read_match(r: YamlReader, node: Node, field: str) -> MatchSpec:
-    present = r.mapping(node, field, MATCH_FIELDS)
-    host = _read_pattern(r, present["host"], f"{field}.host") if "host" in present else None
-    path = _read_pattern(r, present["path"], f"{field}.path") if "path" in present else None
-    methods: frozenset[str] = frozenset()
-    if "method" in present:
-        methods = _read_methods(r, present["method"], f"{field}.method")
-    headers = {}
-    if "headers" in present:
-        for name, value_node in r.fields(present["headers"], f"{field}.headers").items():
-            headers[name.lower()] = _read_pattern(r, value_node, f"{field}.headers.{name}")
-    body: tuple[BodyPredicate, ...] = ()
-    if "body" in present:
-        body = tuple(_read_body_predicate(r, key, value_node, f"{field}.body.{key}")
-                     for key, value_node in r.fields(present["body"], f"{field}.body").items())
-    apis = _read_apis(r, present["api"], f"{field}.api") if "api" in present else None
-    stream = _read_stream(r, present, field)
-    return MatchSpec(host, path, methods, headers, body, apis, stream)
-
-
-def _read_apis(r: YamlReader, node: Node, field: str) -> frozenset[ModelApi]:
-    """`api: model` (every model API), one API's name, or a list of names."""
-    if isinstance(node, SequenceNode):
-        items = [(item, f"{field}[{i}]") for i, item in enumerate(r.sequence(node, field, "model APIs"))]
-    else:
-        items = [(node, field)]
-    names = (ANY_MODEL_API, *ModelApi)
-    apis: set[ModelApi] = set()
-    for item, item_field in items:
-        name = r.string(item, item_field)
-        if name not in names:
-            raise r.error(item, item_field, f"unknown model API '{name}'; expected one of {', '.join(names)}"
-                          + suggest(name, names))
-        apis |= set(ModelApi) if name == ANY_MODEL_API else {ModelApi(name)}
-    return frozenset(apis)
-
-
-def _read_stream(r: YamlReader, present: Mapping[str, Node], field: str) -> bool | None:
-    if "stream" not in present:
-        return None
-    if "api" not in present:  # each API asks for a stream its own way: the path, or a body field
-        raise r.error(present["stream"], f"{field}.stream",
-                      "stream needs api beside it (e.g. api: model), which says how a request asks to stream")
-    return r.boolean(present["stream"], f"{field}.stream")
-
-
-def _read_methods(r: YamlReader, node: Node, field: str) -> frozenset[str]:
-    if isinstance(node, ScalarNode):  # `method: POST`, or a list of methods
-        items = [(node, field)]
-    elif isinstance(node, SequenceNode):
-        items = [(item, f"{field}[{i}]") for i, item in enumerate(node.value)]
-    else:
-        raise r.error(node, field, f"expected a list of HTTP methods, got {r.describe(node)}")
-    methods = set()
-    for item, item_field in items:
-        method = r.string(item, item_field)
-        if not _METHOD.fullmatch(method):
-            raise r.error(item, item_field, f"not an HTTP method: {method!r}")
-        methods.add(method.upper())
-    return frozenset(methods)
-
-
-def _read_body_predicate(r: YamlReader, key: str, node: Node, field: str) -> BodyPredicate:
-    path = tuple(key.split("."))
-    if not all(path):
-        raise r.error(node, field, f"invalid body path '{key}': empty segment")
-    if isinstance(node, MappingNode):
-        present = r.mapping(node, field, ("exists",), required=("exists",))
-        return BodyPredicate(path, {"exists": r.boolean(present["exists"], f"{field}.exists")})
-    if isinstance(node, SequenceNode):
-        return BodyPredicate(path, tuple(_read_expected_scalar(r, item, f"{field}[{i}]")
-                                         for i, item in enumerate(r.sequence(node, field, "alternatives"))))
-    return BodyPredicate(path, _read_expected_scalar(r, node, field))
-
-
-def _read_expected_scalar(r: YamlReader, node: Node, field: str) -> Any:
-    value = r.typed(node, field, "a string, number, boolean or null",
-                    lambda v: v is None or isinstance(v, (str, int, float)))
-    return _read_pattern(r, node, field) if isinstance(value, str) else value
+    return Rule(name, match, _read_fault(r, present["fault"], f"{field}.fault", match), when)
 
 
 def _read_when(r: YamlReader, node: Node, field: str, params: Mapping[str, float]) -> When:
@@ -281,7 +181,7 @@ def _read_probability(r: YamlReader, node: Node, field: str, params: Mapping[str
     return value
 
 
-def _read_fault(r: YamlReader, node: Node, field: str) -> FaultSpec:
+def _read_fault(r: YamlReader, node: Node, field: str, match: MatchSpec) -> FaultSpec:
     present = r.fields(node, field)
     if "type" not in present:
         raise r.error(node, f"{field}.type", "missing required field 'type'")
@@ -296,7 +196,7 @@ def _read_fault(r: YamlReader, node: Node, field: str) -> FaultSpec:
     params = {key: _read_fault_param(r, present[key], f"{field}.{key}", spec) if key in present else spec.default
               for key, spec in kind.params.items()}
     try:
-        params = kind.settle(params, frozenset(present))
+        params = kind.settle(params, frozenset(present), match)
     except ParamProblem as problem:  # the kind's rule across fields; the error points at the field it names
         raise r.error(present.get(problem.param, node), f"{field}.{problem.param}", problem.message) from None
     return FaultSpec(fault_type, params)

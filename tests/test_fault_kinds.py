@@ -109,6 +109,13 @@ PROBES: dict[str, tuple[str, list[tuple[str, str, dict | None]]]] = {
     "server_exit": ("{type: server_exit}",  # when: after — the server executed the call, then died
                     [("POST", "/mcp", {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
                                        "params": {"name": "refund", "arguments": {}}})]),
+    "truncated": ("{type: truncated}", [("POST", "/v1/chat/completions", {"model": "m", "messages": []})]),
+    "malformed_tool_call": ("{type: malformed_tool_call}",
+                            [("POST", "/v1/chat/completions", {"model": "m", "messages": [], "tools": [
+                                {"type": "function", "function": {"name": "refund"}}]})]),
+    "refusal": ("{type: refusal}", [("POST", "/v1/chat/completions", {"model": "m", "messages": []})]),
+    "empty_response": ("{type: empty_response}", [("POST", "/v1/chat/completions", {"model": "m", "messages": []})]),
+    "prompt_injection": ("{type: prompt_injection}", [("GET", "/items/1", None)]),
 }
 
 

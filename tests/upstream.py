@@ -81,6 +81,10 @@ class Upstream:
         headers = {"x-request-id": f"req-{completion_id}"}
         if not body.get("stream"):
             message = {"role": "assistant", "content": "".join(CHAT_WORDS)}
+            if body.get("tools"):  # a request that offers tools gets a call of the first
+                name = body["tools"][0]["function"]["name"]
+                message = {"role": "assistant", "content": None, "tool_calls": [
+                    {"id": "call_1", "type": "function", "function": {"name": name, "arguments": '{"id": "1"}'}}]}
             return web.json_response({
                 "id": completion_id, "object": "chat.completion", "created": 0, "model": body["model"],
                 "choices": [{"index": 0, "message": message, "finish_reason": "stop"}], "usage": usage,

@@ -66,12 +66,12 @@ def _apply_one(document: Any, op: DriftOp) -> tuple[Any, bool]:
             return _reordered(document, op.order), len(document) > 1
         return document, False
     changed = False
-    for parent, key in _targets(document, op.path[:-1], op.path[-1]):
+    for parent, key in path_targets(document, op.path[:-1], op.path[-1]):
         changed = _edit(parent, key, op) or changed
     return document, changed
 
 
-def _targets(node: Any, prefix: tuple[str, ...], last: str):
+def path_targets(node: Any, prefix: tuple[str, ...], last: str):
     """Yield (container, key) pairs for every place the path's last segment names."""
     for parent in _walk(node, prefix):
         if last == "*":

@@ -25,9 +25,13 @@ from typing import Any
 from faultproxy.scenarios.faults import (
     auth_failure,
     delay,
+    empty_response,
     jsonrpc_error,
+    malformed_tool_call,
     partial_response,
+    prompt_injection,
     rate_limit,
+    refusal,
     reset,
     response_lost,
     schema_drift,
@@ -36,6 +40,7 @@ from faultproxy.scenarios.faults import (
     slow_stream,
     stale_state,
     timeout,
+    truncated,
 )
 from faultproxy.scenarios.faults.base import FaultKind, ParamProblem, ParamSpec
 from faultproxy.scenarios.faults.schema_drift import DriftOp
@@ -55,6 +60,7 @@ FAULT_KINDS: Mapping[str, FaultKind] = _catalogue(
     delay.KIND, timeout.KIND, reset.KIND,
     response_lost.KIND, partial_response.KIND, slow_stream.KIND, schema_drift.KIND,
     stale_state.KIND, jsonrpc_error.KIND, server_exit.KIND,
+    truncated.KIND, malformed_tool_call.KIND, refusal.KIND, empty_response.KIND, prompt_injection.KIND,
 )
 # Each fault type's parameter schema, by name: what `fault:` blocks are validated against.
 FAULT_TYPES: Mapping[str, Mapping[str, ParamSpec]] = {name: kind.params for name, kind in FAULT_KINDS.items()}

@@ -50,6 +50,9 @@ class ParamProblem(ValueError):
 
 
 CrossCheck = Callable[[dict[str, Any], frozenset[str]], dict[str, Any]]
+# Given the settled parameters and the rule's match block (scenarios.model.MatchSpec): raises
+# ParamProblem when the fault cannot be expressed in any request the rule can select.
+MatchCheck = Callable[[dict[str, Any], Any], None]
 
 
 @dataclass(frozen=True)
@@ -65,6 +68,8 @@ class FaultKind:
     cross_check: rules across parameters, given the parameters with defaults filled and the
       names the scenario gave; returns the parameters (it may fill a default that depends on
       others) or raises ParamProblem.
+    match_check: rules across the parameters and the rule's match block (a model-answer fault
+      whose mode no API the rule can reach carries); raises ParamProblem.
     """
 
     name: str
@@ -72,7 +77,12 @@ class FaultKind:
     forwards: bool
     remembers_reads: bool = False
     cross_check: CrossCheck | None = None
+    match_check: MatchCheck | None = None
 
-    def settle(self, params: dict[str, Any], given: frozenset[str]) -> dict[str, Any]:
-        """The parameters once the cross-field rules hold; raises ParamProblem if one does not."""
-        return self.cross_check(params, given) if self.cross_check else params
+    def settle(self, params: dict[str, Any], given: frozenset[str], match: Any = None) -> dict[str, Any]:
+        """The parameters once the cross-field rules (and, given the rule's match block, the
+        rules across it) hold; raises ParamProblem if one does not."""
+        params = self.cross_check(params, given) if self.cross_check else params
+        if self.match_check and match is not None:
+            self.match_check(params, match)
+        return params

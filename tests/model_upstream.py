@@ -1,0 +1,162 @@
+"""A local model upstream speaking all four model APIs (OpenAI Chat and Responses, Anthropic
+Messages, Gemini), in JSON (gzip-encoded, as the providers' edges send it) and as event streams,
+written out by hand as each provider sends them. A request that offers tools gets a tool call
+(`refund_order`), any other gets text."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+from aiohttp import web
+
+TEXT = "Order 1001 was refunded in full; the customer will see it in five days."
+TOOL = "refund_order"
+ARGS = {"order_id": "1001", "amount_cents": 1250}
+
+
+def app() -> web.Application:
+    application = web.Application()
+    application.router.add_post("/v1/chat/completions", chat)
+    application.router.add_post("/v1/responses", responses)
+    application.router.add_post("/v1/messages", messages)
+    application.router.add_post("/v1beta/models/{call}", gemini)
+    return application
+
+
+def _json(document: dict) -> web.Response:
+    return web.Response(body=gzip.compress(json.dumps(document).encode()),
+                        headers={"content-type": "application/json", "content-encoding": "gzip"})
+
+
+async def _stream(request: web.Request, events: list[str]) -> web.StreamResponse:
+    response = web.StreamResponse(headers={"content-type": "text/event-stream"})
+    await response.prepare(request)
+    for text in events:
+        await response.write(text.encode())
+    await response.write_eof()
+    return response
+
+
+def _sse(data: dict, name: str | None = None, end: str = "\n\n") -> str:
+    return (f"event: {name}\n" if name else "") + f"data: {json.dumps(data)}{end}"
+
+
+async def chat(request: web.Request) -> web.StreamResponse:
+    body = await request.json()
+    tools = bool(body.get("tools"))
+    head = {"id": "chatcmpl-1", "created": 0, "model": body["model"]}
+    usage = {"prompt_tokens": 10, "completion_tokens": 12, "total_tokens": 22}
+    if not body.get("stream"):
+        message = {"role": "assistant", "content": None if tools else TEXT, "refusal": None}
+        if tools:
+            message["tool_calls"] = [{"id": "call_1", "type": "function",
+                                      "function": {"name": TOOL, "arguments": json.dumps(ARGS)}}]
+        choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": "tool_calls" if tools else "stop"}
+        return _json({**head, "object": "chat.completion", "choices": [choice], "usage": usage})
+    chunk = {**head, "object": "chat.completion.chunk"}
+    if tools:
+        arguments = json.dumps(ARGS)
+        deltas = [{"role": "assistant", "tool_calls": [{"index": 0, "id": "call_1", "type": "function",
+                                                         "function": {"name": TOOL, "arguments": ""}}]}]
+        deltas += [{"tool_calls": [{"index": 0, "function": {"arguments": arguments[i:i + 10]}}]}
+                   for i in range(0, len(arguments), 10)]
+    else:
+        deltas = [{"role": "assistant", "content": ""}] + [{"content": TEXT[i:i + 10]} for i in range(0, len(TEXT), 10)]
+    events = [_sse(chunk | {"choices": [{"index": 0, "delta": d, "finish_reason": None}]}) for d in deltas]
+    events.append(_sse(chunk | {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls" if tools else "stop"}]}))
+    events += [_sse(chunk | {"choices": [], "usage": usage}), "data: [DONE]\n\n"]
+    return await _stream(request, events)
+
+
+def _response(model: str, tools: bool, status: str = "completed") -> dict:
+    if tools:
+        output = [{"id": "fc_1", "type": "function_call", "status": "completed", "call_id": "call_1", "name": TOOL,
+                   "arguments": json.dumps(ARGS)}]
+    else:
+        output = [{"id": "msg_1", "type": "message", "status": "completed", "role": "assistant",
+                   "content": [{"type": "output_text", "text": TEXT, "annotations": []}]}]
+    return {"id": "resp_1", "object": "response", "created_at": 0, "status": status, "error": None,
+            "incomplete_details": None, "instructions": None, "model": model,
+            "output": output if status == "completed" else [], "parallel_tool_calls": True, "temperature": 1.0,
+            "tool_choice": "auto", "tools": [], "top_p": 1.0,
+            "usage": {"input_tokens": 10, "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
+                      "output_tokens": 12, "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 22}}
+
+
+async def responses(request: web.Request) -> web.StreamResponse:
+    body = await request.json()
+    tools = bool(body.get("tools"))
+    final = _response(body["model"], tools)
+    if not body.get("stream"):
+        return _json(final)
+    item = final["output"][0]
+    seq = iter(range(100))
+
+    def sse(kind: str, **fields) -> str:
+        return _sse({"type": kind, "sequence_number": next(seq), **fields}, kind)
+
+    events = [sse("response.created", response=_response(body["model"], tools, "in_progress")),
+              sse("response.output_item.added", output_index=0, item={**item, "status": "in_progress",
+                                                                     **({"arguments": ""} if tools else {"content": []})})]
+    where = {"item_id": item["id"], "output_index": 0}
+    if tools:
+        events += [sse("response.function_call_arguments.delta", **where, delta=item["arguments"]),
+                   sse("response.function_call_arguments.done", **where, arguments=item["arguments"])]
+    else:
+        part = item["content"][0]
+        events += [sse("response.content_part.added", **where, content_index=0, part={**part, "text": ""}),
+                   sse("response.output_text.delta", **where, content_index=0, delta=TEXT, logprobs=[]),
+                   sse("response.output_text.done", **where, content_index=0, text=TEXT, logprobs=[]),
+                   sse("response.content_part.done", **where, content_index=0, part=part)]
+    events += [sse("response.output_item.done", output_index=0, item=item), sse("response.completed", response=final)]
+    return await _stream(request, events)
+
+
+async def messages(request: web.Request) -> web.StreamResponse:
+    body = await request.json()
+    tools = bool(body.get("tools"))
+    block = {"type": "tool_use", "id": "toolu_1", "name": TOOL, "input": ARGS} if tools else {"type": "text", "text": TEXT}
+    message = {"id": "msg_1", "type": "message", "role": "assistant", "model": body["model"], "content": [block],
+               "stop_reason": "tool_use" if tools else "end_turn", "stop_sequence": None,
+               "usage": {"input_tokens": 10, "output_tokens": 12}}
+    if not body.get("stream"):
+        return _json(message)
+    start = {**message, "content": [], "stop_reason": None, "usage": {"input_tokens": 10, "output_tokens": 1}}
+    events = [_sse({"type": "message_start", "message": start}, "message_start")]
+    if tools:
+        arguments = json.dumps(ARGS)
+        events.append(_sse({"type": "content_block_start", "index": 0, "content_block": {**block, "input": {}}},
+                           "content_block_start"))
+        events += [_sse({"type": "content_block_delta", "index": 0,
+                         "delta": {"type": "input_json_delta", "partial_json": arguments[i:i + 10]}}, "content_block_delta")
+                   for i in range(0, len(arguments), 10)]
+    else:
+        events.append(_sse({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+                           "content_block_start"))
+        events.append(_sse({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": TEXT}},
+                           "content_block_delta"))
+    events += [_sse({"type": "content_block_stop", "index": 0}, "content_block_stop"),
+               _sse({"type": "message_delta", "delta": {"stop_reason": message["stop_reason"], "stop_sequence": None},
+                     "usage": {"output_tokens": 12}}, "message_delta"),
+               _sse({"type": "message_stop"}, "message_stop")]
+    return await _stream(request, events)
+
+
+async def gemini(request: web.Request) -> web.StreamResponse:
+    body = await request.json()
+    tools = bool(body.get("tools"))
+    parts = [{"functionCall": {"name": TOOL, "args": ARGS}}] if tools else [{"text": TEXT}]
+    usage = {"promptTokenCount": 10, "candidatesTokenCount": 12, "totalTokenCount": 22}
+    final = {"candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}],
+             "usageMetadata": usage, "modelVersion": "gemini-2.5-flash", "responseId": "r1"}
+    if ":streamGenerateContent" not in request.path:
+        return _json(final)
+    chunks = []
+    if not tools:
+        half = len(TEXT) // 2
+        chunks.append({"candidates": [{"content": {"role": "model", "parts": [{"text": TEXT[:half]}]}, "index": 0}],
+                       "modelVersion": "gemini-2.5-flash", "responseId": "r1"})
+        final["candidates"][0]["content"]["parts"] = [{"text": TEXT[half:]}]
+    chunks.append(final)
+    return await _stream(request, [_sse(c, end="\r\n\r\n") for c in chunks])
