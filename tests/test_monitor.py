@@ -151,7 +151,8 @@ def test_traceparent_episodes_still_open_are_judged_on_sigterm(tmp_path: Path, p
     _, server, _ = world
     out = tmp_path / "run"
     monitor = MonitorProcess(out, "--episode-by", "traceparent", "--idle-s", "600", policy=policy)
-    clean, double, claims = "4bf92f3577b34da6a3ce929d0e0e4736", "0af7651916cd43dd8448eb211c80319c", "a" * 32
+    clean, double, claims, forbidden = "4bf92f3577b34da6a3ce929d0e0e4736", "0af7651916cd43dd8448eb211c80319c", \
+        "a" * 32, "b" * 32
     parent = "00-{}-00f067aa0ba902b7-01".format
     proxies = {"http": monitor.proxy()}
     chat(server.url, monitor.proxy(), {"traceparent": parent(clean)})
@@ -160,11 +161,15 @@ def test_traceparent_episodes_still_open_are_judged_on_sigterm(tmp_path: Path, p
     assert requests.post(f"{server.url}/broken/8/refund", headers={"traceparent": parent(claims)},
                          proxies=proxies).status_code == 500
     assert chat(f"{server.url}/done", monitor.proxy(), {"traceparent": parent(claims)}).startswith("Done")
-    assert wait_until(lambda: sum(len(p.read_text().splitlines()) for p in (out / "flows").glob("*.jsonl")) == 5, 30)
+    with httpx.Client(proxy=monitor.proxy(), headers={"traceparent": parent(forbidden)}) as client:
+        assert client.get(f"{server.url}/encoded/br").status_code == 200
+    assert wait_until(lambda: sum(len(p.read_text().splitlines()) for p in (out / "flows").glob("*.jsonl")) == 6, 30)
     assert logged_episodes(out) == 0  # all still open
     assert monitor.stop(signal.SIGTERM) == 0
     logged = {record["monitor"]["id"]: record for record in episodes(out)}
-    assert set(logged) == {clean, double, claims} and {r["monitor"]["ended"] for r in logged.values()} == {"stopped"}
+    assert set(logged) == {clean, double, claims, forbidden}
+    assert {r["monitor"]["ended"] for r in logged.values()} == {"stopped"}
+    assert failed(logged[forbidden]) == {"policy": "high"}
     assert logged[clean]["verdict"]["status"] == "pass"
     assert failed(logged[double])["idempotency"] == "high"
     assert failed(logged[claims]) == {"claimed_success": "high"}
@@ -187,11 +192,14 @@ def test_proxy_credentials_delimit_episodes_and_sample_zero_records_nothing(
     logged = {record["monitor"]["id"]: record for record in monitor.wait_logged(2)}
     assert logged["agent-a"]["verdict"]["status"] == "pass"
     assert failed(logged["agent-b"])["idempotency"] == "high"
+    assert requests.get(f"{server.url}/encoded/gzip", proxies={"http": monitor.proxy("agent-d")}).ok
+    assert wait_until(lambda: "agent-d" in {r["monitor"]["id"] for r in episodes(out)}, 30, monitor.process)
+    assert failed(episodes(out)[-1]) == {"policy": "high"}
     refunds("agent-c", 1)  # a third episode in a log capped at two: the oldest goes, with its trace
     assert wait_until(lambda: "agent-c" in {r["monitor"]["id"] for r in episodes(out)}, 30, monitor.process)
     assert monitor.stop(signal.SIGINT) == 0
-    assert [r["monitor"]["id"] for r in episodes(out)] == ["agent-b", "agent-c"]
-    assert not (out / logged["agent-a"]["trace"]).exists() and (out / logged["agent-b"]["trace"]).exists()
+    assert [r["monitor"]["id"] for r in episodes(out)] == ["agent-d", "agent-c"]
+    assert not (out / logged["agent-b"]["trace"]).exists()  # the oldest went with its trace
     assert build_report(out)["run"]["logged"] == 2
 
     quiet = tmp_path / "unsampled"
@@ -212,7 +220,13 @@ def test_client_connections_after_kill_9_a_restart_judges_the_open_ones_and_keep
     with requests.Session() as first:  # one keep-alive connection: one episode
         first.proxies = {"http": monitor.proxy()}
         first.post(f"{server.url}/items/5/refund")
-    before = monitor.wait_logged(1)
+        first.get(f"{server.url}/items/5")
+    with requests.Session() as other:
+        other.proxies = {"http": monitor.proxy()}
+        other.get(f"{server.url}/encoded/gzip")
+    before = monitor.wait_logged(2)
+    assert sorted(r["verdict"]["status"] for r in before) == ["fail", "pass"]
+    assert [failed(r) for r in before if r["verdict"]["failed"]] == [{"policy": "high"}]
     second = requests.Session()
     second.proxies = {"http": monitor.proxy()}
     for _ in range(2):
@@ -220,7 +234,7 @@ def test_client_connections_after_kill_9_a_restart_judges_the_open_ones_and_keep
     holding = threading.Thread(target=lambda: _ignore_errors(second.post, f"{server.url}/hold"), daemon=True)
     holding.start()  # keeps the second episode open (an exchange in flight)
     trace = out / "flows"
-    assert wait_until(lambda: any(len(p.read_text().splitlines()) == 2 for p in trace.glob("*.jsonl")), 30)
+    assert wait_until(lambda: sum(len(p.read_text().splitlines()) for p in trace.glob("*.jsonl")) == 5, 30)
     assert monitor.stop(signal.SIGKILL) == -signal.SIGKILL
     release.set()
     holding.join(10)
@@ -230,8 +244,8 @@ def test_client_connections_after_kill_9_a_restart_judges_the_open_ones_and_keep
     restarted = MonitorProcess(out, "--idle-s", "1", policy=policy)
     after = episodes(out)
     assert restarted.stop() == 0
-    assert after[:1] == before and len(after) == 2
-    recovered = after[1]
+    assert after[:2] == before and len(after) == 3
+    recovered = after[2]
     assert recovered["monitor"]["ended"] == "recovered" and recovered["stats"]["exchanges"] == 2
     assert failed(recovered)["idempotency"] == "high"
     assert before[0]["monitor"]["rule"] == "client"
