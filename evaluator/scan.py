@@ -43,6 +43,7 @@ from faultproxy.formats.rundir import (
     decode_name,
     log_lines,
     read_verdict,
+    trace_file,
 )
 from faultproxy.formats.trace import read_trace
 from faultproxy.tasks.model import Task
@@ -283,8 +284,7 @@ class _Chunk:
         task_id = record.get("task_id")
         if task_id not in self.tasks:
             self.tasks[task_id] = Task.from_json(self.plan.task_item(task_id))
-        trace = record.get("trace")
-        path = self.run_dir / trace if trace else None
+        path = trace_file(self.run_dir, record) if record.get("trace") else None
         exchanges: Iterable[Mapping[str, Any]] = read_trace(path) if path else ()
         try:
             return judge_episode(self.tasks[task_id], record, exchanges, self.plan.severity)

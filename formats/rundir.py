@@ -61,6 +61,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from faultproxy.formats.errors import UserError
+from faultproxy.formats.paths import refuse_links_out, relative_file
 from faultproxy.formats.trace import trace_path
 
 PLAN_FILE = "plan.json"
@@ -175,7 +176,7 @@ def trace_file(run_dir: Path, episode: Mapping[str, Any]) -> Path | None:
     """Where an episode's trace is: its record's (or verdict's) `trace`, else by its key."""
     trace = episode.get("trace")
     if trace:
-        return Path(run_dir) / trace
+        return relative_file(Path(run_dir), trace, str(Path(run_dir) / LOG_FILE), "trace")
     key = episode.get("key")
     if not key:
         return None
@@ -270,6 +271,7 @@ class EpisodeLog:
         self.path = Path(run_dir) / LOG_FILE
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._slim = slim
+        refuse_links_out(self.path.parent, "run directory")  # a resumed run appends to what is there
         logged_header, episodes = read_log(self.path)
         if logged_header:
             _refuse_other_plan(self.path, logged_header, header)

@@ -21,7 +21,6 @@ every run adds only new causes. Causes of incomplete episodes cannot be frozen a
 from __future__ import annotations
 
 import functools
-import json
 import os
 import re
 import time
@@ -35,7 +34,8 @@ from urllib.parse import urlsplit
 from faultproxy.evaluator.judge import judge_episode
 from faultproxy.evaluator.report import build_report
 from faultproxy.formats.redact import Redactor
-from faultproxy.formats.rundir import read_run
+from faultproxy.formats.paths import refuse_links_out
+from faultproxy.formats.rundir import read_run, trace_file
 from faultproxy.formats.secret_names import is_secret_name
 from faultproxy.formats.trace import decode_body, read_trace
 from faultproxy.proxy import decide
@@ -74,6 +74,7 @@ def freeze(run_dir: Path, store: Path, *, failing: bool = False, representatives
     use are taken from this environment when set. Secret-looking names are refused.
     """
     run = read_run(Path(run_dir))
+    refuse_links_out(Path(store), "replay store")
     plan = run.plan
     tasks = {item["id"]: item for item in plan["tasks"]["items"]}
     chosen = [e for e in run.episodes if e.get("type", "episode") == "episode"]
@@ -100,7 +101,7 @@ def freeze(run_dir: Path, store: Path, *, failing: bool = False, representatives
     for record in judged:
         task = Task.from_json(tasks[record["task_id"]])
         scenario = _episode_scenario(plan, record, base_scenario)
-        trace = list(read_trace(Path(run_dir) / record["trace"]))
+        trace = list(read_trace(trace_file(Path(run_dir), record)))
         decisions, warnings = compute_decisions(scenario, record["key"], trace)
         status = record["verdict"]["status"]
         rejudged = judge_episode(task, {**record, "end_state": None, "state_error": NO_END_STATE}, trace,
@@ -170,13 +171,10 @@ def _stored_causes(store: Path) -> dict[str, Path]:
     if not store.is_dir():
         return {}
     causes = {}
-    for path in har.find_entries(store):
-        try:
-            cause = json.loads((path / har.EPISODE_FILE).read_text(encoding="utf-8")).get("cause")
-        except (OSError, ValueError):
-            continue
+    for entry in har.read_entries(store):  # a corrupt entry could hide a cause: refused, not skipped
+        cause = entry.episode.get("cause")
         if isinstance(cause, dict) and isinstance(cause.get("id"), str):
-            causes.setdefault(cause["id"], path)
+            causes.setdefault(cause["id"], entry.path)
     return causes
 
 

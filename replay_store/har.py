@@ -53,6 +53,7 @@ import http.client
 import json
 import os
 import re
+import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -60,6 +61,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 from faultproxy.formats import __version__
+from faultproxy.formats.paths import path_component, refuse_links_out
 from faultproxy.formats.redact import MIN_SECRET_LENGTH, Redactor
 from faultproxy.formats.trace import body_cut
 from faultproxy.replay_store.har_checks import (StoreError, absolute_http_url, body_bytes, header_pairs, is_object,
@@ -236,9 +238,17 @@ def update_episode(directory: Path, changes: Mapping[str, Any]) -> None:
 
 
 def _write_atomically(path: Path, text: str) -> None:
-    scratch = path.with_suffix(path.suffix + ".tmp")
-    scratch.write_text(text, encoding="utf-8")
-    os.replace(scratch, path)
+    # A scratch file of our own (O_EXCL, random name): a planted `episode.json.tmp` link is never
+    # written through, and the rename replaces a link at `path` rather than following it.
+    handle, scratch = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        os.fchmod(handle, 0o644)  # mkstemp's 0600 would hide a committed entry from other users
+        with os.fdopen(handle, "w", encoding="utf-8") as file:
+            file.write(text)
+        os.replace(scratch, path)
+    except BaseException:
+        Path(scratch).unlink(missing_ok=True)
+        raise
 
 
 def _iso(timestamp: float | None) -> str:
@@ -346,7 +356,13 @@ def find_entries(path: Path) -> list[Path]:
         return [path]
     if not path.is_dir():
         raise StoreError(str(path), None, None, "no such store or entry (a folder with episode.json)")
-    return sorted(p for p in path.iterdir() if p.is_dir() and is_entry(p))
+    refuse_links_out(path, "replay store")  # replay --accept and minimize write into its entries
+    folders = sorted(p for p in path.iterdir() if p.is_dir() and not p.name.startswith("."))
+    for folder in folders:  # a half-copied entry must not pass unseen as "every entry replayed"
+        if not is_entry(folder):
+            raise StoreError(str(folder), None, None, f"not a store entry: it has no {EPISODE_FILE}; "
+                                                      "restore it or move it out of the store")
+    return folders
 
 
 def read_entry(path: Path) -> Entry:
@@ -363,6 +379,10 @@ def read_entry(path: Path) -> Entry:
     for name in REQUIRED:
         if name not in episode:
             raise StoreError(str(episode_path), None, name, "missing")
+    # Replay names its files after the episode key: refuse one that would lead out of --out.
+    path_component(episode["episode"], str(episode_path), "episode")
+    if isinstance(episode["task"], dict):
+        path_component(episode["task"].get("id"), str(episode_path), "task.id")
     if episode["expect"] not in EXPECTATIONS:
         raise StoreError(str(episode_path), None, "expect", f"must be pass or fail, got {episode['expect']!r}")
     if not isinstance(episode["scenario"], dict) or not isinstance(episode["scenario"].get("source"), str):

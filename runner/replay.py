@@ -22,9 +22,11 @@ from pathlib import Path
 from faultproxy.evaluator.judge import judge_episode
 from faultproxy.evaluator.sweep import level_text
 from faultproxy.formats.errors import UsageError
+from faultproxy.formats.paths import refuse_links_out, relative_file
 from faultproxy.formats.trace import read_trace, trace_path
+from faultproxy.proxy.auth import new_token
 from faultproxy.proxy.server import ProxyServer
-from faultproxy.replay_store.har import Entry, StoreError, read_entries
+from faultproxy.replay_store.har import EPISODE_FILE, Entry, StoreError, read_entries
 from faultproxy.replay_store.matching import Pool
 from faultproxy.replay_store.replay import (
     DEFAULT_WALL_S,
@@ -115,13 +117,17 @@ class Replayer:
         self._own_out = self.options.out is None
         self.out = Path(tempfile.mkdtemp(prefix="faultproxy-replay-")) if self._own_out else Path(self.options.out)
         self.out.mkdir(parents=True, exist_ok=True)
+        refuse_links_out(self.out, "replay's --out folder")
         self.injector = ReplayInjector()
         self.guard = NoUpstream(self.injector.relay)
         entries = list(entries)
         secret_env = sorted(set(self.options.secret_env) | set(entry_secret_env(entries)))
         self.upstreams = entry_upstreams(entries) | self.options.upstreams
+        # As a run's proxy: a token of this replay's own, and only the episode being replayed, so
+        # another local process can neither take a recording nor change a replayed verdict.
         self.proxy = ProxyServer(None, trace_dir=self.out / "flows", upstreams=self.upstreams,
-                                 secret_env=secret_env, injector=self.injector, addons=[self.guard])
+                                 secret_env=secret_env, injector=self.injector, addons=[self.guard],
+                                 token=new_token(), only_begun=True)
         self._counter = itertools.count(1)
         self._scenarios: dict[tuple[str, str], Scenario] = {}
 
@@ -189,7 +195,7 @@ class Replayer:
         attribution = f"{entry.key}.r{next(self._counter)}"
         replay = EpisodeReplay(entry.key, Pool(list(entry.exchanges)),
                                frozenset(forced) if forced is not None else None)
-        files = self.out / "episodes" / attribution
+        files = relative_file(self.out / "episodes", attribution, str(entry.path / EPISODE_FILE), "episode")
         files.mkdir(parents=True, exist_ok=True)
         task_file, output_file = files / "task.json", files / "output.json"
         task_file.write_text(json.dumps({"task": episode["task"], "variant": episode.get("variant", 0),

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from faultproxy.formats.errors import InputError
+from faultproxy.formats.paths import name_problem
 from faultproxy.formats.yaml_input import (
     NULL_TAG,
     YamlReader,
@@ -58,6 +59,9 @@ def resolve_scenario_path(name_or_path: str | Path) -> Path:
         bundled = BUNDLED_DIR / (given.name if given.suffix == ".yaml" else f"{given.name}.yaml")
         if bundled.is_file():
             return bundled
+    if given.is_dir():
+        raise ScenarioError(str(name_or_path), None, None, "is a folder, not a scenario file: give a .yaml file "
+                                                           "or a bundled scenario's name")
     raise ScenarioError(str(name_or_path), None, None,
                         f"no such scenario file; bundled scenarios: {', '.join(bundled_names())}")
 
@@ -96,6 +100,8 @@ def _read_scenario(r: YamlReader, root: Node, overrides: dict[str, float], path:
                                   f"got {r.describe(root)}")
     top = r.mapping(root, None, TOP_FIELDS, required=("name", "description", "rules"))
     name = r.string(top["name"], "name", nonempty=True)
+    if problem := name_problem(name):  # it names runs/<name> when a run has no --out
+        raise r.error(top["name"], "name", f"{problem}, got {name!r}")
     description = r.string(top["description"], "description", nonempty=True)
     seed = "0"
     if "seed" in top:
@@ -144,6 +150,8 @@ def _read_rule(r: YamlReader, node: Node, field: str, params: Mapping[str, float
     present = r.mapping(node, field, RULE_FIELDS, required=("name", "fault"))
     name_node = present["name"]
     name = r.string(name_node, f"{field}.name", nonempty=True)
+    if problem := name_problem(name):  # it is shown in reports and sent in a header
+        raise r.error(name_node, f"{field}.name", f"{problem}, got {name!r}")
     if name in first_lines:
         raise r.error(name_node, f"{field}.name",
                       f"duplicate rule name '{name}' (first on line {first_lines[name]})")

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from faultproxy.formats.errors import InputError
+from faultproxy.formats.paths import name_problem, path_component
 from faultproxy.formats.yaml_input import (
     YamlReader,
     describe_value,
@@ -144,6 +145,7 @@ def task_set_from_json(entries: Sequence[Task | Mapping[str, Any]], path: str = 
     tasks = []
     for number, entry in enumerate(entries, start=1):
         if isinstance(entry, Task):
+            path_component(entry.id, path, "id", number)
             if entry.id in seen:
                 raise TaskError(path, number, "id", f"duplicate task id '{entry.id}' (first on line {seen[entry.id]})")
             seen[entry.id] = number
@@ -246,6 +248,8 @@ def _read_id(r: YamlReader, node: Node, field: str, seen: dict[str, int]) -> str
     task_id = r.string(node, field)
     if not _ID.fullmatch(task_id):
         raise r.error(node, field, f"invalid task id {task_id!r}: use only letters, digits, '_', '.' and '-'")
+    if problem := name_problem(task_id):  # episode keys, and so file names, start with it
+        raise r.error(node, field, f"invalid task id: {problem}")
     if task_id in seen:
         raise r.error(node, field, f"duplicate task id '{task_id}' (first on line {seen[task_id]})")
     seen[task_id] = line_of(node)

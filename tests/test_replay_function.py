@@ -8,6 +8,7 @@ no upstream: the naive function fails again, a careful one (same key on its retr
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -104,3 +105,34 @@ def test_a_function_entry_replayed_without_the_function_says_how(store, tmp_path
         result = replayer.replay(entry)
     assert result.record["cause"] == "harness_error"
     assert "replay_function" in result.record["log_tail"] and entry.command[0].split(":", 1)[1] in result.record["log_tail"]
+
+
+def test_the_replay_proxy_refuses_strangers_and_they_touch_no_recording(store, tmp_path):
+    """While an entry replays, another local process tries the replay proxy: with the episode and a
+    wrong token, with none, and with the right token for an episode not being replayed. Each gets
+    407 and a line in _rejected.jsonl; the replay still serves recording 1 to the agent itself."""
+    answers, tokens = [], ["not-the-token"]
+
+    def stranger_first(episode: Episode) -> dict:
+        url = urlsplit(episode.proxy_url)
+        token = url.password
+        tokens.append(token)
+        shop = f"{episode.env['SHOP_URL']}/orders/1001/refund"
+        for proxy in (f"http://{url.username}:not-the-token@{url.hostname}:{url.port}",
+                      f"http://{url.hostname}:{url.port}",
+                      f"http://{url.username}x:{token}@{url.hostname}:{url.port}"):
+            with httpx.Client(proxy=proxy, verify=str(episode.ca_bundle), timeout=10) as client:
+                try:
+                    answers.append(client.post(shop, json={}).status_code)
+                except httpx.ProxyError as error:  # refused at CONNECT (an https tool URL)
+                    answers.append(407 if "407" in str(error) else str(error))
+        return naive(episode)
+
+    [result] = replay_function(stranger_first, store["path"], ReplayOptions(out=tmp_path / "out"))
+    assert answers == [407, 407, 407]
+    assert (result.status, sorted(result.failed), result.diverged) == (
+        "fail", ["claimed_success", "effects", "idempotency"], [])
+    assert result.meets_expectation and [s["recorded"] for s in result.served][0] == 1
+    rejected = [json.loads(line) for line in (tmp_path / "out" / "flows" / "_rejected.jsonl").read_text().splitlines()]
+    assert [r["reason"] for r in rejected] == ["wrong token", "no episode credentials", "unknown episode"]
+    assert not [r for r in rejected for token in tokens if token in json.dumps(r)]  # no credentials in the log

@@ -21,6 +21,7 @@ from faultproxy.evaluator.junit import JUnitWriter
 from faultproxy.evaluator.report import build_report, write_json
 from faultproxy.evaluator.terminal import print_summary
 from faultproxy.formats.errors import UsageError
+from faultproxy.formats.paths import folder_option
 from faultproxy.formats.rundir import PLAN_FILE, read_plan
 
 EXIT_OK, EXIT_BLOCKED, EXIT_BAD_INPUT = 0, 1, 2
@@ -34,7 +35,7 @@ def register(subparsers: Any) -> None:
     report.add_argument("run_dir", type=Path, metavar="RUN_DIR")
     report.add_argument("--rejudge", action="store_true",
                         help="Judge every episode again from its trace (after a change to the checks).")
-    report.add_argument("--out", type=Path, metavar="DIR", help="Where to write the files (default: RUN_DIR).")
+    report.add_argument("--out", type=folder_option, metavar="DIR", help="Where to write the files (default: RUN_DIR).")
     report.add_argument("--no-html", action="store_true", help="Do not write report.html.")
     report.add_argument("--no-junit", action="store_true", help="Do not write junit.xml.")
     report.add_argument("--quiet", action="store_true", help="Print only where the files went.")

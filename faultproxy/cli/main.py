@@ -23,6 +23,7 @@ from faultproxy.cli.options import (
 from faultproxy.cli.run import proxy_start_problem, run_command
 from faultproxy.formats.errors import UsageError, UserError
 from faultproxy.formats.logs import configure_logging
+from faultproxy.formats.paths import folder_option
 from faultproxy.formats.redact import Redactor
 from faultproxy.proxy.ca import ca_bundle
 from faultproxy.proxy.server import ProxyServer, ProxyStartError
@@ -83,7 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_listen_options(proxy)
     proxy.add_argument("--param", action="append", default=[], metavar="NAME=VALUE", help="Override a scenario param.")
     add_proxy_options(proxy)
-    proxy.add_argument("--trace-dir", type=Path, default=Path("runs/proxy/flows"), help="Where episode traces go.")
+    proxy.add_argument("--trace-dir", type=folder_option, default=Path("runs/proxy/flows"), help="Where episode traces go.")
 
     run = _command(commands, "run", cmd_run, "Run an agent behind the proxy: tasks x k variants, one resumable log.")
     run.add_argument("--param", action="append", default=[], metavar="NAME=VALUE", help="Override a scenario param.")

@@ -19,6 +19,7 @@ from pathlib import Path
 import structlog
 from faultproxy.cli.options import agent_command, proxy_params
 from faultproxy.formats.errors import UsageError
+from faultproxy.formats.paths import folder_option
 from faultproxy.proxy.server import ProxyServer
 from faultproxy.proxy.stdio.locate import locate
 from faultproxy.proxy.stdio.route import server_name
@@ -39,7 +40,7 @@ def register(commands) -> None:
     parser.set_defaults(handler=cmd_mcp)
     parser.add_argument("--scenario", help="Scenario file or bundled name (outside faultproxy run).")
     parser.add_argument("--param", action="append", default=[], metavar="NAME=VALUE", help="Override a scenario param.")
-    parser.add_argument("--trace-dir", type=Path, help="Write this session's trace here (outside faultproxy run).")
+    parser.add_argument("--trace-dir", type=folder_option, help="Write this session's trace here (outside faultproxy run).")
     parser.add_argument("--episode", help="Episode key outside faultproxy run (default: the server's name).")
     parser.add_argument("--name", help="The server's name in traces and URLs (default: from CMD).")
     parser.add_argument("server", nargs=argparse.REMAINDER, metavar="-- CMD [ARGS...]")

@@ -11,6 +11,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from faultproxy.formats.errors import UsageError
+from faultproxy.formats.paths import folder_option
 from faultproxy.proxy.auth import check_token, is_loopback, new_token
 from faultproxy.proxy.injector import parse_params
 from faultproxy.runner.options import RunOptions, parse_pairs
@@ -37,7 +38,7 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
                         help=f"Trials (honest variants) per task, {K_RANGE[0]} to {K_RANGE[1]:,} (default 1).")
     parser.add_argument("--parallel", type=int, default=1,
                         help=f"Episodes at once, through one proxy, {PARALLEL_RANGE[0]} to {PARALLEL_RANGE[1]} (default 1).")
-    parser.add_argument("--out", type=Path, help="Run directory (default under runs/); rerun to resume.")
+    parser.add_argument("--out", type=folder_option, help="Run directory (default under runs/); rerun to resume.")
     parser.add_argument("--budget-s", type=float,
                         help=f"Wall-time budget per episode, seconds: more than 0, at most {BUDGET_S_MAX:g}.")
     parser.add_argument("--no-proxy", default="", metavar="HOSTS", help="Comma-separated hosts the agent reaches directly.")

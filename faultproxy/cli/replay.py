@@ -15,6 +15,7 @@ from pathlib import Path
 
 from faultproxy.cli.options import parse_pairs, parse_upstreams
 from faultproxy.formats.errors import UsageError
+from faultproxy.formats.paths import folder_option
 from faultproxy.replay_store import har
 from faultproxy.replay_store.freeze import freeze
 from faultproxy.replay_store.minimize import minimize
@@ -35,7 +36,7 @@ def register(commands) -> None:
                         help="One entry per failure cause (its representative episode), named after the cause; "
                              "causes the store already has are not frozen again.")
     freeze.add_argument("--episode", action="append", default=[], metavar="KEY", help="Only this episode (repeatable).")
-    freeze.add_argument("--to", type=Path, default=Path("replay_store"), metavar="DIR",
+    freeze.add_argument("--to", type=folder_option, default=Path("replay_store"), metavar="DIR",
                         help="The store (default replay_store/).")
     freeze.add_argument("--expect", choices=("pass", "fail"),
                         help="What replay must show (default: the episode's verdict).")
@@ -90,7 +91,7 @@ def _replay_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--secret-env", action="append", default=[], metavar="VAR",
                         help="Redact this variable's value from replay traces.")
     parser.add_argument("--budget-s", type=float, help="Wall-time budget per replayed episode (default: the task's, else 300).")
-    parser.add_argument("--out", type=Path, help="Keep replay traces and agent files here (default: a temporary folder).")
+    parser.add_argument("--out", type=folder_option, help="Keep replay traces and agent files here (default: a temporary folder).")
     parser.add_argument("--log-json", action="store_true", help="Log one JSON object per line.")
 
 

@@ -43,6 +43,7 @@ from faultproxy.evaluator.report import write_json
 from faultproxy.evaluator.sweep import SWEEP_FILE, SWEEP_HTML, analyse_sweep, exit_status, is_sweep
 from faultproxy.evaluator.terminal import print_sweep
 from faultproxy.formats.errors import UsageError
+from faultproxy.formats.paths import folder_option
 from faultproxy.formats.rundir import read_plan
 from faultproxy.runner.sweep import plan_grid, rule_params
 from faultproxy.scenarios import load_scenario
@@ -73,7 +74,7 @@ def register(commands: Any) -> None:
                     "matrix and the scenario's expect: block (exit 1 when violated or not yet decidable).")
     report.add_argument("run_dir", type=Path, metavar="DIR")
     report.add_argument("--scenario", help="Scenario whose expect: block to check (default: the one the plan names).")
-    report.add_argument("--out", type=Path, metavar="DIR", help="Where to write sweep.json and sweep.html "
+    report.add_argument("--out", type=folder_option, metavar="DIR", help="Where to write sweep.json and sweep.html "
                                                                 "(default: DIR).")
     report.add_argument("--no-html", action="store_true", help="Do not write sweep.html.")
     report.set_defaults(handler=cmd_sweep_report)
