@@ -17,6 +17,8 @@ A line:
             it was recorded are read with scenarios.trace_forwarded
   fault:    rule, type, params, delivered, detail — or null
   usage:    model token usage read from the response, or null
+  response_after_s: seconds from the request to the upstream's response headers (only when the
+            upstream answered; SSE offsets count from then), for the time to the first chunk
   body_not_evaluated: only when a rule's body predicates were skipped because the request body
             could not be parsed (nested too deeply): why; the rule's other predicates decided
 

@@ -40,7 +40,7 @@ class FlowExchange:
     outcome: str = "response"
     forwarded: bool = False
     started: float = field(default_factory=time.time)
-    response_started: float | None = None
+    response_started: float | None = None  # unix time the upstream's response headers arrived
     upstream: dict[str, Any] | None = None
     upstream_body: bytes | None = None
     upstream_events: list[tuple[float, bytes]] = field(default_factory=list)
@@ -102,9 +102,13 @@ class FlowExchange:
             "tokens": self.tokens,
             "error": self.error,
             **{name: value for name, value in (("infra_error", self.infra_error), ("cut_short", self.cut_short),
-                                               ("body_not_evaluated", self.body_not_evaluated))
+                                               ("body_not_evaluated", self.body_not_evaluated),
+                                               ("response_after_s", self._response_after_s()))
                if value is not None},
         }
+
+    def _response_after_s(self) -> float | None:
+        return None if self.response_started is None else round(self.response_started - self.started, 6)
 
     def _upstream_record(self, redactor: Redactor, body_limit: int | None) -> dict[str, Any] | None:
         if self.upstream is None:

@@ -183,7 +183,7 @@ class FaultInjector:
             # mitmproxy runs this hook for answers set in the request hook too: an answer the
             # proxy made (an injected error, a stale read) is not the upstream's.
             return
-        ex.response_started = time.monotonic()
+        ex.response_started = time.time()
         ex.upstream = {"status": flow.response.status_code, "headers": header_pairs(flow.response.headers)}
         fault = self.fault(ex.scenario, ex.rule) if ex.rule else None
         if is_event_stream(flow.response.headers.get("content-type")) and not (fault and fault.buffers_events()):

@@ -13,6 +13,7 @@ import asyncio
 import itertools
 import json
 import os
+import shlex
 import shutil
 import tempfile
 import time
@@ -37,6 +38,7 @@ from faultproxy.replay_store.replay import (
     ReplayOptions,
     ReplayResult,
 )
+from faultproxy.runner import otel_names
 from faultproxy.runner.agent import (
     AgentEnvironment,
     AgentResult,
@@ -50,6 +52,7 @@ from faultproxy.runner.inprocess import (
     Episode,
     call_agent,
 )
+from faultproxy.runner.otel_export import OtelExport
 from faultproxy.runner.secrets import redact_output_file
 from faultproxy.scenarios import Scenario, ScenarioError, load_scenario
 from faultproxy.tasks.model import Budgets
@@ -112,8 +115,11 @@ def entry_upstreams(entries: Iterable[Entry]) -> dict[str, str]:
 class Replayer:
     """One replay-mode proxy, for replaying any number of entries (one at a time or side by side)."""
 
-    def __init__(self, options: ReplayOptions | None = None, entries: Iterable[Entry] = ()) -> None:
+    def __init__(self, options: ReplayOptions | None = None, entries: Iterable[Entry] = (),
+                 export: OtelExport | None = None) -> None:
+        """`export`, when given, gets each replayed episode as OpenTelemetry spans (the caller closes it)."""
         self.options = options or ReplayOptions()
+        self.export = export
         self._own_out = self.options.out is None
         self.out = Path(tempfile.mkdtemp(prefix="faultproxy-replay-")) if self._own_out else Path(self.options.out)
         self.out.mkdir(parents=True, exist_ok=True)
@@ -254,6 +260,9 @@ class Replayer:
         }
         verdict = judge_episode(task, record, read_trace(trace), episode.get("severity_defaults") or {})
         record = self.injector.redactor.document(record)
+        if self.export is not None:
+            await asyncio.to_thread(self.export.export_logged, self.out, {**record, "verdict": verdict},
+                                    {otel_names.SCENARIO: scenario.name, otel_names.COMMAND: shlex.join(command)})
         return ReplayResult(entry, record, verdict, replay.diverged, replay.served,
                             [r.seq for r in replay.pool.unserved()], self.guard.attempts[blocked_before:], trace,
                             sorted(replay.forced) if replay.forced is not None else None)

@@ -28,6 +28,7 @@ from faultproxy.runner.agent_guard import end_leftover_agents
 from faultproxy.runner.episode import EpisodeRunner
 from faultproxy.runner.executors import Executor, make_executor
 from faultproxy.runner.options import RunOptions, RunResult
+from faultproxy.runner.otel_export import OtelExport
 from faultproxy.runner.plan import PlannedEpisode, plan_episodes
 from faultproxy.runner.preflight import check_can_start
 from faultproxy.runner.progress import RunProgress
@@ -73,9 +74,11 @@ def faults_possible(options: RunOptions) -> dict[str, bool]:
     return possible
 
 
-def run(options: RunOptions, runner_class: type[EpisodeRunner] | None = None) -> RunResult:
+def run(options: RunOptions, runner_class: type[EpisodeRunner] | None = None,
+        export: OtelExport | None = None) -> RunResult:
     """Run every planned episode not yet logged; `runner_class` chooses how agents are launched,
-    `options.executor` where (this machine, or a Dask cluster)."""
+    `options.executor` where (this machine, or a Dask cluster); `export`, when given, gets each
+    episode as it is logged (OpenTelemetry spans; the caller closes it)."""
     runner_class = runner_class or EpisodeRunner
     check_can_start(options, runner_class)  # nothing is written for a run that could judge nothing
     redactor = run_redactor(options)  # refuses a too-short secret before anything runs
@@ -93,7 +96,7 @@ def run(options: RunOptions, runner_class: type[EpisodeRunner] | None = None) ->
                          if e.key in episode_log.done and episode_log.done[e.key].get("verdict"))
         executor = make_executor(options, runner_class, episode_log, counts)
         ran, interrupted, errors = asyncio.run(drive(options, executor, todo, len(planned), episode_log, counts,
-                                                     redactor))
+                                                     redactor, export))
     finally:
         episode_log.close()
     return RunResult(len(planned), sum(1 for e in planned if e.key in episode_log.done), ran, interrupted, counts,
@@ -101,10 +104,11 @@ def run(options: RunOptions, runner_class: type[EpisodeRunner] | None = None) ->
 
 
 async def drive(options: RunOptions, executor: Executor, todo: list[PlannedEpisode], planned: int,
-                episode_log: EpisodeLog, counts: Counter, redactor: Redactor) -> tuple[int, bool, list[str]]:
+                episode_log: EpisodeLog, counts: Counter, redactor: Redactor,
+                export: OtelExport | None = None) -> tuple[int, bool, list[str]]:
     """The driver's half, whatever the executor: hand it the episodes in plan order and log what
     comes back, each key at most once. Only this writes the run directory, through `redactor`
-    (whichever executor ran the episode)."""
+    (whichever executor ran the episode); a logged episode then goes to `export` (off the loop)."""
     ran, errors = 0, []
     async with executor:  # starts the proxy, or connects to the cluster and checks its workers
         stop = asyncio.Event()
@@ -127,7 +131,10 @@ async def drive(options: RunOptions, executor: Executor, todo: list[PlannedEpiso
                             continue
                         if finished.trace is not None:  # run elsewhere: its trace travelled with it
                             write_trace_text(options.out, finished.record, redactor.text(finished.trace))
-                        episode_log.append(redactor.document(finished.record))
+                        logged = redactor.document(finished.record)
+                        episode_log.append(logged)
+                        if export is not None:
+                            await asyncio.to_thread(export.export_logged, options.out, logged)
                         ran += 1
                         counts[finished.record["verdict"]["status"]] += 1
                         progress.advance()

@@ -9,7 +9,7 @@ import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from faultproxy.cli import evaluate, mcp, monitor, replay, scan, sweep
+from faultproxy.cli import evaluate, mcp, monitor, otel, replay, scan, sweep
 from faultproxy.cli.options import (
     add_listen_options,
     add_proxy_options,
@@ -90,6 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--param", action="append", default=[], metavar="NAME=VALUE", help="Override a scenario param.")
     run.add_argument("--model", help="Model name handed to the agent as FAULTPROXY_MODEL.")
     add_run_options(run)
+    otel.add_otlp_options(run)
 
     evaluate.register(commands)
     sweep.register(commands)
@@ -97,6 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
     scan.register(commands)
     mcp.register(commands)
     monitor.register(commands)
+    otel.register(commands)
     return parser
 
 

@@ -14,6 +14,8 @@ import json
 from pathlib import Path
 
 from faultproxy.cli.options import parse_pairs, parse_upstreams
+from faultproxy.cli.otel import add_otlp_options, close_export, open_export, run_attributes
+from faultproxy.formats.redact import Redactor
 from faultproxy.formats.errors import UsageError
 from faultproxy.formats.paths import folder_option
 from faultproxy.replay_store import har
@@ -74,6 +76,7 @@ def _replay_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--accept", action="store_true",
                         help="Set each entry's expectation to what its replay showed (after fixing the agent).")
     parser.add_argument("--json", type=Path, metavar="FILE", help="Also write the results as JSON.")
+    add_otlp_options(parser)
 
 
 def _minimize_flags(parser: argparse.ArgumentParser) -> None:
@@ -168,8 +171,12 @@ def cmd_replay(args: argparse.Namespace) -> int:
     if not entries:
         raise UsageError(f"{args.store}: no entries (folders with {har.EPISODE_FILE})")
     options = _options(args)
-    with Replayer(options, entries) as replayer:
-        results = replayer.replay_all(entries, options.command, repeat=args.repeat)
+    export = open_export(args, Redactor.from_env(args.secret_env), run_attributes("replay", None, None))
+    try:
+        with Replayer(options, entries, export) as replayer:
+            results = replayer.replay_all(entries, options.command, repeat=args.repeat)
+    finally:
+        close_export(export)
     print_results(results)
     if args.json:
         args.json.write_text(json.dumps([r.to_json() for r in results], indent=2))

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from faultproxy.cli.options import proxy_params, run_options
+from faultproxy.cli.otel import close_export, open_export, run_attributes
 from faultproxy.evaluator.report import build_report
 from faultproxy.formats.errors import UsageError
 from faultproxy.formats.logs import configure_logging
@@ -24,8 +25,9 @@ from faultproxy.runner.secrets import run_redactor
 from faultproxy.scenarios import load_scenario
 
 
-def run_and_tell(options: RunOptions) -> RunResult:
-    """Run with fault events logged to the run directory (the terminal has the progress bar)."""
+def run_and_tell(options: RunOptions, args: argparse.Namespace, mode: str = "run") -> RunResult:
+    """Run with fault events logged to the run directory (the terminal has the progress bar), and
+    each episode exported as OpenTelemetry spans when `args` ask for it (--otlp, OTEL_* variables)."""
     log_file = options.out / "faultproxy.log"
     try:
         options.out.mkdir(parents=True, exist_ok=True)
@@ -33,10 +35,13 @@ def run_and_tell(options: RunOptions) -> RunResult:
     except OSError as error:
         raise UsageError(f"--out {options.out}: cannot write the run directory there "
                          f"({error.strerror or error})") from None
+    export = open_export(args, run_redactor(options), run_attributes(mode, options.scenario.name, options.command))
     try:
-        result = run(options)
+        result = run(options, export=export)
     except ProxyStartError as error:
         raise proxy_start_problem(error) from None
+    finally:
+        close_export(export)
     if result.errors:
         more = f" (and {len(result.errors) - 1} more; see {log_file})" if len(result.errors) > 1 else ""
         print(f"not run, will run on resume: {result.errors[0]}{more}", file=sys.stderr)
@@ -77,6 +82,6 @@ def proxy_start_problem(error: ProxyStartError) -> UsageError:
 def run_command(args: argparse.Namespace) -> int:
     scenario = load_scenario(args.scenario, proxy_params(args))
     options = run_options(args, scenario, [GridPoint(model=args.model)], Path("runs") / scenario.name)
-    if run_and_tell(options).interrupted:
+    if run_and_tell(options, args).interrupted:
         return 130
     return judged_status(options, args.allow_unexercised)

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from faultproxy.cli.options import add_run_options, run_options
+from faultproxy.cli.otel import add_otlp_options
 from faultproxy.cli.run import run_and_tell
 from faultproxy.evaluator import sweep_html
 from faultproxy.evaluator.report import write_json
@@ -66,6 +67,7 @@ def register(commands: Any) -> None:
                                                                        "FAULTPROXY_MODEL and {model}.")
     sweep.add_argument("--no-html", action="store_true", help="Do not write sweep.html.")
     add_run_options(sweep)
+    add_otlp_options(sweep)
     sweep.set_defaults(handler=cmd_sweep)
 
     report = commands.add_parser(
@@ -167,7 +169,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     shape = " × ".join([f"{len(v)} {n}" for n, v in levels.items()] + ([f"{len(models)} models"] if models else []))
     print(f"sweep: {shape} = {len(grid)} grid points × {len(options.tasks.tasks)} tasks × k {args.k} = "
           f"{len(grid) * len(options.tasks.tasks) * args.k} episodes → {options.out}", flush=True)
-    if run_and_tell(options).interrupted:
+    if run_and_tell(options, args, "sweep").interrupted:
         return 130
     return report_sweep(options.out, scenario, options.out, html=not args.no_html)
 
