@@ -26,6 +26,7 @@ from faultproxy.runner.agent import AgentEnvironment, AgentResult
 from faultproxy.runner.plan import PlannedEpisode
 from faultproxy.runner.episode import EpisodeRunner
 from faultproxy.runner.options import RunOptions
+from faultproxy.runner.otel_export import OtelExport
 from faultproxy.runner.run import run
 from faultproxy.scenarios import Scenario, load_scenario
 from faultproxy.tasks.model import TaskSet
@@ -76,13 +77,15 @@ def run_function(
     scenario: Scenario | str = "rate_limit",
     out: Path = Path("runs/in-process"),
     parallel: int = 1,
+    export: OtelExport | None = None,
 ) -> FunctionRunResult:
     """Run `agent` k times per task behind a proxy playing `scenario`, in this process, `parallel`
-    episodes at once; the run directory `out` is a normal one (report, freeze and resume work)."""
+    episodes at once; the run directory `out` is a normal one (report, freeze and resume work).
+    `export` gets each episode as OpenTelemetry spans (the caller closes it)."""
     scenario = scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
     options = RunOptions(scenario=scenario, tasks=tasks, command=function_command(agent),
                          out=out, k=k, parallel=parallel, show_progress=False)
-    run(options, runner_class=_function_runner(agent))
+    run(options, runner_class=_function_runner(agent), export=export)
     return summarize(out)
 
 

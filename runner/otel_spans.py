@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 
 from faultproxy.evaluator.traced import TracedExchange, parse_trace
 from faultproxy.formats.model_apis import detect_api
-from faultproxy.formats.redact import Redactor
+from faultproxy.formats.redact import MASK, Redactor
 from faultproxy.proxy.stdio.route import STDIO_SUFFIX
 from faultproxy.runner import otel_genai as G
 from faultproxy.runner import otel_names as N
@@ -118,7 +118,7 @@ def _http_attributes(ex: TracedExchange) -> dict[str, Any]:
 
 
 def _model_span(ex: TracedExchange, api: Any, content: bool) -> SpanPlan:
-    attributes = {**G.request_attributes(ex, api), **_server(ex), N.HTTP_STATUS: ex.client_status}
+    attributes = {**G.request_attributes(ex, api), **_server(ex), N.URL_FULL: ex.url, N.HTTP_STATUS: ex.client_status}
     if ex.client_status is not None and ex.client_status < 400:
         attributes.update(G.response_attributes(ex))
     if attributes.get(N.REQUEST_STREAM):
@@ -141,23 +141,29 @@ def _mcp_span(ex: TracedExchange, content: bool) -> SpanPlan:
     if ex.mcp_tool is not None:
         target = ex.mcp_tool
         attributes.update({N.OPERATION: N.OP_EXECUTE_TOOL, N.TOOL_NAME: ex.mcp_tool})
-        if content:
-            attributes[N.TOOL_CALL_ARGUMENTS] = json.dumps(G.dig(body, "params.arguments"), ensure_ascii=False)
-            if ex.rpc_answer is not None:
-                attributes[N.TOOL_CALL_RESULT] = json.dumps(ex.rpc_answer.get("result", ex.rpc_answer.get("error")),
-                                                            ensure_ascii=False)
-    answer = ex.rpc_answer or {}
+    answer = _rpc_answer(ex)
+    if content and ex.mcp_tool is not None:
+        attributes[N.TOOL_CALL_ARGUMENTS] = json.dumps(G.dig(body, "params.arguments"), ensure_ascii=False)
+        if answer:
+            attributes[N.TOOL_CALL_RESULT] = json.dumps(answer.get("result", answer.get("error")), ensure_ascii=False)
     if isinstance(answer.get("error"), Mapping):
-        attributes[N.RPC_STATUS] = str(answer["error"].get("code"))
-        attributes[N.ERROR_TYPE] = str(answer["error"].get("code"))
-    elif ex.mcp_tool is not None and ex.rpc_failed:
+        attributes[N.RPC_STATUS] = attributes[N.ERROR_TYPE] = str(answer["error"].get("code"))
+    elif ex.mcp_tool is not None and G.dig(answer, "result.isError") is True:
         attributes[N.ERROR_TYPE] = N.TOOL_ERROR
     return SpanPlan(f"{method} {target}".strip(), True, ex.started, ex.started + ex.duration_s, attributes)
 
 
+def _rpc_answer(ex: TracedExchange) -> Mapping[str, Any]:
+    """The JSON-RPC answer the client got (an injected error included), or {}."""
+    return next((d for d in G.answer_of(ex) if isinstance(d, Mapping) and d.get("jsonrpc") == "2.0"
+                 and ("result" in d or "error" in d)), {})
+
+
 def _header(ex: TracedExchange, name: str) -> str | None:
+    """A request (else response) header's value; None when absent or masked (a session id is a
+    secret-named header, so the trace may hold only the mask)."""
     values = ex.headers.get(name) or ex.client_headers.get(name)
-    return values[0] if values else None
+    return values[0] if values and values[0] != MASK else None
 
 
 def _error_type(ex: TracedExchange) -> str | None:

@@ -1,0 +1,286 @@
+"""OpenTelemetry export: episodes, exchanges, faults and verdicts as spans, received by a local
+OTLP/HTTP collector that decodes the real protobuf (tests/otlp_receiver.py)."""
+
+from __future__ import annotations
+
+import json
+import socket
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from openai import OpenAI
+
+from examples.world import world_in_thread
+from faultproxy.cli.main import main
+from faultproxy.formats.errors import UsageError
+from faultproxy.formats.redact import Redactor
+from faultproxy.formats.rundir import read_run
+from faultproxy.formats.trace import read_trace
+from faultproxy.replay_store import har
+from faultproxy.replay_store.freeze import freeze
+from faultproxy.replay_store.replay import ReplayOptions
+from faultproxy.runner import otel_names as N
+from faultproxy.runner.inprocess import Episode, run_function
+from faultproxy.runner.otel_export import FLUSH_TIMEOUT_S, OtelExport, resolve_endpoint
+from faultproxy.runner.replay import Replayer
+from faultproxy.scenarios import load_scenario
+from faultproxy.tasks.loader import task_set_from_json
+from tests.otlp_receiver import ReceivedSpan, receiving
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+PLANTED = "sk-planted0123456789abcdefPLANTED"  # an OpenAI-shaped key the agent sends with every model call
+CLIENT, INTERNAL = 3, 1  # protobuf Span.SpanKind
+STATUS_ERROR = 2
+
+
+def root_and_children(spans: list[ReceivedSpan]) -> tuple[ReceivedSpan, list[ReceivedSpan]]:
+    roots = [s for s in spans if not s.parent_id]
+    assert len(roots) == 1, [s.name for s in roots]
+    return roots[0], sorted((s for s in spans if s.parent_id), key=lambda s: s.attributes[N.SEQ])
+
+
+def dead_port() -> int:
+    """A loopback port nothing listens on."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_run_exports_one_trace_per_episode_with_verdict_model_tool_and_fault_spans(tmp_path, monkeypatch, capsys):
+    receiver, collector = receiving()
+    out = tmp_path / "run"
+    with collector, world_in_thread() as world:
+        monkeypatch.setenv("SHOP_ROOT", world.shop_url)
+        monkeypatch.setenv("OPENAI_BASE_URL", world.model_url)
+        monkeypatch.setenv("OPENAI_API_KEY", PLANTED)
+        code = main(["run", "--scenario", "response_lost", "--tasks", str(EXAMPLES / "tasks.yaml"),
+                     "--only", "refund_order_1001", "--out", str(out), "--secret-env", "OPENAI_API_KEY",
+                     "--otlp", collector.url, "--otlp-content", "--", sys.executable,
+                     str(EXAMPLES / "naive_agent.py"), "--stream"])
+        assert code == 0
+        printed = capsys.readouterr().out
+        record = read_run(out).episodes[0]
+        trace = list(read_trace(out / record["trace"]))
+        (spans,) = receiver.traces().values()  # one episode, one trace
+        assert f"otlp: {len(spans)} spans of 1 episodes to {collector.url}/v1/traces, 0 dropped" in printed
+
+        root, children = root_and_children(spans)
+        verdict = record["verdict"]
+        assert root.name == f"episode {record['key']}" and root.kind == INTERNAL
+        assert root.resource[N.SERVICE_NAME_KEY] == "faultproxy"
+        assert root.scope_schema_url == N.SCHEMA_URL
+        assert root.attributes[N.VERDICT] == verdict["status"] == "fail"  # the naive agent refunds twice
+        assert root.attributes[N.FAILED_CHECKS] == [c["name"] for c in verdict["failed"]]
+        assert root.attributes[N.SEVERITY] == "high" and root.status_code == STATUS_ERROR
+        assert root.attributes[N.SCENARIO] == "response_lost" and root.attributes[N.MODE] == "run"
+        assert "naive_agent.py --stream" in root.attributes[N.COMMAND]
+        assert [(e[0], e[2][N.CHECK_NAME]) for e in root.events] == [(N.FINDING_EVENT, c["name"])
+                                                                     for c in verdict["failed"]]
+        # One child per exchange, at the proxy's times, in one trace under the root.
+        assert [s.attributes[N.SEQ] for s in children] == [line["seq"] for line in trace]
+        for span, line in zip(children, trace, strict=True):
+            assert span.parent_id == root.span_id and span.kind == CLIENT
+            assert abs(span.start_ns - line["started"] * 1e9) < 2_000
+            assert abs(span.end_ns - span.start_ns - line["duration_s"] * 1e9) < 2_000
+            assert root.start_ns <= span.start_ns and span.end_ns <= root.end_ns
+
+        models = [s for s in children if N.OPERATION in s.attributes]
+        assert models and all(s.name == "chat demo-large" for s in models)
+        for span in models:
+            a = span.attributes
+            assert (a[N.PROVIDER], a[N.REQUEST_MODEL], a[N.REQUEST_STREAM]) == ("openai", "demo-large", True)
+            assert a[N.RESPONSE_ID].startswith("chatcmpl-") and a[N.RESPONSE_FINISH_REASONS]
+            assert 0 < a[N.TIME_TO_FIRST_CHUNK] <= (span.end_ns - span.start_ns) / 1e9
+            assert "Refund order 1001" in a[N.INPUT_MESSAGES]  # --otlp-content
+        usage = verdict["usage"]["demo-large"]
+        assert sum(s.attributes[N.USAGE_OUTPUT] for s in models) == usage["output"]
+        assert sum(s.attributes[N.USAGE_INPUT] for s in models) == usage["input"]
+
+        lost = [s for s in children if s.events]
+        assert len(lost) == 1 and lost[0].name == "POST /t/{episode}/orders/{id}/refund"
+        (event,) = lost[0].events
+        assert event[0] == N.FAULT_EVENT and event[1] == lost[0].start_ns
+        assert event[2][N.FAULT_TYPE] == "response_lost" and event[2][N.FAULT_DELIVERED] is True
+        assert event[2][N.FAULT_RULE] == "refund_lost"
+        assert lost[0].attributes[N.ERROR_TYPE] == "reset" and lost[0].status_code == STATUS_ERROR
+        assert lost[0].attributes[N.URL_FULL].startswith(world.shop_url)
+        assert not any(PLANTED.encode() in body for body in receiver.raw)
+
+        # The finished run again, afterwards: the same spans, marked as an export.
+        assert main(["export-otel", str(out), "--otlp", collector.url]) == 0
+        again = [t for t in receiver.traces().values() if t[0].trace_id != root.trace_id]
+        assert len(again) == 1 and len(again[0]) == len(spans)
+        assert root_and_children(again[0])[0].attributes[N.MODE] == "export"
+
+
+SCENARIO = """\
+name: otel_mcp
+description: the first MCP tool call of each episode fails with a JSON-RPC error
+seed: 3
+params: {}
+rules:
+  - name: first_call_busy
+    match: {method: POST, path: "*/mcp", body: {method: tools/call}}
+    when: {probability: 1.0, calls: [1]}
+    fault: {type: jsonrpc_error, code: -32001, message: busy}
+"""
+
+
+def shop_agent(world):
+    """A function agent: one streamed model call, then the same MCP tool call twice (the first is faulted)."""
+    def agent(episode: Episode) -> bool:
+        with httpx.Client(proxy=episode.proxy_url, verify=str(episode.ca_bundle), timeout=10) as http:
+            model = OpenAI(base_url=world.model_url, api_key=PLANTED, http_client=http, max_retries=0)
+            with model.chat.completions.create(model="demo-large", stream=True,
+                                               messages=[{"role": "user", "content": episode.prompt}]) as stream:
+                list(stream)
+            answers = [http.post(f"{world.tenant_url(episode.key)}/mcp", json={
+                "jsonrpc": "2.0", "id": call, "method": "tools/call",
+                "params": {"name": "get_order", "arguments": {"order_id": "1002"}}}).json() for call in (1, 2)]
+        return "error" in answers[0] and answers[1]["result"]["isError"] is False
+    return agent
+
+
+def verdicts(run_dir: Path) -> dict[str, tuple[str, list[str]]]:
+    return {e["key"]: (e["verdict"]["status"], [c["name"] for c in e["verdict"]["failed"]])
+            for e in read_run(run_dir).episodes}
+
+
+def test_mcp_spans_replayed_episodes_and_a_dead_collector_that_changes_nothing(tmp_path):
+    (tmp_path / "s.yaml").write_text(SCENARIO)
+    scenario = load_scenario(tmp_path / "s.yaml")
+    tasks = task_set_from_json([{"id": "status_1002", "prompt": "What is the status of order 1002?"}])
+    receiver, collector = receiving()
+    with collector, world_in_thread() as world:
+        agent = shop_agent(world)
+        export = OtelExport(f"{collector.url}/v1/traces")
+        run_function(agent, tasks, k=2, scenario=scenario, out=tmp_path / "live", export=export)
+        summary = export.close()
+        assert (summary.episodes, summary.dropped) == (2, 0) and summary.delivered == summary.spans == 8
+        traces = receiver.traces()
+        assert len(traces) == 2
+        for spans in traces.values():
+            root, (chat, busy, ok) = root_and_children(spans)
+            assert root.attributes[N.VERDICT] == "pass" and root.status_code != STATUS_ERROR
+            assert chat.name == "chat demo-large" and chat.attributes[N.REQUEST_STREAM] is True
+            for call, request_id in ((busy, "1"), (ok, "2")):
+                a = call.attributes
+                assert call.name == "tools/call get_order" and call.kind == CLIENT
+                assert (a[N.MCP_METHOD], a[N.TOOL_NAME], a[N.OPERATION]) == ("tools/call", "get_order", "execute_tool")
+                assert (a[N.JSONRPC_REQUEST_ID], a[N.NETWORK_TRANSPORT]) == (request_id, "tcp")
+            assert busy.attributes[N.ERROR_TYPE] == busy.attributes[N.RPC_STATUS] == "-32001"
+            assert [(e[0], e[2][N.FAULT_TYPE]) for e in busy.events] == [(N.FAULT_EVENT, "jsonrpc_error")]
+            assert N.ERROR_TYPE not in ok.attributes and not ok.events
+
+        # Replayed from the store, the episode is exported again, with what it replays.
+        store = tmp_path / "store"
+        freeze(tmp_path / "live", store)
+        entries = har.read_entries(store)
+        replay_export = OtelExport(f"{collector.url}/v1/traces")
+        with Replayer(ReplayOptions(), entries, replay_export) as replayer:
+            results = replayer.replay_all(entries, agent=agent)
+        assert replay_export.close().dropped == 0 and all(r.status == "pass" for r in results)
+        roots = [root_and_children(spans)[0] for spans in receiver.traces().values()]
+        replayed = [r for r in roots if N.REPLAY_OF in r.attributes]
+        assert len(roots) == 4 and len(replayed) == 2 and all(r.attributes[N.VERDICT] == "pass" for r in replayed)
+        assert {r.attributes[N.SCENARIO] for r in replayed} == {"otel_mcp"}
+
+        # Nothing listens: the same run judges the same, and closing costs at most the flush time.
+        dead = OtelExport(f"http://127.0.0.1:{dead_port()}/v1/traces")
+        run_function(agent, tasks, k=2, scenario=scenario, out=tmp_path / "dead", export=dead)
+        started = time.monotonic()
+        lost = dead.close()
+        assert time.monotonic() - started <= FLUSH_TIMEOUT_S + 1
+    assert lost.spans == lost.dropped == 8 and "8 dropped" in lost.line()
+    assert verdicts(tmp_path / "dead") == verdicts(tmp_path / "live")
+
+
+SECRET = "hunter2-correct-horse-battery"  # no well-known shape: only the configured value finds it
+
+
+def secret_trace(now: float) -> list[dict]:
+    """Trace lines as a run that did not know the secret wrote them: in a URL, a body, a stream
+    (split across two events), a fault's parameters; and an MCP call over stdio."""
+    chunks = [f'data: {json.dumps({"id": "c1", "model": "m", "choices": [{"delta": {"content": text}}]})}\n\n'
+              for text in (f"echo {SECRET[:9]}", SECRET[9:])]
+    return [
+        {"seq": 1, "episode": "e1", "started": now, "duration_s": 0.5, "response_after_s": 0.1,
+         "request": {"method": "POST", "url": f"http://api.test/v1/chat/completions?api_key={SECRET}",
+                     "headers": [["x-note", SECRET]],
+                     "body": json.dumps({"model": "m", "stream": True,
+                                         "messages": [{"role": "user", "content": f"password {SECRET} ok"}]})},
+         "upstream": {"status": 200, "headers": [], "body": None, "sse": [[0.01, chunks[0]], [0.02, chunks[1]]]},
+         "client": {"outcome": "response", "status": 200}, "forwarded": True, "tokens": 0, "error": None,
+         "fault": {"rule": "slow", "type": "delay", "params": {"note": SECRET}, "delivered": True,
+                   "detail": f"held {SECRET}"}},
+        {"seq": 2, "episode": "e1", "started": now + 0.6, "duration_s": 0.1,
+         "request": {"method": "POST", "url": "http://shop.stdio.invalid/mcp", "headers": [],
+                     "body": json.dumps({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+                                         "params": {"name": "refund_order", "arguments": {"order_id": "1"}}})},
+         "upstream": {"status": 200, "headers": [], "body": json.dumps(
+             {"jsonrpc": "2.0", "id": 7, "result": {"content": [], "isError": True}})},
+         "client": {"outcome": "response", "status": 200}, "forwarded": True, "tokens": 0, "error": None,
+         "fault": None},
+    ]
+
+
+def test_a_secret_the_trace_kept_never_leaves_and_stdio_calls_are_pipes():
+    receiver, collector = receiving()
+    now = time.time()
+    record = {"key": "e1", "task_id": "t", "trial": 0, "started": now, "duration_s": 1.0,
+              "verdict": {"status": "fail", "cause": None,
+                          "failed": [{"name": "policy", "severity": "high", "detail": f"sent {SECRET}"}]}}
+    with collector:
+        export = OtelExport(f"{collector.url}/v1/traces", redactor=Redactor([SECRET]), content=True,
+                            attributes={N.COMMAND: f"agent --token {SECRET}"})
+        assert export.export_episode(record, secret_trace(now)) == 3
+        assert export.close().dropped == 0
+    sent = b"".join(receiver.raw)
+    assert SECRET.encode() not in sent and SECRET[:9].encode() + SECRET[9:].encode() not in sent
+    root, (chat, tool) = root_and_children(receiver.spans)
+    assert "password [REDACTED] ok" in chat.attributes[N.INPUT_MESSAGES]  # content kept, the secret masked
+    assert "echo [REDACTED]" in chat.attributes[N.OUTPUT_MESSAGES]
+    assert "api_key=" in chat.attributes[N.URL_FULL] and chat.attributes[N.TIME_TO_FIRST_CHUNK] == pytest.approx(0.11)
+    assert chat.events[0][2][N.FAULT_DETAIL] == "held [REDACTED]"
+    assert root.events[0][2][N.CHECK_DETAIL] == "sent [REDACTED]"
+    assert tool.attributes[N.NETWORK_TRANSPORT] == "pipe" and tool.attributes[N.SERVER_ADDRESS] == "shop"
+    assert N.URL_FULL not in tool.attributes and tool.attributes[N.ERROR_TYPE] == N.TOOL_ERROR
+
+
+def test_a_stalled_collector_costs_the_flush_time_and_counts_what_it_lost():
+    receiver, collector = receiving()
+    receiver.hang = True
+    now = time.time()
+    with collector:
+        export = OtelExport(f"{collector.url}/v1/traces")
+        export.export_episode({"key": "e1", "started": now, "duration_s": 1.0}, secret_trace(now))
+        started = time.monotonic()
+        summary = export.close()
+        assert time.monotonic() - started <= FLUSH_TIMEOUT_S + 1
+        receiver.hang = False
+    assert summary.dropped == summary.spans == 3
+
+
+def test_endpoint_from_flag_or_environment():
+    assert resolve_endpoint("http://localhost:4318", {}) == "http://localhost:4318/v1/traces"
+    assert resolve_endpoint("http://localhost:6006/v1/traces", {}) == "http://localhost:6006/v1/traces"
+    langfuse = {"OTEL_EXPORTER_OTLP_ENDPOINT": "https://cloud.langfuse.test/api/public/otel"}
+    assert resolve_endpoint(None, langfuse) == "https://cloud.langfuse.test/api/public/otel/v1/traces"
+    both = {**langfuse, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://collector:4318/custom"}
+    assert resolve_endpoint(None, both) == "http://collector:4318/custom"  # the signal's own, as given
+    assert resolve_endpoint(None, {**both, "OTEL_SDK_DISABLED": "true"}) is None
+    assert resolve_endpoint(None, {}) is None
+    with pytest.raises(UsageError, match="--otlp localhost:4318: must be an http"):
+        resolve_endpoint("localhost:4318", {})
+
+
+def test_export_otel_without_a_collector_is_one_line(tmp_path, capsys, monkeypatch):
+    for name in ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"):
+        monkeypatch.delenv(name, raising=False)
+    (tmp_path / "plan.json").write_text(json.dumps({"k": 1, "tasks": {"items": []}}))
+    assert main(["export-otel", str(tmp_path)]) == 2
+    assert capsys.readouterr().err == ("faultproxy: export-otel: no collector: give --otlp URL, "
+                                       "or set OTEL_EXPORTER_OTLP_ENDPOINT\n")
