@@ -109,8 +109,11 @@ def test_run_exports_one_trace_per_episode_with_verdict_model_tool_and_fault_spa
         assert lost[0].attributes[N.URL_FULL].startswith(world.shop_url)
         assert not any(PLANTED.encode() in body for body in receiver.raw)
 
-        # The finished run again, afterwards: the same spans, marked as an export.
-        assert main(["export-otel", str(out), "--otlp", collector.url]) == 0
+        # The finished run again, afterwards, to the collector the environment names: the same spans.
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", collector.url)
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_HEADERS", "Authorization=Basic cGs6c2s=,x-langfuse-ingestion-version=4")
+        assert main(["export-otel", str(out)]) == 0
+        assert receiver.headers[-1]["Authorization"] == "Basic cGs6c2s="
         again = [t for t in receiver.traces().values() if t[0].trace_id != root.trace_id]
         assert len(again) == 1 and len(again[0]) == len(spans)
         assert root_and_children(again[0])[0].attributes[N.MODE] == "export"
