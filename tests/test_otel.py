@@ -114,9 +114,19 @@ def test_run_exports_one_trace_per_episode_with_verdict_model_tool_and_fault_spa
         monkeypatch.setenv("OTEL_EXPORTER_OTLP_HEADERS", "Authorization=Basic cGs6c2s=,x-langfuse-ingestion-version=4")
         assert main(["export-otel", str(out)]) == 0
         assert receiver.headers[-1]["Authorization"] == "Basic cGs6c2s="
+
         again = [t for t in receiver.traces().values() if t[0].trace_id != root.trace_id]
         assert len(again) == 1 and len(again[0]) == len(spans)
         assert root_and_children(again[0])[0].attributes[N.MODE] == "export"
+
+        # Frozen and replayed with --otlp: the replayed episode is a trace of its own, judged the same.
+        assert main(["freeze", str(out), "--to", str(tmp_path / "store")]) == 0
+        assert main(["replay", str(tmp_path / "store"), "--otlp", collector.url, "--", sys.executable,
+                     str(EXAMPLES / "naive_agent.py"), "--stream"]) == 0
+        roots = [root_and_children(spans)[0] for spans in receiver.traces().values()]
+        (replayed,) = [r for r in roots if r.attributes[N.MODE] == "replay"]
+        assert replayed.attributes[N.VERDICT] == "fail" and replayed.attributes[N.REPLAY_OF]
+        assert "idempotency" in replayed.attributes[N.FAILED_CHECKS]  # replay has no end state to check
 
 
 SCENARIO = """\
