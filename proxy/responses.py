@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 
 _REASONS = {
     401: "Unauthorized",
@@ -29,6 +30,25 @@ _DEFAULT_MESSAGES = {
     429: "Rate limit reached. Please try again later.",
     529: "Overloaded.",
 }
+# Google's errors carry a canonical status name beside the HTTP code (google.rpc.Code).
+_GEMINI_STATUSES = {
+    401: "UNAUTHENTICATED",
+    403: "PERMISSION_DENIED",
+    429: "RESOURCE_EXHAUSTED",
+    500: "INTERNAL",
+    502: "UNAVAILABLE",
+    503: "UNAVAILABLE",
+    504: "DEADLINE_EXCEEDED",
+    529: "UNAVAILABLE",
+}
+_GEMINI_MESSAGES = {
+    401: "Request had invalid authentication credentials.",
+    403: "The caller does not have permission",
+    429: "Resource has been exhausted (e.g. check quota).",
+    500: "An internal error has occurred.",
+    503: "The model is overloaded. Please try again later.",
+    504: "Deadline expired before operation could complete.",
+}
 
 
 @dataclass(frozen=True)
@@ -47,6 +67,10 @@ def error_response(
     retry_after_ms: int | None = None,
     limit: str = "requests",
 ) -> ErrorResponse:
+    """The error `provider` answers with: openai (Chat Completions and Responses alike),
+    anthropic, gemini or generic."""
+    if provider == "gemini":
+        return _gemini_error(status, message, retry_after_s)
     message = message or _DEFAULT_MESSAGES.get(status, "The server had an error while processing your request.")
     headers = {"content-type": "application/json"}
     if retry_after_s is not None:
@@ -56,10 +80,11 @@ def error_response(
         body = {"type": "error", "error": {"type": _ANTHROPIC_TYPES.get(status, "api_error"), "message": message}, "request_id": request_id}
         headers["request-id"] = request_id
         if status == 429:
+            reset = datetime.now(UTC) + timedelta(seconds=retry_after_s or 1)
             headers |= {
                 f"anthropic-ratelimit-{limit}-limit": "50",
                 f"anthropic-ratelimit-{limit}-remaining": "0",
-                f"anthropic-ratelimit-{limit}-reset": "1970-01-01T00:00:00Z",
+                f"anthropic-ratelimit-{limit}-reset": reset.strftime("%Y-%m-%dT%H:%M:%SZ"),
             }
     elif provider == "openai":
         error_type = _OPENAI_TYPES.get(status, "server_error")
@@ -77,6 +102,16 @@ def error_response(
         body = {"error": _REASONS.get(status, "error").lower().replace(" ", "_"), "message": message, "status": status}
         headers["x-request-id"] = request_id
     return ErrorResponse(status, headers, json.dumps(body).encode())
+
+
+def _gemini_error(status: int, message: str | None, retry_after_s: float | None) -> ErrorResponse:
+    """Google's error shape. The wait goes where Google puts it, a RetryInfo detail in the body;
+    Google sends no Retry-After and no rate-limit headers."""
+    error: dict = {"code": status, "message": message or _GEMINI_MESSAGES.get(status, _GEMINI_MESSAGES[500]),
+                   "status": _GEMINI_STATUSES.get(status, "UNKNOWN")}
+    if retry_after_s is not None:
+        error["details"] = [{"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": f"{_seconds(retry_after_s)}s"}]
+    return ErrorResponse(status, {"content-type": "application/json; charset=UTF-8"}, json.dumps({"error": error}).encode())
 
 
 def jsonrpc_error(request_id: object, code: int, message: str) -> bytes:

@@ -11,7 +11,7 @@ import pytest
 
 from faultproxy.formats.model_apis import ModelApi
 from faultproxy.proxy.match import parse_json_body, request_matches
-from faultproxy.scenarios import MatchSpec, load_scenario
+from faultproxy.scenarios import MatchSpec, bundled_names, load_scenario
 
 STREAMED = {"model": "m", "stream": True}
 CALLS = {  # (host, path, headers, body) of one JSON and one streamed call of each API
@@ -81,3 +81,29 @@ def test_a_body_too_deep_to_read_does_not_hide_a_streamed_call(tmp_path: Path) -
     deep = b'{"stream": true, "x": ' + b"[" * 5000 + b"]" * 5000 + b"}"
     assert request_matches(spec, "POST", "127.0.0.1", 80, "/v1/chat/completions", {},
                            lambda: parse_json_body(deep))
+
+
+# --- every bundled scenario covers every model API ----------------------------------------------
+
+MODEL_SCENARIOS = {"rate_limit", "timeout", "server_error", "auth_failure", "latency", "schema_drift",
+                   "partial_response", "slow_stream", "mixed"}
+HOSTS = ("127.0.0.1", "api.openai.com", "api.anthropic.com", "generativelanguage.googleapis.com")
+
+
+def faults_on(scenario, call: tuple) -> set[str]:
+    """The fault types of the scenario's rules that select this call, from any host."""
+    _, path, headers, body = call
+    return {rule.fault.type for rule in scenario.rules for host in HOSTS
+            if matches(rule.match, (host, path, headers, body))}
+
+
+@pytest.mark.parametrize("name", bundled_names())
+def test_a_bundled_scenario_faults_every_model_api_alike(name: str) -> None:
+    """A scenario that faults one API's calls faults every API's, JSON and streamed, with the
+    same fault types: a rule written for Chat Completions alone fails here."""
+    scenario = load_scenario(name)
+    for mode in (0, 1):  # the JSON call, the streamed call
+        seen = {api: faults_on(scenario, calls[mode]) for api, calls in CALLS.items()}
+        assert len({frozenset(types) for types in seen.values()}) == 1, (name, "streamed" if mode else "JSON", seen)
+    faults_models = any(faults_on(scenario, call) for calls in CALLS.values() for call in calls)
+    assert faults_models == (name in MODEL_SCENARIOS)
