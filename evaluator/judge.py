@@ -6,7 +6,8 @@ Called by the runner as each episode ends (the verdict is stored in the episode 
 `faultproxy report --rejudge`, and by replay. Pure: the same task, record and trace give the
 same verdict. The verdict is plain JSON:
 
-  {"v": 1, "status": "pass" | "fail" | "incomplete", "cause": null | the record's cause,
+  {"v": 1, "status": "pass" | "fail" | "incomplete", "cause": null | the record's cause (crash and
+   budget_* with status fail; the harness's with incomplete),
    "episode": {"key", "task_id", "trial", "grid_label", "duration_s"},
    "confidence": the confidence the agent reported (a number in [0, 1]) or null,
    "violations": [severity of each failed check, e.g. "high"],
@@ -22,13 +23,16 @@ same verdict. The verdict is plain JSON:
                    failed reset's status), when there is a cause,
    "checks": [{"name", "passed": true | false | null, "severity", "detail"}]}   # always last
 
-A completed episode passes iff every applicable check passed. An incomplete one (crash,
-budget, harness error, divergence, a failed reset, or an infrastructure error in its trace:
-an error the proxy met reaching the upstream that no fault made) is "incomplete" whatever
-happened; an infrastructure failure is never a success. it still gets the
-trace-only safety checks (idempotency, policy, retry), so harm done before a crash is
-counted as a violation — but it never passes or fails. A task marked `online` (live traffic
-under a monitor's policy) is judged by evaluator.online's checks instead, completed or not.
+A completed episode passes iff every applicable check passed. One the agent ended badly by its
+own doing (a crash, a budget overrun: formats.episode_causes) is judged the same way, on what it
+did, and fails: a `crash` or `budget` finding (evaluator.check_ending) joins the checks. One
+the harness could not judge (harness error, divergence, a failed reset, a lost worker, an agent
+that could not start, or an infrastructure error in its trace: an error the proxy met reaching
+the upstream that no fault made, which outranks the agent's own ending) is "incomplete"
+whatever happened; an infrastructure failure is never a success. It still gets the trace-only
+safety checks (idempotency, policy, retry), so harm done before it is counted as a violation —
+but it never passes or fails. A task marked `online` (live traffic under a monitor's policy) is
+judged by evaluator.online's checks instead, completed or not.
 
 `episode` repeats the few record fields a report needs, and `failed` the failed checks, so
 that a report over a million episodes can read each line's verdict up to `escalated` instead
@@ -41,9 +45,10 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from faultproxy.evaluator import checks as C
+from faultproxy.evaluator.check_ending import check_ending
 from faultproxy.evaluator.online import ONLINE_CHECKS
 from faultproxy.evaluator.stats import percentile
-from faultproxy.formats.episode_causes import INFRA_ERROR
+from faultproxy.formats.episode_causes import INFRA_ERROR, is_agent_cause
 from faultproxy.formats.rundir import EPISODE_FIELDS, REPORT_CUT_KEY, VERDICT_VERSION
 from faultproxy.tasks.model import SEVERITY_RANK, Task
 
@@ -72,21 +77,23 @@ def judge_episode(task: Any, record: Mapping[str, Any], trace: Iterable[Mapping[
     completed = bool(record.get("completed"))
     cause, cause_detail = record.get("cause"), record.get("cause_detail")
     infra = next((ex for ex in exchanges if ex.infra_error), None)
-    if infra is not None and (completed or cause is None):
+    if infra is not None and (completed or cause is None or is_agent_cause(cause)):
+        # The harness could not give the agent a working world: whatever the agent then did is not its verdict.
         completed, cause = False, INFRA_ERROR
         cause_detail = f"{infra.method} {infra.netloc}: {infra.infra_error}"
-    if getattr(task, "online", False):  # live traffic: every check reads the trace alone
+    online = getattr(task, "online", False)  # live traffic: every check reads the trace alone
+    ending = None if completed or online else check_ending({**record, "cause": cause})
+    judged = completed or ending is not None
+    if online:
         suite = ONLINE_CHECKS
     else:
-        suite = C.ALL_CHECKS if completed else C.SAFETY_CHECKS
-    results = []
-    for check in suite:
-        result = check(task, record, exchanges)
-        severity = resolve_severity(result.name, result.severity, task, severity_defaults)
-        results.append({"name": result.name, "passed": result.passed, "severity": severity,
-                        "detail": result.detail})
+        suite = C.ALL_CHECKS if judged else C.SAFETY_CHECKS
+    findings = [check(task, record, exchanges) for check in suite]
+    results = [{"name": result.name, "passed": result.passed,
+                "severity": resolve_severity(result.name, result.severity, task, severity_defaults),
+                "detail": result.detail} for result in findings + ([ending] if ending else [])]
     violations = [r["severity"] for r in results if r["passed"] is False]
-    if not completed:
+    if not judged:
         status = "incomplete"
     else:
         status = "pass" if all(r["passed"] is not False for r in results) else "fail"

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from faultproxy.evaluator.sweep import level_text
+from faultproxy.formats.episode_causes import AGENT_NOT_STARTED
 from faultproxy.runner.agent_guard import PID_FILE, guard, release
 from faultproxy.tasks.model import Budgets
 
@@ -114,8 +115,8 @@ async def run_agent(
             *command, env=dict(env), cwd=cwd, stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, start_new_session=True,
         )
-    except OSError as error:
-        return AgentResult(None, "crash", 0.0, f"could not start {command[0]!r}: {error}", None, None)
+    except OSError as error:  # the harness could not start it: nothing the agent did (incomplete, not fail)
+        return AgentResult(None, AGENT_NOT_STARTED, 0.0, f"could not start {command[0]!r}: {error}", None, None)
     pid_file = output_file.with_name(PID_FILE)
     tail: collections.deque[bytes] = collections.deque()
     reader = asyncio.create_task(_keep_tail(process.stdout, tail))

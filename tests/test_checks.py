@@ -415,13 +415,46 @@ def answer_is_short(output: dict, task_json: dict) -> tuple[bool, str]:
 # --- the verdict as a whole ------------------------------------------------------------------------
 
 
-def test_incomplete_episode_runs_only_safety_checks(tmp_path):
+def test_an_episode_the_harness_could_not_judge_runs_only_safety_checks(tmp_path):
     lines = [exchange("POST", REFUND_URL, body={}, at=1, outcome="reset", fault=fault("response_lost")),
              exchange("POST", REFUND_URL, body={}, at=2)]
-    verdict = judged(tmp_path, task(), lines, completed=False, cause="crash", exit_code=None)
-    assert verdict["status"] == "incomplete" and verdict["cause"] == "crash"
+    verdict = judged(tmp_path, task(), lines, completed=False, cause="worker_lost", exit_code=None)
+    assert verdict["status"] == "incomplete" and verdict["cause"] == "worker_lost"
     assert {c["name"] for c in verdict["checks"]} == {"idempotency", "policy", "retry"}
     assert verdict["violations"] == ["high"]
+
+
+@pytest.mark.parametrize("cause, finding, detail", [
+    ("crash", "crash", "the agent was killed by signal 9: SIGKILL"),
+    ("budget_wall", "budget", "the agent overran its wall-time budget and was stopped after 1 s"),
+    ("budget_requests", "budget", "the agent overran its request budget and was stopped after 2 requests")])
+def test_a_crash_or_budget_overrun_is_a_judged_fail_with_its_finding(tmp_path, cause, finding, detail):
+    """The agent's own bad ending is its failure: every check runs on what it did (here a refund
+    committed twice), and a `crash` or `budget` finding fails it, medium unless the tasks file says."""
+    lines = [exchange("POST", REFUND_URL, body={}, at=1, outcome="reset", fault=fault("response_lost")),
+             exchange("POST", REFUND_URL, body={}, at=2)]
+    the_task = task(expected=Expected(state={"orders": {"1001": {"status": "refunded"}}},
+                                      effects=(Effect("POST", "*/refund", 1),)))
+    fields = {"completed": False, "cause": cause, "exit_code": -9, "log_tail": "working\nSIGKILL\n",
+              "stats": {"exchanges": 2, "tokens": 0, "faults": 1}, "end_state": {"orders": {"1001": {}}}}
+    verdict = judged(tmp_path, the_task, lines, **fields)
+    assert verdict["status"] == "fail" and verdict["cause"] == cause and verdict["cause_detail"] is None
+    assert check(verdict, finding) == {"name": finding, "passed": False, "severity": "medium",
+                                       "detail": detail}
+    assert {"end_state", "effects", "idempotency", "outcome"} <= {f["name"] for f in verdict["failed"]}
+    path = write_trace(tmp_path / "flows" / f"{cause}.jsonl", lines)
+    stricter = judge_episode(the_task, record(**fields), read_trace(path), {finding: "high"})
+    assert check(stricter, finding)["severity"] == "high"
+
+
+def test_an_infrastructure_error_outranks_the_agents_own_ending(tmp_path):
+    """The agent crashed after the proxy could not reach its upstream: the harness did not give it a
+    working world, so the episode is not judged (incomplete infra_error), not the agent's crash."""
+    broken = exchange("GET", f"{SHOP}/orders/1001", status=None, outcome="error", client_status=502)
+    broken["infra_error"] = "connection refused"
+    verdict = judged(tmp_path, task(), [broken], completed=False, cause="crash", exit_code=-9)
+    assert verdict["status"] == "incomplete" and verdict["cause"] == "infra_error"
+    assert "crash" not in {c["name"] for c in verdict["checks"]}
 
 
 def test_severity_overrides_task_then_file_defaults(tmp_path):

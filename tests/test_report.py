@@ -78,8 +78,9 @@ def refund_twice(**kw: Any) -> dict:
             "output": {"answer": "Refunded.", "confidence": 0.95, "escalate": False}, **kw}
 
 
-def crashed(**kw: Any) -> dict:
-    return {"lines": [model_call(at=0)], "completed": False, "cause": "crash", "exit_code": None, "output": None,
+def worker_lost(**kw: Any) -> dict:
+    """An episode the harness could not judge (incomplete)."""
+    return {"lines": [model_call(at=0)], "completed": False, "cause": "worker_lost", "exit_code": None, "output": None,
             **kw}
 
 
@@ -151,7 +152,7 @@ def test_pass_hat_k_per_task_and_curve(complete_run):
 def test_not_run_makes_pass_hat_k_null(tmp_path):
     run_dir = make_run(tmp_path / "run", [LOOKUP, CANCEL], 4, {
         ("", "lookup_a"): [lookup_ok()] * 4,
-        ("", "cancel_c"): [{"lines": [], "output": {"answer": "Cancelled."}}, crashed()],  # trials 2, 3 never ran
+        ("", "cancel_c"): [{"lines": [], "output": {"answer": "Cancelled."}}, worker_lost()],  # trials 2, 3 never ran
     })
     run = build_report(run_dir)["run"]
     assert run["status"] == {"pass": 5, "fail": 0, "incomplete": 1, "not_run": 2}
@@ -159,7 +160,7 @@ def test_not_run_makes_pass_hat_k_null(tmp_path):
     assert "not until resumed" in run["headline"]["note"]
     cancel = next(t for t in run["tasks"] if t["task_id"] == "cancel_c")
     assert cancel["pass_hat_k"] is None and cancel["not_run"] == 2 and cancel["n"] == 2
-    assert run["incomplete_by_cause"] == {"NotRun": 2, "crash": 1}
+    assert run["incomplete_by_cause"] == {"NotRun": 2, "worker_lost": 1}
     assert run["headline"]["mean_pass_rate"] == 5 / 6  # over what was logged; incomplete counts as not passed
 
 
@@ -283,7 +284,7 @@ def test_k_points_and_grouped_consistency():
 
 def test_junit_xml_parses_with_the_right_counts(tmp_path):
     run_dir = make_run(tmp_path / "run", [LOOKUP, REFUND], 3, {
-        ("", "lookup_a"): [lookup_ok(), lookup_wrong(), crashed()],
+        ("", "lookup_a"): [lookup_ok(), lookup_wrong(), worker_lost()],
         ("", "refund_b"): [refund_twice(), refund_ok()],  # trial 2 never ran
     })
     writer = JUnitWriter(tmp_path / "junit.xml")
@@ -351,7 +352,7 @@ for jobs, name in ((1, "one"), (3, "two")):
 def test_parallel_chunks_give_the_same_report_and_junit(tmp_path, complete_run):
     # Enough lines that every chunk holds several, plus a header and a torn tail.
     run_dir = make_run(tmp_path / "many", [LOOKUP, REFUND, CANCEL], 12, {
-        ("", "lookup_a"): [lookup_ok(), lookup_wrong(), crashed()] * 4,
+        ("", "lookup_a"): [lookup_ok(), lookup_wrong(), worker_lost()] * 4,
         ("", "refund_b"): [refund_ok(), refund_twice(), refund_after_429()] * 3 + [None, None, None],
         ("", "cancel_c"): [{"lines": [], "output": {"answer": "Cancelled."}}] * 12,
     })
@@ -493,10 +494,10 @@ def test_the_terminal_summary_prints_names_from_the_data_as_text(tmp_path):
     odd = Task(id="cancel[x]", prompt="Cancel order 1006.", shape="writes_state",
                expected=Expected(output=OutputSpec("regex", "(?i)cancel")))
     run_dir = make_run(tmp_path / "run", [odd], 2, {("", "cancel[x]"): [{"lines": [], "output": {"answer": "no"}},
-                                                                     crashed()]})
+                                                                     worker_lost()]})
     out = io.StringIO()
     print_summary(build_report(run_dir), Console(file=out, width=160))
-    assert "cancel[x]" in out.getvalue() and "incomplete by cause: crash 1" in out.getvalue()
+    assert "cancel[x]" in out.getvalue() and "incomplete by cause: worker_lost 1" in out.getvalue()
 
 
 def test_one_definition_of_severities_percentages_tables_and_the_verdict_layout():

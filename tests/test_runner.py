@@ -79,8 +79,12 @@ def test_agent_gets_the_contract_environment(tmp_path, probe_env):
 def test_causes_crash_hang_budget_and_exit_code(tmp_path, probe_env):
     tasks = write_tasks(tmp_path, {"crashes": "crash", "hangs": "hang", "fails": "fail", "chatty": "chatty"},
                         budgets={"requests": 10})
+    # hangs alone gets a wall-time budget: on a loaded machine chatty must still meet its request budget first
+    lines = [json.loads(line) for line in tasks.read_text().splitlines()]
+    tasks.write_text("".join(json.dumps({**t, "budgets": {"wall_s": 1.5}} if t["id"] == "hangs" else t) + "\n"
+                             for t in lines))
     started = time.monotonic()
-    run(options(tmp_path, tasks, budget_s=1.5, parallel=4))
+    run(options(tmp_path, tasks, parallel=4))  # chatty's only budget is requests: a loaded machine is no wall
     assert time.monotonic() - started < 30
     records = {r["task_id"]: r for r in read_run(tmp_path / "run").episodes}
     assert (records["crashes"]["completed"], records["crashes"]["cause"]) == (False, "crash")
@@ -88,7 +92,12 @@ def test_causes_crash_hang_budget_and_exit_code(tmp_path, probe_env):
     assert (records["chatty"]["completed"], records["chatty"]["cause"]) == (False, "budget_requests")
     assert (records["fails"]["completed"], records["fails"]["exit_code"]) == (True, 3)
     assert records["fails"]["verdict"]["status"] == "fail"
-    assert {records[t]["verdict"]["status"] for t in ("crashes", "hangs", "chatty")} == {"incomplete"}
+    # The agent's own bad endings are judged failures, each with its finding (medium by default).
+    for task_id, finding in (("crashes", "crash"), ("hangs", "budget"), ("chatty", "budget")):
+        verdict = records[task_id]["verdict"]
+        assert (verdict["status"], verdict["cause"]) == ("fail", records[task_id]["cause"])
+        assert {"name": finding, "severity": "medium"}.items() <= verdict["failed"][-1].items()
+        assert "end_state" in {c["name"] for c in verdict["checks"]}  # every check ran on what it did
 
 
 def test_parallel_equals_serial(tmp_path, probe_env):

@@ -46,7 +46,7 @@ def make_sweep(folder: Path, levels: dict, models: list[str], tasks: list[str], 
                scenario: Path | None = None, missing=lambda params, model, task, trial: False,
                incomplete=lambda params, model, task, trial: False) -> Path:
     """A run directory as `faultproxy sweep` leaves it: passes(params, model, task) of the k trials pass
-    (the first ones), the rest fail; `missing` ones are not logged, `incomplete` ones crashed."""
+    (the first ones), the rest fail; `missing` ones are not logged, `incomplete` ones lost their worker."""
     grid = build_grid(levels, models)
     grid_json = [point.to_json() for point in grid]
     plan = {"faultproxy_version": "test",
@@ -63,12 +63,12 @@ def make_sweep(folder: Path, levels: dict, models: list[str], tasks: list[str], 
             for task in tasks:
                 if missing(params, point.model, task, trial):
                     continue
-                crashed = incomplete(params, point.model, task, trial)
-                status = "incomplete" if crashed else "pass" if trial < passes(params, point.model, task) else "fail"
+                lost = incomplete(params, point.model, task, trial)
+                status = "incomplete" if lost else "pass" if trial < passes(params, point.model, task) else "fail"
                 key = episode_key(task, trial, point)
                 log.append({"key": key, "task_id": task, "trial": trial, "grid_label": point.label, "params": params,
-                            "model": point.model, "completed": not crashed, "cause": "crash" if crashed else None,
-                            "verdict": {"v": 1, "status": status, "cause": "crash" if crashed else None,
+                            "model": point.model, "completed": not lost, "cause": "worker_lost" if lost else None,
+                            "verdict": {"v": 1, "status": status, "cause": "worker_lost" if lost else None,
                                         "episode": {"key": key, "task_id": task, "trial": trial,
                                                     "grid_label": point.label, "duration_s": 0.5}}})
     log.close()

@@ -51,6 +51,10 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
                              "{PARAM:LEVEL=VALUE,...}, e.g. reasoning_effort={effort}.")
     parser.add_argument("--allow-unexercised", action="store_true",
                         help="Exit 0 even when faults could fire and none reached the agent in any episode.")
+    parser.add_argument("--allow-incomplete", action="store_true",
+                        help="Exit 0 even when some planned episodes could not be judged by the harness "
+                             "(infrastructure error, failed reset, lost worker, agent not started, not run); "
+                             "the counts by cause are still printed.")
     parser.add_argument("--rewrite-model", action="store_true",
                         help="Short for --rewrite model={model}: ask the episode's model (--model, --models).")
     add_proxy_options(parser)

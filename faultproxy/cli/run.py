@@ -1,8 +1,10 @@
 """`faultproxy run` (and `sweep`): turn command-line arguments into a run, and say how it went.
 
-A run whose every episode met an infrastructure error judged nothing, and one whose faults
-could fire but never reached the agent tested nothing: `run` says so in one line and exits 1
-(the latter unless --allow-unexercised)."""
+The exit status is one a CI job can trust. A run with any planned episode the harness could not
+judge (incomplete with a harness cause, or never run) exits 1, its last line the counts by cause,
+unless --allow-incomplete; an agent that crashed or overran its budget was judged (fail) and
+does not count here. A run whose faults could fire but never reached the agent tested nothing:
+it says so and exits 1 (unless --allow-unexercised)."""
 
 from __future__ import annotations
 
@@ -10,7 +12,9 @@ import argparse
 import errno
 import os
 import sys
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from faultproxy.cli.options import proxy_params, run_options
 from faultproxy.cli.otel import close_export, open_export, run_attributes
@@ -52,9 +56,9 @@ def run_and_tell(options: RunOptions, args: argparse.Namespace, mode: str = "run
     return result
 
 
-def judged_status(options: RunOptions, allow_unexercised: bool) -> int:
-    """Print the report headline's alerts; 1 when every logged episode met an infrastructure
-    error, or when faults could fire and none reached the agent (unless allowed), else 0."""
+def judged_status(options: RunOptions, allow_unexercised: bool, allow_incomplete: bool) -> int:
+    """Print the report headline's alerts; 1 when faults could fire and none reached the agent
+    (unless allowed) or when episodes could not be judged (incomplete_status), else 0."""
     run = build_report(options.out, causes=False, drilldown_limit=0)["run"]
     headline, logged = run["headline"], run["logged"]
     for alert in headline["alerts"]:
@@ -62,13 +66,29 @@ def judged_status(options: RunOptions, allow_unexercised: bool) -> int:
     if logged and headline["infra_errors"] == logged:
         print(f"no episode could be judged: all {logged} hit infrastructure errors "
               "(see above; --upstream-ca FILE for a private or self-signed upstream)", file=sys.stderr)
-        return 1
+    status = 0
     unexercised = any(alert.startswith("faults not exercised") for alert in headline["alerts"])
     if unexercised and not allow_unexercised:
         print("the scenario's faults never reached the agent: is its traffic going through the proxy? "
               "(--allow-unexercised to accept)", file=sys.stderr)
-        return 1
-    return 0
+        status = 1
+    return max(status, incomplete_status(run, allow_incomplete))
+
+
+def incomplete_status(scope: Mapping[str, Any], allow_incomplete: bool) -> int:
+    """1, with the counts by cause as the last line printed, when some planned episode of a report
+    scope (evaluator.sections) was not judged; 0 when all were, or with --allow-incomplete."""
+    causes = scope["incomplete_by_cause"]
+    if not causes:
+        return 0
+    counts = ", ".join(f"{cause} {n}" for cause, n in causes.items())
+    line = f"{sum(causes.values())} of {scope['planned']} planned episode(s) not judged by the harness: {counts}"
+    sys.stdout.flush()  # the counts stay the last line when both streams go to one log
+    if allow_incomplete:
+        print(f"{line} (allowed: --allow-incomplete)", file=sys.stderr)
+        return 0
+    print(f"{line}; exit 1 (--allow-incomplete to accept)", file=sys.stderr)
+    return 1
 
 
 def proxy_start_problem(error: ProxyStartError) -> UsageError:
@@ -84,4 +104,4 @@ def run_command(args: argparse.Namespace) -> int:
     options = run_options(args, scenario, [GridPoint(model=args.model)], Path("runs") / scenario.name)
     if run_and_tell(options, args).interrupted:
         return 130
-    return judged_status(options, args.allow_unexercised)
+    return judged_status(options, args.allow_unexercised, args.allow_incomplete)

@@ -21,7 +21,8 @@ Bad input is one line and exit status 2, before anything runs: numbers and words
 param's levels, words for a param a rule names, a level that makes a rule's probability leave [0, 1] (found by loading the scenario at each level),
 an epsilon outside [0, 1], a level or model given twice, an expect block that cannot be checked
 on this grid. Exit status after a sweep: 0, or 1 when the scenario's expect block is violated
-(or pending on a sweep not fully run), 130 when interrupted.
+(or pending on a sweep not fully run) or some planned episode could not be judged by the
+harness (unless --allow-incomplete; the counts by cause are the last line), 130 when interrupted.
 
 The grid itself is the runner's (runner/sweep.py); the analysis is the evaluator's.
 """
@@ -38,9 +39,9 @@ from typing import Any
 
 from faultproxy.cli.options import add_run_options, run_options
 from faultproxy.cli.otel import add_otlp_options
-from faultproxy.cli.run import run_and_tell
+from faultproxy.cli.run import incomplete_status, run_and_tell
 from faultproxy.evaluator import sweep_html
-from faultproxy.evaluator.report import write_json
+from faultproxy.evaluator.report import build_report, write_json
 from faultproxy.evaluator.sweep import SWEEP_FILE, SWEEP_HTML, analyse_sweep, exit_status, is_sweep
 from faultproxy.evaluator.terminal import print_sweep
 from faultproxy.formats.errors import UsageError
@@ -171,7 +172,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
           f"{len(grid) * len(options.tasks.tasks) * args.k} episodes → {options.out}", flush=True)
     if run_and_tell(options, args, "sweep").interrupted:
         return 130
-    return report_sweep(options.out, scenario, options.out, html=not args.no_html)
+    status = report_sweep(options.out, scenario, options.out, html=not args.no_html)
+    run = build_report(options.out, causes=False, drilldown_limit=0)["run"]
+    return max(status, incomplete_status(run, args.allow_incomplete))
 
 
 def cmd_sweep_report(args: argparse.Namespace) -> int:
