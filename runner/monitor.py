@@ -34,6 +34,7 @@ from faultproxy.proxy.episodes import EpisodeLimits
 from faultproxy.proxy.server import ProxyServer
 from faultproxy.proxy.sessions import EpisodeRule, LiveSessions, Session
 from faultproxy.runner.monitor_view import MonitorView
+from faultproxy.runner.otel_export import OtelExport
 from faultproxy.runner.secrets import task_secrets
 from faultproxy.scenarios import Scenario
 from faultproxy.tasks.model import TaskSet
@@ -93,8 +94,10 @@ def monitor_plan(options: MonitorOptions) -> tuple[dict[str, Any], dict[str, Any
 class Monitor:
     """One monitor over one run directory: `run()` serves until SIGTERM or SIGINT."""
 
-    def __init__(self, options: MonitorOptions) -> None:
+    def __init__(self, options: MonitorOptions, export: OtelExport | None = None) -> None:
+        """`export`, when given, gets each judged episode as OpenTelemetry spans (the caller closes it)."""
         self.options = options
+        self.export = export
         self.task = options.policy.tasks[0]
         self.flows = options.out / FLOWS_DIR
         self.redactor = task_secrets(self.task, {}, Redactor.from_env([*options.secret_env, *self.task.secrets]))
@@ -212,7 +215,10 @@ class Monitor:
         self._trial = (self._trial + 1) % self.options.max_episodes
         record = episode_record(self.task, key, self._trial, trace, session, ended)
         record["verdict"] = verdict = judge_episode(self.task, record, trace, self.options.policy.severity)
-        self._log.append(self.redactor.document(record))
+        logged = self.redactor.document(record)
+        self._log.append(logged)
+        if self.export is not None:  # on the judging thread, beside the proxy's
+            self.export.export_logged(self.options.out, logged)
         self.counts[verdict["status"]] += 1
         for failed in verdict["failed"]:
             self.severities[failed["severity"]] += 1

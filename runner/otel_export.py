@@ -2,7 +2,7 @@
 
 Where it sits: the runner layer. It reads what the layers below write and judge (trace lines
 through formats, verdicts from the evaluator, the proxy's names for stdio servers) and is fed by
-the runner's own loops (`run`, `sweep`, replay) after each episode is judged and logged, so it
+the runner's own loops (`run`, `sweep`, replay, the monitor) after each episode is judged and logged, so it
 never runs on the proxy's hot path and needs nothing from the CLI; the CLI only decides whether
 to export, where, and prints the summary (`faultproxy export-otel` feeds it a finished run).
 
@@ -23,7 +23,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,7 +36,7 @@ from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExport
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
-from opentelemetry.trace import SpanKind, Status, StatusCode
+from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
 from faultproxy.formats import __version__
 from faultproxy.formats.errors import UsageError
@@ -167,28 +167,31 @@ class OtelExport:
 
     def export_episode(self, record: Mapping[str, Any], trace_lines: Iterable[Mapping[str, Any]],
                        attributes: Mapping[str, Any] | None = None) -> int:
-        """Queue one judged episode's spans (its log line and trace); the number of spans."""
-        plan = episode_spans(record, trace_lines, self.redactor, self.content, {**self.attributes, **(attributes or {})})
-        if self.wait_for_room:
-            self._wait_for_room(plan.count())
-        self._emit(plan, Context())  # an empty context: each episode is a trace of its own
-        with self._lock:
-            self.episodes += 1
-            self.spans += plan.count()
-        return plan.count()
-
-    def export_logged(self, run_dir: Path, record: Mapping[str, Any],
-                      attributes: Mapping[str, Any] | None = None) -> int:
-        """export_episode for an episode of a run directory, its trace read from flows/. Never
+        """Queue one judged episode's spans (its log line and trace); the number of spans. Never
         raises: an episode that cannot be exported is logged and counted, and the run goes on."""
         try:
-            path = trace_file(Path(run_dir), record)
-            return self.export_episode(record, read_trace(path) if path is not None else (), attributes)
+            return self._export(record, trace_lines, attributes)
         except Exception as error:  # noqa: BLE001 - export must never fail a run (module docstring)
             log.warning("otlp_episode_not_exported", episode=record.get("key"), error=repr(error))
             with self._lock:
                 self.unexported += 1
             return 0
+
+    def export_logged(self, run_dir: Path, record: Mapping[str, Any],
+                      attributes: Mapping[str, Any] | None = None) -> int:
+        """export_episode for an episode of a run directory, its trace read from flows/."""
+        return self.export_episode(record, _logged_trace(Path(run_dir), record), attributes)
+
+    def _export(self, record: Mapping[str, Any], trace_lines: Iterable[Mapping[str, Any]],
+                attributes: Mapping[str, Any] | None) -> int:
+        plan = episode_spans(record, trace_lines, self.redactor, self.content, {**self.attributes, **(attributes or {})})
+        if self.wait_for_room:
+            self._wait_for_room(plan.count())
+        self._emit(plan, _context_of(plan.parent))
+        with self._lock:
+            self.episodes += 1
+            self.spans += plan.count()
+        return plan.count()
 
     def close(self) -> ExportSummary:
         """Flush for at most FLUSH_TIMEOUT_S, stop, and say how many spans arrived."""
@@ -224,6 +227,21 @@ class OtelExport:
         deadline = time.monotonic() + EXPORT_TIMEOUT_S
         while self.spans - self._exporter.handed + spans > QUEUE_SPANS and time.monotonic() < deadline:
             time.sleep(0.02)
+
+
+def _logged_trace(run_dir: Path, record: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
+    """The trace lines of a logged episode, read lazily (inside export_episode's guard)."""
+    path = trace_file(run_dir, record)
+    if path is not None:
+        yield from read_trace(path)
+
+
+def _context_of(parent: tuple[int, int] | None) -> Context:
+    """Where an episode's root starts: the agent's own trace when it sent one, else a new trace."""
+    if parent is None:
+        return Context()
+    remote = SpanContext(parent[0], parent[1], is_remote=True, trace_flags=TraceFlags(TraceFlags.SAMPLED))
+    return trace.set_span_in_context(NonRecordingSpan(remote), Context())
 
 
 def _ns(seconds: float) -> int:

@@ -11,6 +11,7 @@ already; this also covers a record or trace written before a secret was configur
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,6 +25,7 @@ from faultproxy.runner import otel_genai as G
 from faultproxy.runner import otel_names as N
 from faultproxy.tasks.model import SEVERITY_RANK
 
+_TRACEPARENT = re.compile(r"00-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}")
 _CONTENT = frozenset({N.INPUT_MESSAGES, N.OUTPUT_MESSAGES, N.SYSTEM_INSTRUCTIONS, N.TOOL_CALL_ARGUMENTS,
                       N.TOOL_CALL_RESULT})
 
@@ -40,6 +42,7 @@ class SpanPlan:
     events: list[tuple[str, float, dict[str, Any]]] = field(default_factory=list)
     error: str | None = None
     children: list[SpanPlan] = field(default_factory=list)
+    parent: tuple[int, int] | None = None  # (trace id, span id) of a span elsewhere this one continues
 
     def count(self) -> int:
         return 1 + sum(child.count() for child in self.children)
@@ -52,8 +55,20 @@ def episode_spans(record: Mapping[str, Any], trace: Iterable[Mapping[str, Any]],
     key = str(record.get("key") or "")
     children = [exchange_span(ex, key, content) for ex in exchanges]
     root = _root(record, children, dict(extra or {}))
+    root.parent = agent_parent(exchanges)
     _redact(root, redactor)
     return root
+
+
+def agent_parent(exchanges: Iterable[TracedExchange]) -> tuple[int, int] | None:
+    """The W3C trace context the agent sent first (`traceparent`), if any: the episode's root
+    continues that trace, so an instrumented agent's own spans and faultproxy's meet in one."""
+    for ex in exchanges:
+        for value in ex.headers.get("traceparent", ()):
+            found = _TRACEPARENT.fullmatch(value.strip().lower())
+            if found and found.group(1).strip("0") and found.group(2).strip("0"):
+                return int(found.group(1), 16), int(found.group(2), 16)
+    return None
 
 
 def _root(record: Mapping[str, Any], children: list[SpanPlan], extra: dict[str, Any]) -> SpanPlan:

@@ -29,6 +29,8 @@ from faultproxy.runner.replay import Replayer
 from faultproxy.scenarios import load_scenario
 from faultproxy.tasks.loader import task_set_from_json
 from tests.otlp_receiver import ReceivedSpan, receiving
+from tests.test_monitor import MonitorProcess
+from tests.upstream import ServerThread, Upstream
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 PLANTED = "sk-planted0123456789abcdefPLANTED"  # an OpenAI-shaped key the agent sends with every model call
@@ -37,9 +39,11 @@ STATUS_ERROR = 2
 
 
 def root_and_children(spans: list[ReceivedSpan]) -> tuple[ReceivedSpan, list[ReceivedSpan]]:
-    roots = [s for s in spans if not s.parent_id]
+    """The episode's root (whose parent, if any, is not in this export) and its children in trace order."""
+    ids = {s.span_id for s in spans}
+    roots = [s for s in spans if s.parent_id not in ids]
     assert len(roots) == 1, [s.name for s in roots]
-    return roots[0], sorted((s for s in spans if s.parent_id), key=lambda s: s.attributes[N.SEQ])
+    return roots[0], sorted((s for s in spans if s is not roots[0]), key=lambda s: s.attributes[N.SEQ])
 
 
 def dead_port() -> int:
@@ -211,6 +215,24 @@ def test_mcp_spans_replayed_episodes_and_a_dead_collector_that_changes_nothing(t
     assert verdicts(tmp_path / "dead") == verdicts(tmp_path / "live")
 
 
+def test_monitor_exports_each_judged_episode_into_the_agents_own_trace(tmp_path):
+    receiver, collector = receiving()
+    trace_id, span_id = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+    with collector, ServerThread(Upstream().app()) as server:
+        monitor = MonitorProcess(tmp_path / "run", "--episode-by", "traceparent", "--idle-s", "600",
+                                 "--otlp", collector.url)
+        with httpx.Client(proxy=monitor.proxy(), headers={"traceparent": f"00-{trace_id}-{span_id}-01"}) as client:
+            for _ in range(2):
+                assert client.post(f"{server.url}/items/7/refund").status_code == 200
+        assert monitor.stop() == 0  # judges the open episode, then flushes the export
+    (record,) = read_run(tmp_path / "run").episodes
+    (spans,) = receiver.traces().values()
+    root, children = root_and_children(spans)
+    assert (root.trace_id, root.parent_id) == (trace_id, span_id)  # the client's trace, under the client's span
+    assert root.attributes[N.MODE] == "monitor" and root.attributes[N.VERDICT] == record["verdict"]["status"]
+    assert [s.name for s in children] == ["POST /items/{id}/refund"] * 2
+
+
 SECRET = "hunter2-correct-horse-battery"  # no well-known shape: only the configured value finds it
 
 
@@ -297,3 +319,11 @@ def test_export_otel_without_a_collector_is_one_line(tmp_path, capsys, monkeypat
     assert main(["export-otel", str(tmp_path)]) == 2
     assert capsys.readouterr().err == ("faultproxy: export-otel: no collector: give --otlp URL, "
                                        "or set OTEL_EXPORTER_OTLP_ENDPOINT\n")
+
+
+def test_an_episode_that_cannot_be_exported_is_counted_and_the_caller_goes_on(tmp_path):
+    export = OtelExport(f"http://127.0.0.1:{dead_port()}/v1/traces")
+    assert export.export_logged(tmp_path, {"key": "e1", "trace": "../elsewhere.jsonl"}) == 0  # outside the run
+    summary = export.close()
+    assert (summary.unexported, summary.spans) == (1, 0)
+    assert summary.line().endswith("0 dropped, 1 episodes not exported (see the log)")

@@ -17,8 +17,10 @@ from faultproxy.cli.options import (
     proxy_params,
     proxy_token,
 )
+from faultproxy.cli.otel import add_otlp_options, close_export, open_export, run_attributes
 from faultproxy.cli.run import proxy_start_problem
 from faultproxy.formats.errors import UsageError
+from faultproxy.formats.redact import Redactor
 from faultproxy.proxy.server import ProxyServer, ProxyStartError
 from faultproxy.proxy.sessions import EpisodeRule
 from faultproxy.runner.monitor import Monitor, MonitorOptions
@@ -53,6 +55,7 @@ def register(commands) -> None:
     monitor.add_argument("--quiet", action="store_true", help="No live view.")
     add_listen_options(monitor)
     add_proxy_options(monitor)
+    add_otlp_options(monitor)
 
 
 def cmd_monitor(args: argparse.Namespace) -> int:
@@ -69,10 +72,14 @@ def cmd_monitor(args: argparse.Namespace) -> int:
             print(f"  {name}: base URL {server.reverse_url('session', name)}")
         print("  SIGTERM or Ctrl-C judges the open episodes and stops.", flush=True)
 
+    export = open_export(args, Redactor.from_env(options.secret_env),
+                         run_attributes("monitor", options.scenario.name, None))
     try:
-        logged = Monitor(options).run(ready)
+        logged = Monitor(options, export).run(ready)
     except ProxyStartError as error:
         raise proxy_start_problem(error) from None
+    finally:
+        close_export(export)
     print(f"faultproxy monitor: {logged} episode(s) judged and logged; faultproxy report {options.out}", flush=True)
     return 0
 

@@ -1,5 +1,6 @@
 """OpenTelemetry export on the command line: `--otlp URL` / `--otlp-content` for the commands that
-run episodes, and `faultproxy export-otel RUN_DIR` for a finished run.
+run or watch episodes (run, sweep, replay, monitor), and `faultproxy export-otel RUN_DIR` for a
+finished run.
 
     faultproxy run --otlp http://localhost:4318 --scenario S -- CMD
     faultproxy export-otel runs/S --otlp http://localhost:6006/v1/traces
