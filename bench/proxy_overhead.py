@@ -1,13 +1,17 @@
 #!/usr/bin/env python3
 """How much does faultproxy cost on top of plain mitmproxy?
 
-Five configurations, all on 127.0.0.1 with ephemeral ports, each in its own process:
+Seven configurations, all on 127.0.0.1 with ephemeral ports, each in its own process
+(`--only` picks some beside the first two):
 
   direct            load generator -> upstream (aiohttp, POST /items/N, ~200-byte JSON answer)
   mitmdump          load generator -> plain mitmdump (forward proxy) -> upstream
   faultproxy 0%     load generator -> faultproxy (10 rules, none fires) -> upstream
   faultproxy 30%    load generator -> faultproxy (same 10 rules, 30% answered 503) -> upstream
   addon in mitmdump load generator -> mitmdump -s proxy/mitmdump_addon.py (faultproxy 0%'s rules) -> upstream
+  monitor, all      load generator -> faultproxy monitor (no faults, an episode per connection, every
+                    one recorded and judged) -> upstream
+  monitor, 10%      the same, 10% of the connections sampled (the rest pass through unrecorded)
 
 faultproxy runs as users run it (`faultproxy proxy --scenario ... --trace-dir ...`), with
 episode credentials in the proxy URL and its JSON-lines trace on. `faultproxy proxy` loads only
@@ -54,6 +58,8 @@ EPISODE, TOKEN = "bench", "x"
 REQUEST_BODY = b'{"name": "widget", "qty": 3, "tags": ["bench", "overhead"], "note": "small JSON POST"}'
 FAULT_SHARE = 0.3
 TARGET_THROUGHPUT_RATIO = 0.9
+TARGET_CPU_RATIO = 1.3  # requests per proxy CPU-second against plain mitmdump's
+CONFIG_KEYS = ("fp0", "fp30", "addon", "mon100", "mon10")
 TARGET_P50_DELTA_MS = 0.3
 BUSY_CORES = 0.25  # other processes using more than this: verdicts are only indicative
 
@@ -405,23 +411,38 @@ class Bench:
         self.configs = [direct, mitm]
         for key, label, share in (("fp0", "faultproxy, 0% faulted", 0.0),
                                   ("fp30", f"faultproxy, {FAULT_SHARE:.0%} faulted", FAULT_SHARE)):
+            if key not in self.args.only:
+                continue
             config = Config(key, label, credentials=True, fault_share=share, trace_dir=self.work / f"traces-{key}")
             config.child = self._spawn(f"faultproxy-{key}", [
                 tool("faultproxy"), "proxy", "--scenario", str(scenario), "--port", "0",
                 "--param", f"lambda={share}", "--trace-dir", str(config.trace_dir),
             ], env=env | {"FAULTPROXY_HOME": str(self.work / f"faultproxy-home-{key}")}, cpus=self.proxy_cpus)
             self.configs.append(config)
+        for key, label, sample in (("mon100", "faultproxy monitor, all sampled", 1.0),
+                                   ("mon10", "faultproxy monitor, 10% sampled", 0.1)):
+            if key not in self.args.only:
+                continue
+            out = self.work / f"monitor-{key}"
+            config = Config(key, label, credentials=True, trace_dir=out / "flows")
+            config.child = self._spawn(f"faultproxy-{key}", [
+                tool("faultproxy"), "monitor", "--out", str(out), "--port", "0", "--quiet", "--episode-by", "client",
+                "--idle-s", "2", "--sample", str(sample),
+            ], env=env | {"FAULTPROXY_HOME": str(self.work / f"faultproxy-home-{key}")}, cpus=self.proxy_cpus)
+            self.configs.append(config)
         for config in self.configs[2:]:
             line = config.child.wait_for_line("forward proxy:", 60)
             config.port = int(line.split("@127.0.0.1:")[1].split()[0])
-        addon = Config("addon", "addon in mitmdump, 0%", credentials=True, trace_dir=self.work / "traces-addon")
-        self._start_mitmdump(addon, env, [
-            "-s", str(REPO / "proxy" / "mitmdump_addon.py"), "--set", f"faultproxy_scenario={scenario}",
-            "--set", "faultproxy_params=lambda=0", "--set", f"faultproxy_trace_dir={addon.trace_dir}",
-        ])
-        self.configs.append(addon)
-        for config in (mitm, addon):
-            self._wait_mitmdump(config, env)
+        if "addon" in self.args.only:
+            addon = Config("addon", "addon in mitmdump, 0%", credentials=True, trace_dir=self.work / "traces-addon")
+            self._start_mitmdump(addon, env, [
+                "-s", str(REPO / "proxy" / "mitmdump_addon.py"), "--set", f"faultproxy_scenario={scenario}",
+                "--set", "faultproxy_params=lambda=0", "--set", f"faultproxy_trace_dir={addon.trace_dir}",
+            ])
+            self.configs.append(addon)
+        for config in self.configs:
+            if config.key in ("mitmdump", "addon"):
+                self._wait_mitmdump(config, env)
         for config in self.configs:
             self._probe(config)
 
@@ -629,7 +650,7 @@ def report(bench: Bench, runs: dict[str, dict[str, list[Run]]], args: argparse.N
     throughput = Table(title=f"Throughput: {args.connections} connections, as fast as the proxy answers", title_justify="left")
     for column in ("configuration", "requests", "req/s", "p50 ms", "p99 ms", "non-2xx", "errors",
                    "proxy CPU µs/req", "req/s vs mitmdump", "req/CPU-s vs mitmdump", "p50 vs mitmdump",
-                   f"≥ {TARGET_THROUGHPUT_RATIO:g}×" if latency_runs else "targets"):
+                   f"≥ {TARGET_THROUGHPUT_RATIO:g}×, ≥ {TARGET_CPU_RATIO:g}×/CPU-s" if latency_runs else "targets"):
         throughput.add_column(column, justify="left" if column == "configuration" else "right")
     baseline = {run.round: run for run in runs["mitmdump"][LOAD]}
     for config in bench.configs:
@@ -637,8 +658,8 @@ def report(bench: Bench, runs: dict[str, dict[str, list[Run]]], args: argparse.N
         m = summarize(config, config_runs, baseline)
         requests = sum(r.requests for r in config_runs)
         verdict = ""
-        if config.key.startswith("fp"):
-            met = median(m["ratio"]) >= TARGET_THROUGHPUT_RATIO
+        if config.key.startswith(("fp", "mon")):
+            met = median(m["ratio"]) >= TARGET_THROUGHPUT_RATIO and median(m["cpu_ratio"]) >= TARGET_CPU_RATIO
             if not latency_runs:  # then the p50 target is judged here
                 met &= median(m["d50"]) <= TARGET_P50_DELTA_MS
             all_met &= met
@@ -665,7 +686,7 @@ def report(bench: Bench, runs: dict[str, dict[str, list[Run]]], args: argparse.N
             config_runs = runs[config.key][LATENCY]
             m = summarize(config, config_runs, baseline)
             verdict = ""
-            if config.key.startswith("fp"):
+            if config.key.startswith(("fp", "mon")):
                 met = median(m["d50"]) <= TARGET_P50_DELTA_MS
                 all_met &= met
                 verdict = verdict_text(met)
@@ -687,7 +708,8 @@ def report(bench: Bench, runs: dict[str, dict[str, list[Run]]], args: argparse.N
         "and mostly restates throughput; the 1-connection runs measure the latency a request pays.[/dim]"
     )
     console.print(
-        f"Targets (faultproxy vs plain mitmdump): throughput ≥ {TARGET_THROUGHPUT_RATIO:g}× "
+        f"Targets (faultproxy and its monitor vs plain mitmdump): throughput ≥ {TARGET_THROUGHPUT_RATIO:g}× "
+        f"and ≥ {TARGET_CPU_RATIO:g}× the requests per CPU-second "
         f"(at {args.connections} connections), p50 at most {TARGET_P50_DELTA_MS:g} ms above "
         + ("(at 1 connection). " if args.latency_connections else f"(at {args.connections} connections). ")
         + ("[green]All met.[/green]" if all_met else "[red]Not met.[/red]")
@@ -747,6 +769,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="Cap per run for the Python load generator (wrk is bounded by --seconds).")
     parser.add_argument("--pin", action="store_true",
                         help="Pin the proxies to the first CPU, upstream and load generator to the others.")
+    parser.add_argument("--only", type=lambda text: text.split(","), default=list(CONFIG_KEYS),
+                        help=f"Measure only these beside direct and plain mitmdump (default all: {','.join(CONFIG_KEYS)}).")
     parser.add_argument("--json", type=Path, help="Also write every run's numbers to this file.")
     parser.add_argument("--keep", action="store_true", help="Keep the temporary folder (scenario, traces, logs).")
     parser.add_argument("--check", action="store_true", help="Exit 1 if faultproxy misses a target.")
@@ -762,7 +786,7 @@ def main(argv: list[str] | None = None) -> int:
     runs: dict[str, dict[str, list[Run]]] = {}
     loads = [(LOAD, args.connections)] + ([(LATENCY, args.latency_connections)] if args.latency_connections else [])
     try:
-        print(f"starting upstream, mitmdump, two faultproxy processes and the addon in mitmdump in {work} ...", file=sys.stderr)
+        print(f"starting upstream, mitmdump and {', '.join(args.only)} in {work} ...", file=sys.stderr)
         bench.start()
         runs = {config.key: {LOAD: [], LATENCY: []} for config in bench.configs}
         if args.warmup > 0:

@@ -102,9 +102,10 @@ async def load(proxy_port: int, upstream_port: int, pid: int, args: argparse.Nam
     return samples
 
 
-def report(samples: list[tuple[int, float]], baseline_at: int, seconds: float) -> bool:
+def report(samples: list[tuple[int, float]], baseline_at: int, seconds: float,
+           what: str = "`faultproxy proxy` under a stale_state rule matching every read") -> bool:
     baseline = next(rss for done, rss in samples if done >= baseline_at)
-    print(f"\nRSS of `faultproxy proxy` under a stale_state rule matching every read ({seconds:.0f} s)\n")
+    print(f"\nRSS of {what} ({seconds:.0f} s)\n")
     print(f"| requests | RSS (MB) | change since {baseline_at:,} |")
     print("|---:|---:|---:|")
     for done, rss in samples:

@@ -111,7 +111,7 @@ class TraceWriter:
         self.lines = 0
 
     def write(self, record: dict[str, Any]) -> None:
-        self._file.write(json.dumps({"v": FORMAT_VERSION, **record}, ensure_ascii=False) + "\n")
+        self._file.write(json.dumps({"v": FORMAT_VERSION, **record}, ensure_ascii=False, separators=(",", ":")) + "\n")
         self._file.flush()
         self.lines += 1
 

@@ -25,6 +25,7 @@ from faultproxy.formats.errors import UsageError
 from faultproxy.proxy.attribution import Attribution
 from faultproxy.proxy.auth import is_loopback
 from faultproxy.proxy.ca import ca_bundle, default_confdir, ensure_ca, upstream_trust
+from faultproxy.proxy.dispatch import handled_only
 from faultproxy.proxy.episodes import EpisodeLimits
 from faultproxy.proxy.injector import SETTLE_S, FaultInjector
 from faultproxy.proxy.stdio.lane import StdioLane
@@ -236,6 +237,7 @@ class ProxyServer:
         attribution = Attribution(known)
         self._master.addons.add(*mitmproxy_addons(), attribution, StdioLane(self.injector, attribution.gate),
                                 self.injector, *self._extra_addons)
+        handled_only(self._master.addons)  # an event reaches only the addons that handle it
         ensure_ca(self.confdir)  # so that mitmproxy's TlsConfig only loads the CA, never makes a second one
         self._master.options.update(**self._options, **self._addon_options)
         running = asyncio.create_task(self._master.run())

@@ -114,7 +114,15 @@ class LiveSessions:
         return session
 
     def _new_key(self, session: str) -> str:
+        """The session id made safe and short, a hash of it whole, and when (a restart's keys differ)."""
         self._serial += 1
         digest = hashlib.blake2b(session.encode(), digest_size=4).hexdigest()
-        began = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
-        return f"{_UNSAFE.sub('_', session)[:40]}.{digest}.{began}.{self._serial}"
+        return f"{_UNSAFE.sub('_', session)[:24]}.{digest}.{_base36(time.time_ns() // 1_000_000)}.{self._serial}"
+
+
+def _base36(number: int) -> str:
+    digits = ""
+    while number:
+        number, digit = divmod(number, 36)
+        digits = "0123456789abcdefghijklmnopqrstuvwxyz"[digit] + digits
+    return digits or "0"

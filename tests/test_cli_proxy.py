@@ -125,4 +125,4 @@ def test_addon_runs_under_plain_mitmdump(background, upstream, tmp_path):
         with pytest.raises(httpx.RemoteProtocolError):
             client.post(f"{server.url}/orders/7/refund", json={})
     assert state.hits["POST /orders/7/refund"] == 1
-    assert '"type": "response_lost"' in (tmp_path / "flows" / "mitm-ep.jsonl").read_text()
+    assert '"type":"response_lost"' in (tmp_path / "flows" / "mitm-ep.jsonl").read_text()
