@@ -19,12 +19,10 @@ import asyncio
 import itertools
 import subprocess
 import sys
-import tempfile
-import time
 from pathlib import Path
 
 import aiohttp
-from stale_memory import report, rss_mb, start_upstream
+from stale_memory import rss_mb, soak, start_upstream
 
 
 def start_monitor(work: Path) -> tuple[subprocess.Popen, int]:
@@ -70,19 +68,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--every", type=int, default=10_000, help="sample RSS every N requests")
     parser.add_argument("--baseline", type=int, default=10_000, help="compare with the sample at N requests")
     args = parser.parse_args(argv)
-    with tempfile.TemporaryDirectory(prefix="monitor-memory-") as folder:
-        upstream_port = start_upstream()
-        process, proxy_port = start_monitor(Path(folder))
-        try:
-            started = time.monotonic()
-            samples = asyncio.run(load(proxy_port, upstream_port, process.pid, args))
-            what = (f"`faultproxy monitor`, a new episode every {args.per_session} requests per connection, "
-                    f"{args.connections} connections, log capped at 500 episodes")
-            return 0 if report(samples, args.baseline, time.monotonic() - started, what) else 1
-        finally:
-            process.terminate()
-            process.wait(60)
-
+    return soak(args, start_monitor, load, f"`faultproxy monitor`, a new episode every {args.per_session} requests "
+                                           f"per connection, {args.connections} connections, log capped at 500")
 
 if __name__ == "__main__":
     sys.exit(main())

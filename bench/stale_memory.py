@@ -23,6 +23,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import aiohttp
@@ -124,17 +125,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--connections", type=int, default=20)
     parser.add_argument("--every", type=int, default=10_000, help="sample RSS every N requests")
     parser.add_argument("--baseline", type=int, default=10_000, help="compare with the sample at N requests")
-    args = parser.parse_args(argv)
-    with tempfile.TemporaryDirectory(prefix="stale-memory-") as folder:
+    return soak(parser.parse_args(argv), start_proxy, load,
+                "`faultproxy proxy` under a stale_state rule matching every read")
+
+
+def soak(args: argparse.Namespace, start: Callable[[Path], tuple[subprocess.Popen, int]], load_with: Callable,
+         what: str) -> int:
+    """Start the upstream and the process under test (`start`), load it (`load_with`), report; 0 if flat."""
+    with tempfile.TemporaryDirectory(prefix="memory-soak-") as folder:
         upstream_port = start_upstream()
-        process, proxy_port = start_proxy(Path(folder))
+        process, proxy_port = start(Path(folder))
         try:
             started = time.monotonic()
-            samples = asyncio.run(load(proxy_port, upstream_port, process.pid, args))
-            return 0 if report(samples, args.baseline, time.monotonic() - started) else 1
+            samples = asyncio.run(load_with(proxy_port, upstream_port, process.pid, args))
+            return 0 if report(samples, args.baseline, time.monotonic() - started, what) else 1
         finally:
             process.terminate()
-            process.wait(30)
+            process.wait(60)
 
 
 if __name__ == "__main__":
