@@ -198,3 +198,35 @@ def test_mcp_tool_patterns_round_trip_through_the_plan() -> None:
     pattern = EndpointPattern.parse("mcp:refund_*")
     assert pattern == EndpointPattern("*", "*/tools/refund_*")
     assert str(pattern) == "mcp:refund_*" and EndpointPattern.parse(str(pattern)) == pattern  # as plan.json keeps it
+
+
+INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+              "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                         "clientInfo": {"name": "file-client", "version": "1"}}}
+
+
+@pytest.mark.parametrize("flags", [[], ["--trace-dir", "FLOWS"]], ids=["relay", "proxied"])
+def test_stdin_and_stdout_that_cannot_be_polled_work(tmp_path: Path, flags: list[str]) -> None:
+    """Requests from a file, answers into a file (the event loop cannot poll either): the session
+    runs and ends at the file's end; /dev/null ends it at once; a missing server is status 2.
+    (A plain relay ends the session at the client's end of input, MCP's shutdown, without waiting
+    for answers; through a proxy, requests in flight are answered first.)"""
+    flags = [str(tmp_path / "flows") if flag == "FLOWS" else flag for flag in flags]
+    shim = [sys.executable, "-m", "faultproxy", "mcp", *flags, "--"]
+    (tmp_path / "requests.jsonl").write_text(json.dumps(INITIALIZE) + "\n")
+    with (tmp_path / "requests.jsonl").open("rb") as requests, (tmp_path / "answers.jsonl").open("wb") as answers:
+        done = subprocess.run([*shim, *counter_server(tmp_path / "state")], stdin=requests, stdout=answers,
+                              stderr=subprocess.PIPE, timeout=120)
+    assert done.returncode == 0 and b"Traceback" not in done.stderr, done.stderr.decode()[-2000:]
+    if flags:
+        [answer] = [json.loads(line) for line in (tmp_path / "answers.jsonl").read_text().splitlines()]
+        assert answer["id"] == 1 and answer["result"]["serverInfo"]["name"] == "counter"
+        assert [line["request"]["body"] for line in trace_lines(tmp_path / "flows")] == [json.dumps(INITIALIZE)]
+    with open(os.devnull, "rb") as nothing:
+        done = subprocess.run([*shim, *counter_server(tmp_path / "state")], stdin=nothing, capture_output=True,
+                              timeout=120)
+        assert done.returncode == 0 and b"Traceback" not in done.stderr, done.stderr.decode()[-2000:]
+        done = subprocess.run([*shim, "/no/such/server"], stdin=nothing, capture_output=True, timeout=120)
+    assert done.returncode == 2
+    assert done.stderr.decode().splitlines() == ["faultproxy mcp: cannot start '/no/such/server': "
+                                                 "No such file or directory"]
