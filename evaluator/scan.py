@@ -241,6 +241,9 @@ class _Chunk:
             return
         if kind != "episode":
             return
+        if (record.get("grid_label") or "", record.get("task_id")) not in self.scan.accs:
+            self.scan.unplanned += 1  # no task id, or one the plan lacks: ignored and counted, never judged
+            return
         verdict = record.get("verdict") if not self.rejudge else None
         if not isinstance(verdict, dict) or "status" not in verdict:
             verdict = self._judge(record)

@@ -105,10 +105,14 @@ class YamlReader:
     def error(self, node: Node, field: str | None, message: str) -> Exception:
         return self.error_class(self.path, line_of(node), field, message)
 
-    def compose(self, text: str, empty: str = "the file is empty") -> Node:
-        """The single YAML document in `text` as a node tree; `empty` is the message for no document."""
+    def check_size(self, text: str) -> None:
+        """A whole input file (YAML or JSON Lines) is at most MAX_DOCUMENT_CHARS."""
         if len(text) > MAX_DOCUMENT_CHARS:
             raise self.error_class(self.path, None, None, f"the file is larger than {MAX_DOCUMENT_CHARS:,} characters")
+
+    def compose(self, text: str, empty: str = "the file is empty") -> Node:
+        """The single YAML document in `text` as a node tree; `empty` is the message for no document."""
+        self.check_size(text)
         try:
             root = yaml.compose(text, Loader=yaml.SafeLoader)
         except RecursionError:  # PyYAML's composer recurses once per level

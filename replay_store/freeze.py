@@ -74,10 +74,13 @@ def freeze(run_dir: Path, store: Path, *, failing: bool = False, representatives
     use are taken from this environment when set. Secret-looking names are refused.
     """
     run = read_run(Path(run_dir))
+    if Path(store).exists() and not Path(store).is_dir():
+        raise StoreError(str(store), None, None, "is a file, not a store folder")
     refuse_links_out(Path(store), "replay store")
     plan = run.plan
     tasks = {item["id"]: item for item in plan["tasks"]["items"]}
-    chosen = [e for e in run.episodes if e.get("type", "episode") == "episode"]
+    # Lines of tasks the plan lacks (or with no task id) are ignored, as reports ignore them.
+    chosen = [e for e in run.episodes if e.get("type", "episode") == "episode" and e.get("task_id") in tasks]
     if episodes:
         unknown = sorted(set(episodes) - {e["key"] for e in chosen})
         if unknown:

@@ -75,6 +75,7 @@ VERSION = 1
 EPISODE_FILE = "episode.json"
 HAR_FILE = "flows.har"
 EXPECTATIONS = ("pass", "fail")
+HAR_VERSIONS = ("1.2", "1.1")  # what this reader understands; freeze writes 1.2
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 REQUIRED = ("episode", "task", "prompt", "scenario", "expect", "decisions", "command")
 
@@ -397,9 +398,14 @@ def read_entry(path: Path) -> Entry:
     if not isinstance(episode["command"], list) or not all(isinstance(a, str) for a in episode["command"]):
         raise StoreError(str(episode_path), None, "command", "expected a list of strings")
     har = _load_json(har_path)
-    entries = (har.get("log") or {}).get("entries") if isinstance(har, dict) else None
+    log = har.get("log") if isinstance(har, dict) else None
+    entries = log.get("entries") if isinstance(log, dict) else None
     if not isinstance(entries, list):
         raise StoreError(str(har_path), None, "log.entries", "missing: not a HAR file")
+    if log.get("version") not in HAR_VERSIONS:
+        raise StoreError(str(har_path), None, "log.version", f"expected HAR {' or '.join(HAR_VERSIONS)}, "
+                                                             f"got {log.get('version')!r}")
+    json_object(har_path, log.get("_faultproxy"), "log._faultproxy", optional=True)
     exchanges = tuple(_recorded(har_path, i, e) for i, e in enumerate(entries))
     return Entry(path, episode, exchanges)
 
@@ -410,13 +416,17 @@ def read_entries(path: Path) -> list[Entry]:
 
 def _load_json(path: Path) -> Any:
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return json.loads(path.read_text(encoding="utf-8"), parse_constant=_no_constant)
     except FileNotFoundError:
         raise StoreError(str(path), None, None, "missing") from None
     except (OSError, UnicodeDecodeError) as error:
         raise StoreError(str(path), None, None, f"cannot read: {error}") from None
     except ValueError as error:
         raise StoreError(str(path), getattr(error, "lineno", None), None, f"not JSON: {error}") from None
+
+
+def _no_constant(name: str) -> None:
+    raise ValueError(f"{name} is not a JSON number")
 
 
 def _recorded(path: Path, i: int, entry: Any) -> Recorded:
@@ -442,7 +452,8 @@ def _recorded(path: Path, i: int, entry: Any) -> Recorded:
         url=url,
         request_headers=header_pairs(path, request.get("headers"), f"{at}.request.headers"),
         request_body=body_bytes(path, post, "text", "_encoding", f"{at}.request.postData") if post else None,
-        forwarded=bool(custom.get("forwarded", status != 0)),
+        forwarded=optional_value(path, custom.get("forwarded", status != 0), f"{at}._faultproxy.forwarded",
+                                 lambda v: isinstance(v, bool), "true or false") is True,
         status=status or None,
         reason=str(response.get("statusText") or ""),
         response_headers=header_pairs(path, response.get("headers"), f"{at}.response.headers"),

@@ -65,16 +65,22 @@ def _contract_variables(options: RunOptions) -> list[str]:
 
 
 def _check_templates(options: RunOptions) -> None:
-    """The templates each episode expands, expanded now as the first episode will (episode.py)."""
+    """The templates each episode expands, expanded now as the first episode will (episode.py), and
+    the secrets each task names, which must be set to be redacted."""
     harness_env = {**os.environ, "FAULTPROXY_EPISODE": "preflight"}
     for task in options.tasks.tasks:
         try:
             task_env = {name: expand(value, harness_env) for name, value in {**options.tasks.env, **task.env}.items()}
-            for url in (task.reset_url, task.state_url):
-                if url:
-                    expand(url, {**harness_env, **task_env})
+            for name, url in (("reset_url", task.reset_url), ("state_url", task.state_url)):
+                if url and not expand(url, {**harness_env, **task_env}).startswith(("http://", "https://")):
+                    raise CannotStart(f"{_where(options, task)}: task {task.id}: {name} {url!r} does not expand "
+                                      "to an http(s) URL")
         except (UnsetVariable, TemplateError) as error:
             raise CannotStart(f"{_where(options, task)}: task {task.id}: {error}; set it before the run") from None
+        unset = [name for name in task.secrets if not (task_env.get(name) or os.environ.get(name))]
+        if unset:  # the task says this value must never reach disk: unset, there is nothing to redact
+            raise CannotStart(f"{_where(options, task)}: task {task.id}: secrets: {unset[0]} is not set here, so "
+                              "there is nothing to redact; set it before the run")
 
 
 def _check_checkers(options: RunOptions) -> None:

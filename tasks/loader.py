@@ -52,6 +52,7 @@ TASK_FIELDS = ("id", "prompt", "shape", "states", "reset_url", "state_url", "exp
 EXPECTED_FIELDS = ("state", "ignore", "multiset", "effects", "output", "escalate")
 EFFECT_FIELDS = ("method", "path", "mcp", "count")
 BUDGET_FIELDS = ("wall_s", "requests", "tokens")
+MAX_WALL_S = 86_400.0  # a day per episode, as --budget-s
 PRICE_FIELDS = ("input_per_mtok", "output_per_mtok")
 # A policy file (faultproxy monitor): the task fields that judge traffic without an expected end
 # state, under the same names and patterns as in a tasks file, plus the file-level prices.
@@ -185,6 +186,7 @@ def _with_defaults(task: Task, env: Mapping[str, str], severity: Mapping[str, st
 
 
 def _read_jsonl(r: YamlReader, text: str) -> tuple[Task, ...]:
+    r.check_size(text)
     seen: dict[str, int] = {}
     tasks = []
     for number, line in enumerate(text.split("\n"), start=1):  # not splitlines: JSON strings may hold U+2028
@@ -224,7 +226,7 @@ def _read_task(r: YamlReader, node: Node, field: str | None, seen: dict[str, int
             raise r.error(present["shape"], sub("shape"),
                           f"a shape is one word (letters, digits, _ and -, e.g. writes_state), got {shape!r}")
     states = _read_names(r, present["states"], sub("states"), "states", None) if given("states") else ()
-    urls = {key: _read_template(r, present[key], sub(key)) if given(key) else None
+    urls = {key: _read_url(r, present[key], sub(key)) if given(key) else None
             for key in ("reset_url", "state_url")}
     expected = _read_expected(r, present["expected"], sub("expected")) if given("expected") else Expected()
     irreversible = _read_endpoints(r, present, "irreversible", field)
@@ -279,6 +281,15 @@ def _read_template(r: YamlReader, node: Node, field: str) -> str:
     return text
 
 
+def _read_url(r: YamlReader, node: Node, field: str) -> str:
+    """reset_url / state_url: an http(s) URL, or a template whose first variable supplies one
+    (the runner checks the expanded URL before the first episode)."""
+    text = _read_template(r, node, field)
+    if not text.startswith(("http://", "https://", "${")):
+        raise r.error(node, field, f"must be an http(s) URL, got {text!r}")
+    return text
+
+
 def _read_endpoints(r: YamlReader, present: Mapping[str, Node], key: str,
                     field: str | None) -> tuple[EndpointPattern, ...]:
     if not _given(r, present, key):
@@ -322,6 +333,9 @@ def _positive(r: YamlReader, node: Node, field: str, integer: bool) -> int | flo
 def _read_budgets(r: YamlReader, node: Node, field: str) -> Budgets:
     present = r.mapping(node, field, BUDGET_FIELDS)
     wall_s = float(_positive(r, present["wall_s"], f"{field}.wall_s", False)) if _given(r, present, "wall_s") else None
+    if wall_s is not None and wall_s > MAX_WALL_S:
+        raise r.error(present["wall_s"], f"{field}.wall_s", f"must be at most {MAX_WALL_S:,g} seconds (a day), "
+                                                            f"got {wall_s:g}")
     requests = int(_positive(r, present["requests"], f"{field}.requests", True)) \
         if _given(r, present, "requests") else None
     tokens = int(_positive(r, present["tokens"], f"{field}.tokens", True)) if _given(r, present, "tokens") else None

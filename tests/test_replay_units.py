@@ -125,7 +125,7 @@ def test_bad_entries_get_one_clear_line(tmp_path, capsys):
     (entry / "episode.json").write_text(json.dumps({**document, "expect": "fail"}))
     with pytest.raises(StoreError, match=r"flows.har: missing"):
         har.read_entry(entry)
-    (entry / "flows.har").write_text(json.dumps({"log": {"entries": [{"request": {}}]}}))
+    (entry / "flows.har").write_text(json.dumps({"log": {"version": "1.2", "entries": [{"request": {}}]}}))
     with pytest.raises(StoreError, match=r"log.entries\[0\].response: expected an object, got null"):
         har.read_entry(entry)
     assert faultproxy_main(["replay", str(tmp_path / "store"), "--", "true"]) == 2

@@ -129,7 +129,7 @@ def cmd_proxy(args: argparse.Namespace) -> int:
         scenario, trace_dir=args.trace_dir, host=args.host, port=args.port, reverse_port=args.reverse_port,
         upstreams=upstreams, secret_env=check_secret_env(args.secret_env), ssl_insecure=args.insecure_upstream,
         token=token,
-        upstream_ca=check_upstream_ca(args.upstream_ca),
+        upstream_ca=check_upstream_ca(args.upstream_ca, args.insecure_upstream),
     )
     try:
         server.start()

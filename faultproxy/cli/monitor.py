@@ -102,6 +102,6 @@ def monitor_options(args: argparse.Namespace) -> MonitorOptions:
         out=args.out, policy=load_policy(args.policy), scenario=load_scenario(args.scenario, proxy_params(args)),
         episode_by=rules, idle_s=args.idle_s, sample=args.sample, max_episodes=args.max_episodes, host=args.host,
         port=args.port, reverse_port=args.reverse_port, upstreams=parse_upstreams(args.upstream),
-        upstream_ca=check_upstream_ca(args.upstream_ca), insecure_upstream=args.insecure_upstream,
+        upstream_ca=check_upstream_ca(args.upstream_ca, args.insecure_upstream), insecure_upstream=args.insecure_upstream,
         secret_env=check_secret_env(args.secret_env), token=token, show_live=not args.quiet,
     )

@@ -19,12 +19,12 @@ from faultproxy.runner.plan import GridPoint
 from faultproxy.runner.rewrites import MODEL_TEMPLATE
 from faultproxy.runner.variants import load_variant_function
 from faultproxy.scenarios import Scenario
-from faultproxy.tasks.loader import TaskError, load_tasks, single_task
+from faultproxy.tasks.loader import MAX_WALL_S, TaskError, load_tasks, single_task
 
 # Documented ranges of the numbers a run takes (docs/reliability.md, `--help`); anything outside is refused.
 K_RANGE = (1, 10_000)
 PARALLEL_RANGE = (1, 256)
-BUDGET_S_MAX = 86_400.0  # a day per episode
+BUDGET_S_MAX = MAX_WALL_S  # a day per episode
 TOKEN_ENV = "FAULTPROXY_TOKEN"
 _UPSTREAM_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
 
@@ -33,7 +33,7 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
     """Options shared by `run` and `sweep`: what to run, how, and where to log it."""
     parser.add_argument("--scenario", required=True, help="Scenario file, or the name of a bundled one.")
     parser.add_argument("--tasks", type=Path, help="Tasks file (YAML or JSON Lines); without it CMD is one task.")
-    parser.add_argument("--only", default="", metavar="IDS", help="Comma-separated task ids: run just these.")
+    parser.add_argument("--only", metavar="IDS", help="Comma-separated task ids: run just these.")
     parser.add_argument("--k", type=int, default=1,
                         help=f"Trials (honest variants) per task, {K_RANGE[0]} to {K_RANGE[1]:,} (default 1).")
     parser.add_argument("--parallel", type=int, default=1,
@@ -132,7 +132,7 @@ def proxy_params(args: argparse.Namespace) -> dict[str, float]:
 
 def parse_upstreams(specs: list[str]) -> dict[str, str]:
     """--upstream NAME=URL values, each NAME a simple identifier and URL http(s)://HOST[:PORT][/PATH]."""
-    upstreams = parse_pairs(specs, "--upstream")
+    upstreams = parse_pairs(specs, "--upstream", once=True)
     for name, url in upstreams.items():
         if not _UPSTREAM_NAME.fullmatch(name):
             raise UsageError(f"--upstream {name}={url}: NAME must be letters, digits, '_' and '-' "
@@ -147,10 +147,14 @@ def parse_upstreams(specs: list[str]) -> dict[str, str]:
     return upstreams
 
 
-def check_upstream_ca(path: Path | None) -> Path | None:
-    """--upstream-ca FILE: a readable file of PEM certificates, or one clear line."""
+def check_upstream_ca(path: Path | None, insecure: bool = False) -> Path | None:
+    """--upstream-ca FILE: a readable file of PEM certificates, or one clear line. With
+    --insecure-upstream (nothing verified) a CA to verify with is a contradiction: refused."""
     if path is None:
         return None
+    if insecure:
+        raise UsageError(f"--upstream-ca {path} and --insecure-upstream contradict each other: the first verifies "
+                         "upstream TLS with that CA, the second verifies nothing; give one")
     try:
         ssl.create_default_context().load_verify_locations(cafile=str(path))
     except (OSError, ssl.SSLError) as error:
@@ -165,6 +169,20 @@ def check_secret_env(names: list[str]) -> list[str]:
     if unset:
         raise UsageError(f"--secret-env {unset[0]}: no such variable is set here, so there is nothing to redact")
     return names
+
+
+def check_budget_s(value: float | None) -> float | None:
+    """--budget-s: more than 0 seconds, at most a day (or not given)."""
+    if value is not None:
+        _check_range("--budget-s", value, 0, BUDGET_S_MAX, low_open=True)
+    return value
+
+
+def _only_ids(text: str) -> list[str]:
+    ids = [i.strip() for i in text.split(",") if i.strip()]
+    if not ids:
+        raise UsageError(f"--only {text!r} names no task: give task ids separated by commas, or leave it out")
+    return ids
 
 
 def _check_range(option: str, value: float, low: float, high: float, low_open: bool = False) -> None:
@@ -186,12 +204,11 @@ def run_options(args: argparse.Namespace, scenario: Scenario, grid: list[GridPoi
     command = agent_command(args.agent)
     _check_range("--k", args.k, *K_RANGE)
     _check_range("--parallel", args.parallel, *PARALLEL_RANGE)
-    if args.budget_s is not None:
-        _check_range("--budget-s", args.budget_s, 0, BUDGET_S_MAX, low_open=True)
+    check_budget_s(args.budget_s)
     try:
         tasks = load_tasks(args.tasks) if args.tasks else single_task(" ".join(command))
-        if args.only:
-            tasks = tasks.only(i for i in args.only.split(",") if i)
+        if args.only is not None:
+            tasks = tasks.only(_only_ids(args.only))
         variant_function = load_variant_function(args.variants) if args.variants else None
     except (TaskError, ValueError) as error:
         raise UsageError(str(error)) from None
@@ -200,7 +217,7 @@ def run_options(args: argparse.Namespace, scenario: Scenario, grid: list[GridPoi
         parallel=args.parallel, budget_s=args.budget_s, upstreams=parse_upstreams(args.upstream),
         no_proxy=[h for h in args.no_proxy.split(",") if h], variant_function=variant_function,
         secret_env=check_secret_env(args.secret_env), insecure_upstream=args.insecure_upstream,
-        upstream_ca=check_upstream_ca(args.upstream_ca), show_progress=sys.stderr.isatty(),
+        upstream_ca=check_upstream_ca(args.upstream_ca, args.insecure_upstream), show_progress=sys.stderr.isatty(),
         rewrites=parse_pairs(args.rewrite + ([f"model={MODEL_TEMPLATE}"] if args.rewrite_model else []), "--rewrite",
                              once=True),
         **executor_options(args),

@@ -13,7 +13,7 @@ import argparse
 import json
 from pathlib import Path
 
-from faultproxy.cli.options import parse_pairs, parse_upstreams
+from faultproxy.cli.options import check_budget_s, parse_pairs, parse_upstreams
 from faultproxy.cli.otel import add_otlp_options, close_export, open_export, run_attributes
 from faultproxy.formats.redact import Redactor
 from faultproxy.formats.errors import UsageError
@@ -128,7 +128,7 @@ def _options(args: argparse.Namespace):
 
     return ReplayOptions(command=_command(args.agent), env=parse_pairs(args.env, "--env"), out=args.out,
                          upstreams=parse_upstreams(args.upstream), secret_env=args.secret_env,
-                         budget_s=args.budget_s, parallel=max(1, getattr(args, "parallel", 1)))
+                         budget_s=check_budget_s(args.budget_s), parallel=max(1, getattr(args, "parallel", 1)))
 
 
 # --- freeze ----------------------------------------------------------------------------------------
@@ -167,6 +167,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
     _split_remainder(args)
     if args.parallel < 1 or args.repeat < 1:
         raise UsageError("--parallel and --repeat must be at least 1")
+    if args.json and args.json.is_dir():
+        raise UsageError(f"--json {args.json}: is a folder; give the name of a file to write")
     entries = har.read_entries(args.store)
     if not entries:
         raise UsageError(f"{args.store}: no entries (folders with {har.EPISODE_FILE})")
