@@ -245,7 +245,7 @@ CASES = [
         rules:
           - name: r
             fault: {type: rate_limit, provider: azure}
-        """, 5, "rules[0].fault.provider", "must be one of auto, openai, anthropic, generic, got string 'azure'",
+        """, 5, "rules[0].fault.provider", "must be one of auto, openai, anthropic, gemini, generic, got string 'azure'",
      None),
     ("bad_enum_status", """\
         name: t
