@@ -2,6 +2,6 @@
 
 import sys
 
-from faultproxy.cli.main import main
+from faultproxy.cli.entry import main
 
 sys.exit(main())

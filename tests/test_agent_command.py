@@ -2,7 +2,8 @@
 
 import pytest
 
-from faultproxy.cli.main import build_parser, split_command
+from faultproxy.cli.dispatch import split_command
+from faultproxy.cli.main import build_parser
 
 NESTED = ["python", "agent.py", "--", "server", "--port", "1"]
 

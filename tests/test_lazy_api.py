@@ -72,3 +72,28 @@ def test_the_public_names_are_all_there_and_load_on_first_use() -> None:
     for name in faultproxy.__all__:
         assert getattr(faultproxy, name) is not None
     assert faultproxy.ProxyServer.__module__ == "faultproxy.proxy.server"
+
+
+def test_report_gate_and_scan_start_without_the_proxy(tmp_path: Path) -> None:
+    """`faultproxy report` (its --help too), `gate` and `scan` never load mitmproxy: they start in a
+    fraction of the time and run where mitmproxy cannot be imported."""
+    run_dir = make_run(tmp_path / "run", [LOOKUP], 2, {("", "lookup_a"): [lookup_ok(), lookup_wrong()]})
+    done = _python("""
+        import sys
+        from faultproxy.cli.entry import main
+        for argv in (["report", "--help"], ["gate", "--help"], ["scan", "--help"]):
+            try:
+                main(argv)
+            except SystemExit as exit:
+                assert exit.code == 0, argv
+        assert main(["report", sys.argv[1]]) == 0
+        assert main(["scan", sys.argv[1]]) == 0
+        assert not any(name.split(".")[0] == "mitmproxy" for name in sys.modules)
+        assert "faultproxy.proxy" not in sys.modules and "faultproxy.runner" not in sys.modules
+    """, str(run_dir))
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "usage: faultproxy report [-h]" in done.stdout and "usage: faultproxy scan" in done.stdout
+    assert (run_dir / "report.json").exists()
+    # every other command still has the full command line behind the same entry point
+    done = _python("from faultproxy.cli.entry import main\nmain(['check', 'rate_limit'])\n")
+    assert done.returncode != 0 and "blocked for this test: mitmproxy" in done.stderr

@@ -1,15 +1,16 @@
-"""The `faultproxy` command."""
+"""The `faultproxy` command: every command's parser and the commands of its own (check, ca, proxy,
+run). cli/entry.py is the entry point; it starts report, gate and scan without this module."""
 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from faultproxy.cli import evaluate, mcp, monitor, otel, replay, scan, sweep
+from faultproxy.cli.dispatch import dispatch, new_parser
 from faultproxy.cli.options import (
     add_listen_options,
     add_proxy_options,
@@ -21,57 +22,20 @@ from faultproxy.cli.options import (
     proxy_token,
 )
 from faultproxy.cli.run import proxy_start_problem, run_command
-from faultproxy.formats.errors import UsageError, UserError
-from faultproxy.formats.logs import configure_logging
+from faultproxy.formats.errors import UsageError
 from faultproxy.formats.paths import folder_option
 from faultproxy.formats.redact import Redactor
 from faultproxy.proxy.ca import ca_bundle
 from faultproxy.proxy.server import ProxyServer, ProxyStartError
 from faultproxy.scenarios import load_scenario
 
-EXIT_BAD_INPUT = 2
-
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    options, command = split_command(sys.argv[1:] if argv is None else list(argv))
-    args = parser.parse_args(options)
-    if command is not None:
-        _take_command(parser, args, command)
-    configure_logging(json_lines=getattr(args, "log_json", False))
-    try:
-        return args.handler(args)
-    except UserError as error:
-        print(f"faultproxy: {error}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    except KeyboardInterrupt:
-        return 130
-
-
-def split_command(argv: list[str]) -> tuple[list[str], list[str] | None]:
-    """faultproxy's own arguments, and the command after the first `--`, verbatim.
-
-    An agent or server command may hold a `--` of its own (`python agent.py -- server ...`,
-    `uv run -- ...`); argparse would read what follows it as faultproxy's options, so every
-    command that takes one is cut off here, before argparse sees it."""
-    if "--" not in argv:
-        return argv, None
-    cut = argv.index("--")
-    return argv[:cut], argv[cut + 1:]
-
-
-def _take_command(parser: argparse.ArgumentParser, args: argparse.Namespace, command: list[str]) -> None:
-    dest = next((name for name in ("agent", "server") if hasattr(args, name)), None)
-    if dest is None:
-        parser.error(f"faultproxy {args.command} takes no command after --")
-    # argparse's REMAINDER may already hold options that came after a positional (`replay
-    # STORE --parallel 2`): they stay in front, for the command to parse again.
-    setattr(args, dest, [*getattr(args, dest), "--", *command])
+    return dispatch(build_parser(), argv)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="faultproxy", description="Chaos proxy and reliability harness for AI agents.")
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    parser, commands = new_parser()
 
     check = _command(commands, "check", cmd_check, "Validate scenario files.")
     check.add_argument("files", nargs="+", metavar="FILE")

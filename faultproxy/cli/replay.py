@@ -106,7 +106,7 @@ def _command(remainder: list[str]) -> list[str] | None:
 def _split_remainder(args: argparse.Namespace) -> None:
     """argparse's REMAINDER takes everything after the positional, options included
     (`replay STORE --parallel 2 -- CMD`): parse what comes before `--` as options again. The
-    first `--` here is the one cli.main.split_command put before the command, verbatim after it."""
+    first `--` here is the one cli.dispatch.split_command put before the command, verbatim after it."""
     if not args.agent or args.agent[0] == "--":
         return
     if "--" in args.agent:
