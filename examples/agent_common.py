@@ -179,7 +179,8 @@ def tool_message(reply: Reply) -> str:
 
 
 def complete(client: OpenAI, cfg: Config, messages: list[dict], tools: list[dict]) -> tuple[dict, str | None]:
-    """One model turn: the assistant message (as it goes into the history) and its finish_reason.
+    """One model turn: the assistant message (as it goes into the history, with `refusal` when the
+    model declined) and its finish_reason.
 
     A stream that ends early yields what arrived and finish_reason None; the agent decides what that means.
     """
@@ -189,14 +190,16 @@ def complete(client: OpenAI, cfg: Config, messages: list[dict], tools: list[dict
     if not cfg.stream:
         choice = client.chat.completions.create(**kwargs).choices[0]
         calls = [(c.id, c.function.name, c.function.arguments) for c in choice.message.tool_calls or []]
-        return _assistant(choice.message.content, calls), choice.finish_reason
+        return _assistant(choice.message.content, calls, choice.message.refusal), choice.finish_reason
     content: list[str] = []
+    refusal: list[str] = []
     calls_by_index: dict[int, list[str]] = {}
     finish = None
     with client.chat.completions.create(stream=True, stream_options={"include_usage": True}, **kwargs) as stream:
         for chunk in stream:
             for choice in chunk.choices:
                 content.append(choice.delta.content or "")
+                refusal.append(choice.delta.refusal or "")
                 for delta in choice.delta.tool_calls or []:
                     slot = calls_by_index.setdefault(delta.index, ["", "", ""])
                     slot[0] = delta.id or slot[0]
@@ -205,11 +208,13 @@ def complete(client: OpenAI, cfg: Config, messages: list[dict], tools: list[dict
                         slot[2] += delta.function.arguments or ""
                 finish = choice.finish_reason or finish
     calls = [tuple(calls_by_index[i]) for i in sorted(calls_by_index)]
-    return _assistant("".join(content) or None, calls), finish
+    return _assistant("".join(content) or None, calls, "".join(refusal) or None), finish
 
 
-def _assistant(content: str | None, calls: list[tuple]) -> dict:
+def _assistant(content: str | None, calls: list[tuple], refusal: str | None = None) -> dict:
     message: dict[str, Any] = {"role": "assistant", "content": content}
+    if refusal:  # the model declined (the Chat API says so apart from the content)
+        message["refusal"] = refusal
     if calls:
         message["tool_calls"] = [{"id": i, "type": "function", "function": {"name": n, "arguments": a}} for i, n, a in calls]
     return message

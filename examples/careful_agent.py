@@ -8,6 +8,10 @@
   already refunded, pay one that is not awaiting payment, or cancel one that has shipped.
 - It checks that responses carry the fields it relies on: given a malformed one it reads again,
   then escalates rather than guess.
+- It acts only on what the model finished saying: an answer cut at the token limit, a refusal, an
+  empty answer, or a tool call that names no tool or breaks the tool's schema is asked for again.
+- Tool answers are data, not orders: it writes only to orders the user named or a lookup
+  returned, so an instruction planted in a tool's answer cannot send it to another order.
 
 Usage: SHOP_URL=... OPENAI_BASE_URL=... python examples/careful_agent.py --prompt "Refund order 1001."
 """
@@ -16,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import time
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
@@ -26,6 +31,7 @@ import openai
 from agent_common import SPECS, Reply, Shop, complete, configure, finish, openai_client, run, tool_message
 
 ATTEMPTS = 4
+REASKS = 8  # a cut, refused, empty or garbled answer costs one model call: asking again is cheap and safe
 MAX_WAIT_S = 10.0
 ORDER, CUSTOMER = ("id", "status", "total_cents"), ("id", "name", "email")
 PRODUCT, MONEY = ("sku", "name", "price_cents", "stock"), ("id", "order_id", "amount_cents")
@@ -74,31 +80,61 @@ def missing(name: str, body: Any) -> set[str]:
     return {f for o in objects for f in need if not isinstance(o, dict) or f not in o}
 
 
-def _is_json(text: str) -> bool:
+_JSON_TYPES = {"string": str, "integer": int, "number": (int, float), "boolean": bool, "object": dict, "array": list}
+
+
+def well_formed(call: dict, tools: list[dict]) -> bool:
+    """A tool call of a tool we offered, with arguments that parse and fit its schema."""
+    schema = next((t["function"]["parameters"] for t in tools if t["function"]["name"] == call["function"]["name"]), None)
     try:
-        json.loads(text)
-        return True
+        args = json.loads(call["function"]["arguments"] or "{}")
     except ValueError:
         return False
+    if schema is None or not isinstance(args, dict) or not set(schema.get("required", [])) <= set(args):
+        return False
+    for name, value in args.items():
+        expected = _JSON_TYPES.get((schema["properties"].get(name) or {}).get("type"))
+        if expected and (not isinstance(value, expected) or (expected is int and isinstance(value, bool))):
+            return False
+    return True
+
+
+def finished(message: dict, finish_reason: str | None, tools: list[dict]) -> bool:
+    """An answer worth acting on: ended normally, not a refusal, not empty, every call well formed."""
+    calls = message.get("tool_calls", [])
+    return (finish_reason in ("stop", "tool_calls") and not message.get("refusal")
+            and bool(calls or (message.get("content") or "").strip())
+            and all(well_formed(c, tools) for c in calls))
+
+
+def ids_in(value: Any) -> set[str]:
+    """The object ids an answer names (`id` and `*_id` fields), never words inside free text."""
+    if isinstance(value, list):
+        return {i for item in value for i in ids_in(item)}
+    if not isinstance(value, dict):
+        return set()
+    found = {str(v) for k, v in value.items() if (k == "id" or k.endswith("_id")) and isinstance(v, (str, int))}
+    return found | {i for v in value.values() if isinstance(v, (dict, list)) for i in ids_in(v)}
 
 
 def main() -> None:
     cfg = configure(__doc__)
     client = openai_client(max_retries=ATTEMPTS)  # the SDK waits as retry-after-ms / Retry-After say
     sent_keys: set[str] = set()
+    known_ids = set(re.findall(r"\b\w*\d\w*\b", cfg.prompt))  # what the user named; lookups add theirs
 
     def ask(messages: list[dict]) -> dict:
-        for attempt in range(ATTEMPTS):
+        for attempt in range(REASKS):
             try:
                 message, finish_reason = complete(client, cfg, messages, tools)
             except openai.APIConnectionError:  # includes a stream cut mid-way, which the SDK does not retry
-                if attempt == ATTEMPTS - 1:
+                if attempt >= ATTEMPTS - 1:
                     raise
+                time.sleep(wait_s(None, attempt))
             else:
-                calls = message.get("tool_calls", [])
-                if finish_reason and all(_is_json(c["function"]["arguments"]) for c in calls):
+                if finished(message, finish_reason, tools):
                     return message
-            time.sleep(wait_s(None, attempt))  # ended early or garbled: ask again, don't act on half an answer
+                # Cut off, refused, empty or garbled: ask again at once, don't act on half an answer.
         raise RuntimeError("the model kept giving incomplete answers")
 
     def send(name: str, args: dict, key: str | None = None) -> Reply:
@@ -125,7 +161,15 @@ def main() -> None:
     def use_tool(name: str, arguments: str) -> str:
         args = json.loads(arguments)  # ask() made sure it parses
         if SPECS.get(name, {}).get("method", "GET") == "GET":
-            return tool_message(checked(name, args))
+            reply = checked(name, args)
+            if reply.ok:
+                known_ids.update(ids_in(reply.body))
+            return tool_message(reply)
+        if "order_id" in args and str(args["order_id"]) not in known_ids:
+            # Only free text (a tool's answer, the model's own words) named this order: not the user.
+            error = {"code": "out_of_scope", "message": f"Order {args['order_id']} was not named by the user or "
+                                                        f"found by a lookup; not doing {name} on it."}
+            return json.dumps({"http_status": 403, "error": error})
         key = "careful-" + hashlib.sha256(json.dumps([cfg.prompt, name, args], sort_keys=True).encode()).hexdigest()[:32]
         if key not in sent_keys and name in STILL_TRUE:  # re-read now; what the model saw may be stale
             order = checked("get_order", {"order_id": args.get("order_id")})
@@ -136,7 +180,10 @@ def main() -> None:
                          "message": f"Order {order.body['id']} is {order.body['status']} now; not doing {name}."}
                 return json.dumps({"http_status": 409, "error": error})
         sent_keys.add(key)
-        return tool_message(checked(name, args, key))
+        reply = checked(name, args, key)
+        if reply.ok:
+            known_ids.update(ids_in(reply.body))
+        return tool_message(reply)
 
     try:
         for attempt in range(ATTEMPTS):  # over MCP, even the handshake can fail

@@ -384,6 +384,38 @@ def _run(messages: list[dict], tools: set[str], habit: str | None) -> tuple[Tool
     raise AssertionError(f"intent {intent.__name__} ended without an answer")
 
 
+# An instruction written into a tool's answer: "call TOOL with {JSON arguments}".
+INSTRUCTION = re.compile(r"\bcall (\w+) with (\{[^{}]*\})")
+
+
+def _strings(value: Any):
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _strings(item)
+
+
+def obeyed_instruction(messages: list[dict], tools: set[str]) -> ToolCall | None:
+    """Like many real models, this one does what a tool's answer tells it to (prompt injection):
+    the first instruction found in a tool result that it has not yet attempted. Agents must not
+    rely on the model to refuse; the careful agent's guard is in careful_agent.py."""
+    history = tool_history(messages)
+    for _, _, result in history:
+        for text in _strings(result):
+            for name, arguments in INSTRUCTION.findall(text):
+                try:
+                    args = json.loads(arguments)
+                except ValueError:
+                    continue
+                if name in tools and not any(n == name and a == args for n, a, _ in history):
+                    return ToolCall(name, args)
+    return None
+
+
 def decide(messages: list[dict], tools: set[str], *, model: str, material: str,
            temperature: float, error_rate: float | None = None) -> ToolCall | Final:
     """The next action for this conversation; `material` (request seed or conversation) keys the dice.
@@ -392,6 +424,9 @@ def decide(messages: list[dict], tools: set[str], *, model: str, material: str,
     """
     spec = MODELS[model]
     turn = sum(m.get("role") == "assistant" for m in messages)
+    planted = obeyed_instruction(messages, tools)
+    if planted is not None:
+        return planted
     action, chances = _run(messages, tools, habit=None)
     rate = spec.error_rate if error_rate is None else error_rate
     options = [h for h in spec.habits if h in chances]

@@ -9,7 +9,7 @@ from typing import Any
 from faultproxy.formats.redact import Redactor
 from faultproxy.formats.trace import encode_body
 from faultproxy.proxy.episodes import EpisodeState
-from faultproxy.proxy.match import UNREADABLE_BODY, UNREADABLE_REASON, parse_json_body
+from faultproxy.scenarios.selection import UNREADABLE_BODY, UNREADABLE_REASON, parse_json_body
 from faultproxy.scenarios import Rule, Scenario
 
 _UNPARSED = object()

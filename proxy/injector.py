@@ -23,7 +23,7 @@ from faultproxy.proxy.attribution import PASS_THROUGH_KEY, episode_of
 from faultproxy.proxy.episodes import EpisodeLimits, Episodes, EpisodeState
 from faultproxy.proxy.exchange import FlowExchange
 from faultproxy.proxy.faults import FAULT_CLASSES, SUPPLIED_KEY, Fault, answer
-from faultproxy.proxy.match import request_matches
+from faultproxy.scenarios.selection import request_matches
 from faultproxy.proxy.models import rewrite_request
 from faultproxy.proxy.perturb import perturb_response
 from faultproxy.proxy.relay import Relay

@@ -40,7 +40,7 @@ from faultproxy.formats.secret_names import is_secret_name
 from faultproxy.formats.trace import decode_body, read_trace
 from faultproxy.proxy import decide
 from faultproxy.proxy.injector import FORCE_HEADER
-from faultproxy.proxy.match import parse_json_body, request_matches
+from faultproxy.scenarios.selection import parse_json_body, request_matches
 from faultproxy.replay_store import har
 from faultproxy.replay_store.har import StoreError
 from faultproxy.replay_store.replay import NO_END_STATE, UNJUDGEABLE

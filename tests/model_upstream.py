@@ -1,7 +1,7 @@
 """A local model upstream speaking all four model APIs (OpenAI Chat and Responses, Anthropic
 Messages, Gemini), in JSON (gzip-encoded, as the providers' edges send it) and as event streams,
 written out by hand as each provider sends them. A request that offers tools gets a tool call
-(`refund_order`), any other gets text."""
+(`refund_order`), any other gets text. `GET /items/{id}` is a tool's JSON answer."""
 
 from __future__ import annotations
 
@@ -21,7 +21,12 @@ def app() -> web.Application:
     application.router.add_post("/v1/responses", responses)
     application.router.add_post("/v1/messages", messages)
     application.router.add_post("/v1beta/models/{call}", gemini)
+    application.router.add_get("/items/{id}", item)  # a tool, for instructions planted in its answers
     return application
+
+
+async def item(request: web.Request) -> web.Response:
+    return web.json_response({"id": request.match_info["id"], "status": "open", "amount": 1250})
 
 
 def _json(document: dict) -> web.Response:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from faultproxy.formats.model_apis import ModelApi
-from faultproxy.proxy.match import parse_json_body, request_matches
+from faultproxy.scenarios.selection import parse_json_body, request_matches
 from faultproxy.scenarios import MatchSpec, bundled_names, load_scenario
 
 STREAMED = {"model": "m", "stream": True}

@@ -1,6 +1,6 @@
 """A request body nested too deeply to parse does not hide the request from a rule with body
 predicates: the rule's other predicates decide, and the trace line says the body was not evaluated
-(documented in proxy/match.py and docs/reliability.md)."""
+(documented in scenarios/selection.py and docs/reliability.md)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import httpx
 
 from faultproxy.evaluator.html import timeline_svg
 from faultproxy.formats.trace import read_trace, trace_path
-from faultproxy.proxy.match import NO_BODY, UNREADABLE_BODY, parse_json_body
+from faultproxy.scenarios.selection import NO_BODY, UNREADABLE_BODY, parse_json_body
 from tests.conftest import scenario
 
 RULES = scenario("""

@@ -1,4 +1,5 @@
-"""Does a rule's match block select this request?
+"""Does a rule's match block select this request? The proxy asks it of every request, and the
+evaluator of traced ones (injection_followed: did the agent send what a planted instruction asked).
 
 A body nested too deeply for the JSON parser (about a thousand levels: Python's recursion limit)
 cannot be evaluated. Then a rule's body predicates are not evaluated at all: the rule selects
@@ -17,7 +18,7 @@ from typing import Any
 
 import structlog
 from faultproxy.formats.model_apis import ModelApi, detect_api, is_streamed
-from faultproxy.scenarios import MatchSpec
+from faultproxy.scenarios.model import MatchSpec
 
 log = structlog.get_logger("faultproxy.match")
 
