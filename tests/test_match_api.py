@@ -86,7 +86,7 @@ def test_a_body_too_deep_to_read_does_not_hide_a_streamed_call(tmp_path: Path) -
 # --- every bundled scenario covers every model API ----------------------------------------------
 
 MODEL_SCENARIOS = {"rate_limit", "timeout", "server_error", "auth_failure", "latency", "schema_drift",
-                   "partial_response", "slow_stream", "mixed"}
+                   "partial_response", "slow_stream", "mixed", "model_faults"}
 HOSTS = ("127.0.0.1", "api.openai.com", "api.anthropic.com", "generativelanguage.googleapis.com")
 
 
