@@ -8,12 +8,18 @@ Four kinds of redaction, applied together:
   fields, and JSON keys in every JSON document, wherever it sits (a whole body, each SSE `data:`
   event, NDJSON lines, JSON-RPC messages, JSON inside form fields or inside a JSON string). Any
   value under a secret-named key is masked, whatever its type;
-- by value: every configured secret value, also URL- and JSON-escaped, and also when a stream
-  splits it across SSE events (each event's JSON strings are joined per field before searching);
-- by shape: well-known credential formats in any text (`Bearer ...`, `sk-...`, `AIza...`, ...).
+- by value: every configured secret value, also URL- and JSON-escaped, as it shows inside any
+  base64 text (at each byte alignment), and also when a stream splits it across SSE events (each
+  event's JSON strings are joined per field before searching);
+- by shape: well-known credential formats in any text (`Bearer ...`, `sk-...`, `AIza...`, ...);
+- inside encodings (formats/encoded.py): a base64 run in any text (a whole body, a JSON string
+  field, a header) and gzip bytes (a body sent without Content-Encoding, a HAR body stored as
+  base64) are opened, their content redacted by all of the above, and encoded again as they
+  were when that changed something; configured values are masked in binary bodies too.
 
 The per-request cost stays small: a body is parsed only when a cheap scan finds a secret-named
-field in it, and SSE events are joined only when secret values are configured.
+field in it, SSE events are joined only when secret values are configured, and a base64 run is
+decoded only when it is long, mixed-case and its first bytes look like text or gzip.
 """
 
 from __future__ import annotations
@@ -22,9 +28,11 @@ import json
 import os
 import re
 from collections.abc import Iterable, Mapping
+from contextvars import ContextVar
 from typing import Any
 from urllib.parse import parse_qsl, quote, quote_plus, unquote_plus, urlencode, urlsplit, urlunsplit
 
+from faultproxy.formats.encoded import MAX_DEPTH, as_text, base64_forms, gunzip, gzip_bytes, hidden_runs
 from faultproxy.formats.errors import UserError
 from faultproxy.formats.secret_names import SHAPE_HINTS, SHAPES, is_secret_name
 
@@ -50,6 +58,8 @@ _FORM = re.compile(r"[\w.~%+\[\]-]+=[^&\s]*(?:&[\w.~%+\[\]-]*=?[^&\s]*)*")
 _SSE_DATA = re.compile(r"(?m)^data:")
 _EVENT_BOUNDARY = re.compile(r"(\r\n\r\n|\n\n|\r\r)")
 _MULTIPART_NAME = re.compile(r'(?i)content-disposition:[^\r\n]*?\bname="([^"]*)"')
+# How many encodings deep the redaction of this context is (base64 in gzip in base64 ...): bounded.
+_DEPTH: ContextVar[int] = ContextVar("redact_depth", default=0)
 
 
 class SecretTooShort(UserError):
@@ -95,12 +105,52 @@ class Redactor:
     # -- free text ---------------------------------------------------------------------------
 
     def text(self, text: str) -> str:
-        """Mask configured values and well-known shapes in free text."""
+        """Mask configured values and well-known shapes in free text, and secrets in its base64 runs."""
+        text = self._unhide(text)
         for value in self._values:
             if value in text:
                 text = text.replace(value, MASK)
         lowered = text.lower()
         return SHAPES.sub(_mask_shape, text) if any(hint in lowered for hint in SHAPE_HINTS) else text
+
+    def binary(self, data: bytes) -> bytes:
+        """A body that is not UTF-8 text: gzip opened, its content redacted and compressed again when
+        that changed it; configured values masked in the bytes."""
+        opened = gunzip(data)
+        if opened is not None:
+            content, complete = opened
+            redacted = self._opened(content) if complete else MASK.encode()  # what cannot be read whole goes
+            if redacted != content:
+                data = gzip_bytes(redacted)
+        for value in self._values:
+            raw = value.encode("utf-8")
+            if raw in data:
+                data = data.replace(raw, MASK.encode())
+        return data
+
+    def _unhide(self, text: str) -> str:
+        """Each base64 run of `text` that holds text or gzip, its content redacted (and the run
+        encoded again as it was) when that changes it."""
+        out, last = [], 0
+        for run in hidden_runs(text):
+            redacted = self._opened(run.data) if run.complete else MASK.encode()  # what cannot be read whole goes
+            if redacted != run.data:
+                out += [text[last:run.start], run.reencode(redacted)]
+                last = run.end
+        return "".join([*out, text[last:]]) if out else text
+
+    def _opened(self, data: bytes) -> bytes:
+        """The content of an encoding, redacted as a body (or as binary), one level deeper; beyond
+        MAX_DEPTH levels it is masked whole rather than left unread."""
+        depth = _DEPTH.get()
+        if depth >= MAX_DEPTH:
+            return MASK.encode()
+        token = _DEPTH.set(depth + 1)
+        try:
+            text = as_text(data)
+            return self.body(text).encode("utf-8") if text is not None else self.binary(data)
+        finally:
+            _DEPTH.reset(token)
 
     def headers(self, headers: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
         return [(k, MASK if is_secret_name(k) else self.text(v)) for k, v in headers]
@@ -225,7 +275,9 @@ def _mask_shape(match: re.Match) -> str:
 
 
 def _written_forms(value: str) -> set[str]:
-    return {value, quote(value, safe=""), quote_plus(value), json.dumps(value, ensure_ascii=False)[1:-1]}
+    """The value raw, URL-encoded, JSON-escaped, and as it shows inside any base64 (binary included)."""
+    return {value, quote(value, safe=""), quote_plus(value), json.dumps(value, ensure_ascii=False)[1:-1],
+            *base64_forms(value)}
 
 
 # -- values split across SSE events -----------------------------------------------------------

@@ -72,6 +72,7 @@ def encode_body(raw: bytes | None, redactor: Redactor, limit: int | None = None)
     try:
         text = redactor.body(raw.decode("utf-8"))
     except UnicodeDecodeError:
+        raw = redactor.binary(raw)  # gzip without Content-Encoding, or a secret in binary
         if limit is None or len(raw) <= limit:
             return {"body": base64.b64encode(raw).decode(), "body_encoding": "base64"}
         return {"body": base64.b64encode(raw[:limit]).decode(), "body_encoding": "base64", **_cut(raw)}

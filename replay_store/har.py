@@ -48,6 +48,7 @@ configured secret value.
 
 from __future__ import annotations
 
+import base64
 import datetime
 import http.client
 import json
@@ -274,8 +275,12 @@ def _body_text(message: Mapping[str, Any], redactor: Redactor) -> tuple[str | No
     body = message.get("body")
     if body is None:
         return None, None
-    if message.get("body_encoding") == "base64":
-        return body, "base64"
+    if message.get("body_encoding") == "base64":  # binary (gzip, say): redacted as bytes
+        try:
+            raw = base64.b64decode(str(body), validate=True)
+        except ValueError:  # not base64 after all (binascii.Error is one): kept as text, redacted as text
+            return redactor.body(str(body)), None
+        return base64.b64encode(redactor.binary(raw)).decode("ascii"), "base64"
     return redactor.body(body), None
 
 

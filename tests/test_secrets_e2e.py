@@ -8,7 +8,9 @@ form with JSON in a field; multipart; secret keys inside upstream SSE events; a 
 value streamed by the model split across SSE events, sent in a plain header and written into
 the answer; a task secret whose value is in the tasks file's `env:`, and a secret-looking task
 env entry; stderr; an error message (an exception and an upstream error body); echoed
-responses. The real CLI runs a real agent (httpx and requests) against a local aiohttp
+responses; hidden in encodings: a base64 body whose JSON holds `api_key`, the run's secrets and a
+token shape base64'd in JSON string fields, a gzip body without Content-Encoding, a base64 answer
+and a gzip answer stored as binary (base64 in the trace and the HAR). The real CLI runs a real agent (httpx and requests) against a local aiohttp
 upstream; then every file under the run directory, the replay store and the replay's folder is
 searched for every planted value. Figures that only look secret (token usage, rate-limit
 headers, ids, idempotency keys) must survive.
@@ -16,6 +18,8 @@ headers, ids, idempotency keys) must survive.
 
 from __future__ import annotations
 
+import base64
+import gzip
 import json
 import os
 import subprocess
@@ -26,6 +30,7 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
+from tests.test_redact_encoded import leaks
 from tests.upstream import ServerThread
 
 AGENT = Path(__file__).parent / "agents" / "leaky_agent.py"
@@ -43,6 +48,9 @@ PLANTS = {
     "Qw8Er3Ty6Ui1Op5As", "error_github": "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8", "error_slack":
     "xoxb-2847561930-Lk4Jh8Gf", "error_aws": "AKIA" + "Q7W3E9R5T1Y6U2I8", "error_body": "sk-proj-"
     "Mn6Bv1Cx5Zl9Kj4Hg",
+    "b64_body_key": "b64body-Kx3Vn8Qp", "b64_shape": "ghp_" + "Z9y8X7w6V5u4T3s2R1q0P9o8N7m6L5k4J3i2",
+    "gzip_password": "gzippass-Rt6Yu1Io", "b64_answer_token": "b64answer-Lm4Np9Bq",
+    "binary_answer_token": "binanswer-Gh2Jk7Ws",
 }
 SERVICE_SECRET = "svc-secret-Rq7Zm3Xw9Lp"  # --secret-env LEAKY_SERVICE_SECRET
 TASK_TOKEN = "task-token-Ys4Hd8Kf2Nb"  # the task's secret, its value written in the tasks file
@@ -82,10 +90,20 @@ def secret_world() -> web.Application:
         await response.write(b"data: [DONE]\n\n")
         return response
 
+    async def b64_answer(request: web.Request) -> web.Response:
+        hidden = json.dumps({"session_token": PLANTS["b64_answer_token"], "ok": True}).encode()
+        return web.Response(text=base64.b64encode(hidden).decode(), content_type="text/plain")
+
+    async def binary(request: web.Request) -> web.Response:  # gzip, no Content-Encoding: stored as base64
+        hidden = json.dumps({"refresh_token": PLANTS["binary_answer_token"]}).encode()
+        return web.Response(body=gzip.compress(hidden), content_type="application/octet-stream")
+
     app = web.Application()
     app.router.add_get("/echo", echo)
+    app.router.add_get("/b64answer", b64_answer)
+    app.router.add_get("/binary", binary)
     app.router.add_get("/denied", denied)
-    for path in ("/json", "/ndjson", "/rpc", "/form", "/upload"):
+    for path in ("/json", "/json2", "/ndjson", "/rpc", "/form", "/upload", "/b64body", "/gz"):
         app.router.add_post(path, accept)
     app.router.add_post("/v1/chat/completions", chat)
     return app
@@ -157,12 +175,34 @@ def test_the_run_report_freeze_and_replay_wrote_their_files(leaky_run):
 
 
 def test_no_planted_secret_is_in_any_file(leaky_run):
+    """Not as written, nor in anything base64 or gzip in any file holds (tests.test_redact_encoded's oracle)."""
     files = files_under(leaky_run["run"], leaky_run["store"], leaky_run["replayed"])
     assert len(files) >= 12
-    leaks = [(str(p), name) for p in files for name, value in [*PLANTS.items(), ("service", SERVICE_SECRET),
+    found = [(str(p), name) for p in files for name, value in [*PLANTS.items(), ("service", SERVICE_SECRET),
                                                                 ("task", TASK_TOKEN), ("db", DB_PASSWORD)]
-             if value in p.read_bytes().decode("utf-8", "replace")]
-    assert not leaks
+             if leaks(p.read_bytes(), value)]
+    assert not found
+
+
+def test_the_encoded_plants_went_through_the_proxy(leaky_run):
+    """The base64 and gzip channels were exercised: their exchanges are in the trace and the HAR,
+    redacted in place (still base64, still gzip)."""
+    run_dir = leaky_run["run"]
+    [line] = [json.loads(l) for l in (run_dir / "episodes.jsonl").read_text().splitlines()[1:]]
+    trace = {ex["request"]["url"].rsplit("/", 1)[-1]: ex for ex in
+             (json.loads(l) for l in (run_dir / line["trace"]).read_text().splitlines())}
+    assert json.loads(base64.b64decode(trace["b64body"]["request"]["body"]))["api_key"] == "[REDACTED]"
+    gz = trace["gz"]["request"]
+    assert gz["body_encoding"] == "base64"
+    assert json.loads(gzip.decompress(base64.b64decode(gz["body"]))) == {"password": "[REDACTED]"}
+    answer = json.loads(base64.b64decode(trace["b64answer"]["upstream"]["body"]))
+    assert answer == {"session_token": "[REDACTED]", "ok": True}
+    har = (leaky_run["store"] / next(p.parent.name for p in files_under(leaky_run["store"]) if p.name == "flows.har")
+           / "flows.har")
+    entries = json.loads(har.read_text())["log"]["entries"]
+    [content] = [e["response"]["content"] for e in entries if e["request"]["url"].endswith("/binary")]
+    assert content["encoding"] == "base64"
+    assert json.loads(gzip.decompress(base64.b64decode(content["text"]))) == {"refresh_token": "[REDACTED]"}
 
 
 def test_scan_finds_nothing_left_and_finds_a_planted_one(leaky_run, tmp_path):
@@ -178,6 +218,27 @@ def test_scan_finds_nothing_left_and_finds_a_planted_one(leaky_run, tmp_path):
     assert f"{dirty / 'notes.txt'}:3: " in found.stdout and TASK_TOKEN not in found.stdout
     by_env = faultproxy("scan", str(dirty), "--secret-env", "LEAKY_SERVICE_SECRET", env=leaky_run["env"], check=1)
     assert "notes.txt:3: a credential shaped like" in by_env.stdout
+    # Planted in base64: a JSON field holding a base64 secret, a base64 body whose JSON holds a key's
+    # value, a gzip file; each found, none printed.
+    hidden = tmp_path / "hidden"
+    hidden.mkdir()
+    (hidden / "flows.jsonl").write_text(json.dumps({"blob": base64.b64encode(SERVICE_SECRET.encode()).decode()}) + "\n"
+                                        + base64.b64encode(json.dumps({"api_key": TASK_TOKEN}).encode()).decode()
+                                        + "\n")
+    (hidden / "old.jsonl.gz").write_bytes(gzip.compress(f"x\n{DB_PASSWORD}\n".encode()))
+    found = faultproxy("scan", str(hidden), *secrets, env=leaky_run["env"], check=1)
+    lines = found.stdout.splitlines()
+    assert any(line.startswith(f"{hidden / 'flows.jsonl'}:1: planted secret") and "base64" in line for line in lines)
+    assert any(line.startswith(f"{hidden / 'flows.jsonl'}:2: planted secret") and "base64" in line for line in lines)
+    assert any(line.startswith(f"{hidden / 'old.jsonl.gz'} (gzip):2: planted secret") for line in lines)
+    assert not any(value in found.stdout for value in ALL)
+
+
+def test_scan_with_an_unset_secret_env_cannot_say_clean(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "LEAKY_NOT_EXPORTED"}
+    done = faultproxy("scan", str(tmp_path), "--secret-env", "LEAKY_NOT_EXPORTED", env=env, check=2)
+    assert done.stderr.count("\n") == 1 and "--secret-env LEAKY_NOT_EXPORTED" in done.stderr
+    assert "clean" not in done.stdout + done.stderr
 
 
 def test_what_only_looks_secret_is_intact(leaky_run):

@@ -3,10 +3,12 @@
 It reads the planted values from the JSON file named by LEAKY_PLANTS (outside the run directory)
 and the run's secrets from its environment, then sends them through the proxy with requests and
 httpx: secret headers, query parameters, JSON by key and by value type, NDJSON, JSON-RPC, forms,
-multipart, a streamed chat answer; it prints some to stderr, prints an exception whose
+multipart, a streamed chat answer, base64 and gzip bodies and fields; it prints some to stderr, prints an exception whose
 message holds some, and writes others into its answer.
 """
 
+import base64
+import gzip
 import json
 import os
 import sys
@@ -43,6 +45,16 @@ def main() -> int:
         chat = client.post(f"{base}/v1/chat/completions", json={"model": "m", "stream": True, "max_tokens": 64,
                                                                   "messages": [{"role": "user", "content": "hi"}]})
         streamed = "".join(_deltas(chat.text))
+        # Hidden in encodings: a base64 body whose JSON holds a secret key, the run's secrets base64'd in
+        # JSON string fields, a gzip body sent without Content-Encoding, base64 and binary answers.
+        client.post(f"{base}/b64body", content=b64(json.dumps({"api_key": p["b64_body_key"], "n": 1})),
+                    headers={"content-type": "text/plain"})
+        client.post(f"{base}/json2", json={"blob": b64(service_secret), "attachment": b64(f"use {p['b64_shape']}"),
+                                          "file": b64(f"task token {task_token}", urlsafe=True)})
+        client.post(f"{base}/gz", content=gzip.compress(json.dumps({"password": p["gzip_password"]}).encode()),
+                    headers={"content-type": "application/gzip"})
+        client.get(f"{base}/b64answer")
+        client.get(f"{base}/binary")
     form = requests.post(f"{base}/form", data={"password": p["form_password"], "client_secret": p["form_secret"],
                                                "payload": json.dumps({"api_key": p["form_json"]}), "user": "ann"},
                          timeout=20)
@@ -58,6 +70,10 @@ def main() -> int:
     except RuntimeError:
         traceback.print_exc()  # an error message on stderr, as a crashing client prints it
     return 0
+
+
+def b64(text: str, urlsafe: bool = False) -> str:
+    return (base64.urlsafe_b64encode if urlsafe else base64.b64encode)(text.encode()).decode()
 
 
 def _deltas(body: str):
