@@ -24,7 +24,9 @@ from faultproxy.replay_store.freeze import freeze
 from faultproxy.replay_store.replay import ReplayOptions
 from faultproxy.runner import otel_names as N
 from faultproxy.runner.inprocess import Episode, run_function
+from faultproxy.evaluator.traced import parse_exchange
 from faultproxy.runner.otel_export import FLUSH_TIMEOUT_S, OtelExport, resolve_endpoint
+from faultproxy.runner.otel_spans import exchange_span
 from faultproxy.runner.replay import Replayer
 from faultproxy.scenarios import load_scenario
 from faultproxy.tasks.loader import task_set_from_json
@@ -327,3 +329,59 @@ def test_an_episode_that_cannot_be_exported_is_counted_and_the_caller_goes_on(tm
     summary = export.close()
     assert (summary.unexported, summary.spans) == (1, 0)
     assert summary.line().endswith("0 dropped, 1 episodes not exported (see the log)")
+
+
+def model_line(url: str, request: dict, answer: dict | list[dict]) -> dict:
+    """A model call's trace line: a JSON answer, or SSE events (a list) sent 10 ms apart."""
+    upstream = {"status": 200, "headers": [], "body": json.dumps(answer)} if isinstance(answer, dict) else {
+        "status": 200, "headers": [], "body": None,
+        "sse": [[0.01 * (i + 1), f"data: {json.dumps(event)}\n\n"] for i, event in enumerate(answer)]}
+    return {"seq": 1, "started": 1000.0, "duration_s": 1.0, "response_after_s": 0.2, "forwarded": True,
+            "request": {"method": "POST", "url": url, "headers": [], "body": json.dumps(request)},
+            "upstream": upstream, "client": {"outcome": "response", "status": 200}, "fault": None}
+
+
+@pytest.mark.parametrize("line, expected", [
+    (model_line("https://api.anthropic.com/v1/messages", {"model": "claude-x", "max_tokens": 64, "messages": []},
+                {"id": "msg_1", "type": "message", "role": "assistant", "model": "claude-x-1",
+                 "content": [{"type": "text", "text": "hi"}], "stop_reason": "end_turn",
+                 "usage": {"input_tokens": 10, "cache_read_input_tokens": 100, "cache_creation_input_tokens": 5,
+                           "output_tokens": 7}}),
+     {N.PROVIDER: "anthropic", N.REQUEST_MAX_TOKENS: 64, N.RESPONSE_ID: "msg_1", N.RESPONSE_MODEL: "claude-x-1",
+      N.RESPONSE_FINISH_REASONS: ["end_turn"], N.USAGE_INPUT: 115, N.USAGE_CACHE_READ: 100,
+      N.USAGE_CACHE_CREATION: 5, N.USAGE_OUTPUT: 7}),
+    (model_line("https://api.anthropic.com/v1/messages", {"model": "claude-x", "stream": True, "messages": []},
+                [{"type": "message_start", "message": {"id": "msg_2", "model": "claude-x-1",
+                                                       "usage": {"input_tokens": 9, "output_tokens": 1}}},
+                 {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "Hel"}},
+                 {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "lo"}},
+                 {"type": "message_delta", "delta": {"stop_reason": "tool_use"}, "usage": {"output_tokens": 12}}]),
+     {N.REQUEST_STREAM: True, N.RESPONSE_ID: "msg_2", N.RESPONSE_FINISH_REASONS: ["tool_use"], N.USAGE_INPUT: 9,
+      N.USAGE_OUTPUT: 12, N.TIME_TO_FIRST_CHUNK: 0.21, "text": "Hello"}),
+    (model_line("https://api.openai.com/v1/responses", {"model": "gpt-x", "input": "hi", "max_output_tokens": 99},
+                {"id": "resp_1", "object": "response", "status": "completed", "model": "gpt-x-2",
+                 "output": [{"type": "message", "role": "assistant",
+                             "content": [{"type": "output_text", "text": "ok"}]}],
+                 "usage": {"input_tokens": 20, "input_tokens_details": {"cached_tokens": 4}, "output_tokens": 30,
+                           "output_tokens_details": {"reasoning_tokens": 16}}}),
+     {N.OPERATION: "chat", N.PROVIDER: "openai", N.REQUEST_MAX_TOKENS: 99, N.RESPONSE_FINISH_REASONS: ["completed"],
+      N.USAGE_INPUT: 20, N.USAGE_CACHE_READ: 4, N.USAGE_OUTPUT: 30, N.USAGE_REASONING: 16, "text": "ok"}),
+    (model_line("https://generativelanguage.googleapis.com/v1beta/models/gemini-x:streamGenerateContent?alt=sse",
+                {"contents": [{"role": "user", "parts": [{"text": "hi"}]}]},
+                [{"candidates": [{"content": {"role": "model", "parts": [{"text": "Hel"}]}}], "responseId": "r1",
+                  "modelVersion": "gemini-x-001"},
+                 {"candidates": [{"content": {"role": "model", "parts": [{"text": "lo"}]}, "finishReason": "STOP"}],
+                  "usageMetadata": {"promptTokenCount": 8, "candidatesTokenCount": 2, "thoughtsTokenCount": 5,
+                                    "cachedContentTokenCount": 3}}]),
+     {N.OPERATION: "generate_content", N.PROVIDER: "gcp.gemini", N.REQUEST_MODEL: "gemini-x", N.REQUEST_STREAM: True,
+      N.RESPONSE_ID: "r1", N.RESPONSE_MODEL: "gemini-x-001", N.RESPONSE_FINISH_REASONS: ["STOP"], N.USAGE_INPUT: 8,
+      N.USAGE_CACHE_READ: 3, N.USAGE_OUTPUT: 2, N.USAGE_REASONING: 5, "text": "Hello"}),
+], ids=["anthropic", "anthropic-stream", "openai-responses", "gemini-stream"])
+def test_each_model_api_reads_as_a_genai_span(line, expected):
+    span = exchange_span(parse_exchange(line), "e1", content=True)
+    text = expected.pop("text", None)
+    assert span.client and span.name == f"{span.attributes[N.OPERATION]} {span.attributes[N.REQUEST_MODEL]}"
+    assert {name: span.attributes.get(name) for name in expected} == expected
+    if text is not None:
+        (message,) = json.loads(span.attributes[N.OUTPUT_MESSAGES])
+        assert message["role"] == "assistant" and "".join(p.get("content", "") for p in message["parts"]) == text
