@@ -54,6 +54,7 @@ COOL_DOWN_S = 30.0  # after a failed batch, drop batches this long instead of wa
 QUEUE_SPANS = 4096
 BATCH_SPANS = 256
 TRACES_PATH = "/v1/traces"
+_SDK_LOGGERS = ("opentelemetry.exporter.otlp.proto.http.trace_exporter", "opentelemetry.sdk._shared_internal")
 ENDPOINT_ENV = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
 
 
@@ -151,8 +152,10 @@ class OtelExport:
         self.redactor = redactor or Redactor()
         self.content, self.wait_for_room = content, wait_for_room
         self.attributes = dict(attributes or {})
-        # The SDK's own failure lines would repeat ours once per batch; the summary says what was lost.
-        logging.getLogger("opentelemetry.exporter").setLevel(logging.CRITICAL)
+        # The SDK's own lines (a failed batch, each span a full queue drops) would repeat ours many
+        # times over; the summary says what was lost.
+        for name in _SDK_LOGGERS:
+            logging.getLogger(name).setLevel(logging.CRITICAL)
         self._exporter = _CountingExporter(OTLPSpanExporter(endpoint=endpoint, headers=headers,
                                                             timeout=EXPORT_TIMEOUT_S))
         processor = BatchSpanProcessor(self._exporter, max_queue_size=QUEUE_SPANS,
