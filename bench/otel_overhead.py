@@ -5,7 +5,7 @@ with export off, and with export on at a far higher episode rate than any run pr
 proxy runs in, so that is where a cost would show: the proxy serves a load generator (a process
 of its own, `proxy_overhead.py _load`) while a thread exports a 7-span episode every
 1/--episodes-per-s seconds through runner.otel_export to a local OTLP/HTTP receiver (another
-process). Rounds alternate off and on; the report gives medians and the on/off ratios against
+process: proxy_overhead.py's upstream, which also takes /v1/traces). Rounds alternate off and on; the report gives medians and the on/off ratios against
 the proxy targets (≥ 0.9× req/s, p50 at most 0.3 ms above).
 
     .venv/bin/python bench/otel_overhead.py [--rounds 3] [--seconds 5] [--episodes-per-s 50]
@@ -29,27 +29,10 @@ from faultproxy.proxy.server import ProxyServer  # noqa: E402
 from faultproxy.runner.otel_export import OtelExport  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
-RECEIVER = """
-import asyncio
-from aiohttp import web
-async def traces(request):
-    await request.read()
-    return web.Response(content_type="application/x-protobuf")
-async def main():
-    app = web.Application(client_max_size=64 << 20)
-    app.router.add_post("/v1/traces", traces)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    print(f"PORT {runner.addresses[0][1]}", flush=True)
-    await asyncio.Event().wait()
-asyncio.run(main())
-"""
 
 
 def episode(now: float) -> tuple[dict, list[dict]]:
-    """A judged episode like the demo's: three model calls (one streamed), three tool calls, one fault."""
+    """A judged episode like the demo's: three model calls, three tool calls, one fault, a failed verdict."""
     chat = {"model": "demo-large", "messages": [{"role": "user", "content": "Refund order 1001" * 20}]}
     answer = {"id": "c1", "model": "demo-large", "choices": [{"message": {"role": "assistant", "content": "ok"},
                                                               "finish_reason": "stop"}],
@@ -112,7 +95,7 @@ def main() -> int:
     parser.add_argument("--episodes-per-s", type=float, default=50)
     args = parser.parse_args()
     upstream, upstream_port = start([sys.executable, str(HERE / "proxy_overhead.py"), "_upstream"])
-    receiver, receiver_port = start([sys.executable, "-c", RECEIVER])
+    receiver, receiver_port = start([sys.executable, str(HERE / "proxy_overhead.py"), "_upstream"])  # its /v1/traces
     results: dict[str, list[dict]] = {"off": [], "on": []}
     spans = dropped = 0
     try:

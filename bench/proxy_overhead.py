@@ -155,7 +155,8 @@ end
 
 
 def serve_upstream() -> None:
-    """The upstream: POST /items/{n} answers a ~200-byte JSON document. Prints `PORT n`."""
+    """The upstream: POST /items/{n} answers a ~200-byte JSON document; POST /v1/traces takes
+    OTLP/HTTP exports and answers an empty success (otel_overhead.py's collector). Prints `PORT n`."""
     import asyncio
 
     from aiohttp import web
@@ -170,9 +171,14 @@ def serve_upstream() -> None:
         }
         return web.Response(body=json.dumps(document).encode(), content_type="application/json")
 
+    async def traces(request: web.Request) -> web.Response:
+        await request.read()
+        return web.Response(content_type="application/x-protobuf")
+
     async def main() -> None:
-        app = web.Application()
+        app = web.Application(client_max_size=64 << 20)
         app.router.add_post("/items/{n}", item)
+        app.router.add_post("/v1/traces", traces)
         runner = web.AppRunner(app, access_log=None)
         await runner.setup()
         site = web.TCPSite(runner, "127.0.0.1", 0)
