@@ -72,6 +72,9 @@ def test_run_exports_one_trace_per_episode_with_verdict_model_tool_and_fault_spa
         trace = list(read_trace(out / record["trace"]))
         (spans,) = receiver.traces().values()  # one episode, one trace
         assert f"otlp: {len(spans)} spans of 1 episodes to {collector.url}/v1/traces, 0 dropped" in printed
+        (logged,) = [json.loads(line) for line in (out / "faultproxy.log").read_text().splitlines()
+                     if '"otlp_export"' in line]  # and the run directory's log keeps the count
+        assert (logged["spans"], logged["dropped"]) == (len(spans), 0)
 
         root, children = root_and_children(spans)
         verdict = record["verdict"]
