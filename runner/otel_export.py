@@ -149,6 +149,7 @@ class OtelExport:
                  attributes: Mapping[str, Any] | None = None, wait_for_room: bool = False,
                  headers: Mapping[str, str] | None = None) -> None:
         self.endpoint = endpoint
+        self.shown = (redactor or Redactor()).url(endpoint)  # what summaries and logs name: no userinfo, no keys
         self.redactor = redactor or Redactor()
         self.content, self.wait_for_room = content, wait_for_room
         self.attributes = dict(attributes or {})
@@ -206,9 +207,9 @@ class OtelExport:
             flusher.join(FLUSH_TIMEOUT_S)
             self._exporter.closed = True
             self._exporter.inner.shutdown()
-            self._closed = ExportSummary(self.endpoint, self.episodes, self.spans, self._exporter.delivered,
+            self._closed = ExportSummary(self.shown, self.episodes, self.spans, self._exporter.delivered,
                                          self.unexported)
-            log.info("otlp_export", endpoint=self.endpoint, episodes=self.episodes, spans=self.spans,
+            log.info("otlp_export", endpoint=self.shown, episodes=self.episodes, spans=self.spans,
                      dropped=self._closed.dropped)
         return self._closed
 

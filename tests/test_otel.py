@@ -313,6 +313,8 @@ def test_endpoint_from_flag_or_environment():
     assert resolve_endpoint(None, both) == "http://collector:4318/custom"  # the signal's own, as given
     assert resolve_endpoint(None, {**both, "OTEL_SDK_DISABLED": "true"}) is None
     assert resolve_endpoint(None, {}) is None
+    keyed = OtelExport(f"http://user:{SECRET}@127.0.0.1:{dead_port()}/v1/traces?api_key={SECRET}")
+    assert SECRET not in keyed.close().line()  # a summary never shows credentials in the URL
     with pytest.raises(UsageError, match="--otlp localhost:4318: must be an http"):
         resolve_endpoint("localhost:4318", {})
 
