@@ -75,8 +75,9 @@ def test_the_public_names_are_all_there_and_load_on_first_use() -> None:
 
 
 def test_report_gate_and_scan_start_without_the_proxy(tmp_path: Path) -> None:
-    """`faultproxy report` (its --help too), `gate` and `scan` never load mitmproxy: they start in a
-    fraction of the time and run where mitmproxy cannot be imported."""
+    """`faultproxy report` (its --help too), `gate` and `scan` never load mitmproxy, and --help not
+    even the evaluator: they start in a fraction of the time and run where mitmproxy cannot be
+    imported."""
     run_dir = make_run(tmp_path / "run", [LOOKUP], 2, {("", "lookup_a"): [lookup_ok(), lookup_wrong()]})
     done = _python("""
         import sys
@@ -86,6 +87,7 @@ def test_report_gate_and_scan_start_without_the_proxy(tmp_path: Path) -> None:
                 main(argv)
             except SystemExit as exit:
                 assert exit.code == 0, argv
+        assert "faultproxy.evaluator.report" not in sys.modules  # --help parses, it does not judge
         assert main(["report", sys.argv[1]]) == 0
         assert main(["scan", sys.argv[1]]) == 0
         assert not any(name.split(".")[0] == "mitmproxy" for name in sys.modules)

@@ -4,8 +4,9 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from faultproxy.formats.errors import UserError
 from faultproxy.formats.logs import configure_logging
@@ -28,12 +29,22 @@ def dispatch(parser: argparse.ArgumentParser, argv: Sequence[str] | None = None)
         _take_command(parser, args, command)
     configure_logging(json_lines=getattr(args, "log_json", False))
     try:
-        return args.handler(args)
+        return handler_of(args)(args)
     except UserError as error:
         print(f"faultproxy: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         return 130
+
+
+def handler_of(args: argparse.Namespace) -> Callable[[argparse.Namespace], int]:
+    """The command's handler; one named "module:function" (cli/evaluate.py's) is imported only now,
+    for the command that runs, so parsing and --help stay light."""
+    handler = args.handler
+    if isinstance(handler, str):
+        module, _, name = handler.partition(":")
+        handler = getattr(importlib.import_module(module), name)
+    return handler
 
 
 def split_command(argv: list[str]) -> tuple[list[str], list[str] | None]:

@@ -1,30 +1,24 @@
-"""`faultproxy report` and `faultproxy gate`: the evaluator's commands.
+"""`faultproxy report` and `faultproxy gate`: the evaluator's commands, their options.
 
-    register(subparsers)          # in proxy/cli.py's build_parser
+    register(subparsers)          # in cli/main.py's build_parser and cli/entry.py's
 
-Each subcommand sets `handler`, a function of the parsed arguments returning the exit status.
-Bad input (a missing or unreadable run directory, a damaged log) raises a UserError, which
-faultproxy/cli/main.py prints in one line with exit status 2.
+Each subcommand's `handler` names its function in cli/evaluate_commands.py ("module:function"),
+which cli/dispatch.py loads only for the command that runs: `faultproxy report --help` does not
+load the evaluator. Bad input (a missing or unreadable run directory, a damaged log) raises a
+UserError, which cli/dispatch.py prints in one line with exit status 2.
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from faultproxy.evaluator import html, sweep, sweep_html
-from faultproxy.evaluator.gate import ALPHA, MARGIN, GateResult, evaluate_gate
-from faultproxy.evaluator.junit import JUnitWriter
-from faultproxy.evaluator.report import build_report, write_json
-from faultproxy.evaluator.terminal import print_summary
-from faultproxy.formats.errors import UsageError
+from faultproxy.evaluator.gate import ALPHA, MARGIN
 from faultproxy.formats.paths import folder_option
-from faultproxy.formats.rundir import PLAN_FILE, read_plan
 
-EXIT_OK, EXIT_BLOCKED, EXIT_BAD_INPUT = 0, 1, 2
+COMMANDS = "faultproxy.cli.evaluate_commands"
 
 
 def register(subparsers: Any) -> None:
@@ -41,7 +35,7 @@ def register(subparsers: Any) -> None:
     report.add_argument("--quiet", action="store_true", help="Print only where the files went.")
     report.add_argument("--jobs", type=_positive, metavar="N",
                         help="Processes reading the log (default: by its size, up to one per CPU).")
-    report.set_defaults(handler=cmd_report)
+    report.set_defaults(handler=f"{COMMANDS}:cmd_report")
 
     gate = subparsers.add_parser(
         "gate", help="PASS (0), BLOCK (1), INCONCLUSIVE (3) or ERROR (4): did a run regress against a baseline run?",
@@ -70,7 +64,7 @@ def register(subparsers: Any) -> None:
                       help="Leave the episodes the harness could not judge (incomplete, not run) out of both sides "
                            "instead of answering ERROR; the verdict says how many.")
     gate.add_argument("--jobs", type=_positive, metavar="N", help="Processes reading each log (default: by size).")
-    gate.set_defaults(handler=cmd_gate)
+    gate.set_defaults(handler=f"{COMMANDS}:cmd_gate")
 
 
 def _probability(text: str) -> float:
@@ -113,91 +107,3 @@ def _at_least(least: int) -> Callable[[str], int]:
 
 
 _positive, _count = _at_least(1), _at_least(0)
-
-
-def _build(run_dir: Path, **options: Any) -> dict[str, Any]:
-
-    try:
-        return build_report(run_dir, **options)
-    except OSError as error:
-        raise UsageError(f"{run_dir}: {error.strerror or error}") from None
-
-
-def cmd_report(args: argparse.Namespace) -> int:
-
-    run_dir: Path = args.run_dir
-    out: Path = args.out or run_dir
-    if not (run_dir / PLAN_FILE).is_file():
-        _build(run_dir)  # raises the precise reason (missing, not a directory, no plan)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise UsageError(f"{out}: cannot create: {error.strerror or error}") from None
-    sinks = [] if args.no_junit else [JUnitWriter(out / "junit.xml")]
-    try:
-        report = _build(run_dir, rejudge=args.rejudge, sinks=sinks, jobs=args.jobs)
-    except BaseException:
-        for sink in sinks:
-            sink.abort()
-        raise
-    written = [out / "report.json"]
-    write_json(out / "report.json", report)
-    if not args.no_html:
-        html.write_html(out / "report.html", report, run_dir, _sweep_sections(run_dir))
-        written.append(out / "report.html")
-    if not args.no_junit:
-        written.append(out / "junit.xml")
-    if not args.quiet:
-        print_summary(report)
-    print("wrote " + ", ".join(str(p) for p in written))
-    return EXIT_OK
-
-
-def _sweep_sections(run_dir: Path) -> list[str]:
-    """A sweep's curves, surface and model matrix belong in its report.html too."""
-
-    if not sweep.is_sweep(read_plan(run_dir).document):
-        return []
-    return [sweep_html.sweep_section(sweep.analyse_sweep(run_dir))]
-
-
-def cmd_gate(args: argparse.Namespace) -> int:
-
-    for what, path in (("run", args.run_dir), ("baseline", args.baseline)):
-        if not path.exists():
-            raise UsageError(f"{what} directory {path} does not exist")
-    run = _build(args.run_dir, jobs=args.jobs)
-    base = _build(args.baseline, jobs=args.jobs)
-    result = evaluate_gate(run, base, alpha=args.alpha, margin=args.margin, max_high=args.max_high,
-                           min_pass_rate=args.min_pass_rate, min_pass_hat_k=args.min_pass_hat_k,
-                           allow_incomplete=args.allow_incomplete, strict_baseline=args.strict_baseline)
-    code = result.exit_code(inconclusive_ok=args.inconclusive_ok)
-    print_gate(result, args.run_dir, args.baseline, code)
-    return code
-
-
-# --- printing -------------------------------------------------------------------------------------
-
-
-def print_gate(result: GateResult, run_dir: Path, baseline: Path, code: int, stream: Any = None) -> None:
-    """Every line, blocking ones first, then the verdict with its exit status."""
-    stream = stream or sys.stdout
-    print(f"gate: {run_dir} against baseline {baseline}", file=stream)
-    order = {"ERROR": 0, "BLOCK": 1, "INCONCLUSIVE": 2, "ok": 3, "note": 4}
-    for line in sorted(result.lines, key=lambda ln: (order.get(ln.verdict, 5), ln.scope, ln.task_id)):
-        label = f"{line.verdict} ({line.reason})" if line.reason else line.verdict
-        where = " ".join(part for part in (f"[{line.scope}]" if line.scope else "", line.task_id) if part)
-        print(f"  {label}{' ' + where if where else ''}: {line.message}", file=stream)
-    verdict = result.verdict
-    if verdict == "ERROR":
-        verdict += (f": the harness could not judge ({result.unjudged_text}); nothing compared"
-                    if result.unjudged else ": nothing left to compare")
-    elif verdict == "BLOCK":
-        verdict += f" ({', '.join(result.reasons)})"
-    elif verdict == "INCONCLUSIVE" and code == 0:
-        verdict += ": too little data to rule out a drop of the margin (exit 0: --inconclusive-ok)"
-    elif verdict == "INCONCLUSIVE":
-        verdict += ": too little data to rule out a drop of the margin; more tasks or trials would tell"
-    if result.left_out:
-        verdict += f" ({result.left_out} episode(s) the harness could not judge left out: --allow-incomplete)"
-    print(f"gate: {verdict}, exit {code}", file=stream)

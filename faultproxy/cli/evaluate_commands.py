@@ -1,0 +1,106 @@
+"""What `faultproxy report` and `faultproxy gate` do (their options are in cli/evaluate.py)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from faultproxy.evaluator import html, sweep, sweep_html
+from faultproxy.evaluator.gate import GateResult, evaluate_gate
+from faultproxy.evaluator.junit import JUnitWriter
+from faultproxy.evaluator.report import build_report, write_json
+from faultproxy.evaluator.terminal import print_summary
+from faultproxy.formats.errors import UsageError
+from faultproxy.formats.rundir import PLAN_FILE, read_plan
+
+EXIT_OK = 0
+
+
+def _build(run_dir: Path, **options: Any) -> dict[str, Any]:
+
+    try:
+        return build_report(run_dir, **options)
+    except OSError as error:
+        raise UsageError(f"{run_dir}: {error.strerror or error}") from None
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+
+    run_dir: Path = args.run_dir
+    out: Path = args.out or run_dir
+    if not (run_dir / PLAN_FILE).is_file():
+        _build(run_dir)  # raises the precise reason (missing, not a directory, no plan)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise UsageError(f"{out}: cannot create: {error.strerror or error}") from None
+    sinks = [] if args.no_junit else [JUnitWriter(out / "junit.xml")]
+    try:
+        report = _build(run_dir, rejudge=args.rejudge, sinks=sinks, jobs=args.jobs)
+    except BaseException:
+        for sink in sinks:
+            sink.abort()
+        raise
+    written = [out / "report.json"]
+    write_json(out / "report.json", report)
+    if not args.no_html:
+        html.write_html(out / "report.html", report, run_dir, _sweep_sections(run_dir))
+        written.append(out / "report.html")
+    if not args.no_junit:
+        written.append(out / "junit.xml")
+    if not args.quiet:
+        print_summary(report)
+    print("wrote " + ", ".join(str(p) for p in written))
+    return EXIT_OK
+
+
+def _sweep_sections(run_dir: Path) -> list[str]:
+    """A sweep's curves, surface and model matrix belong in its report.html too."""
+
+    if not sweep.is_sweep(read_plan(run_dir).document):
+        return []
+    return [sweep_html.sweep_section(sweep.analyse_sweep(run_dir))]
+
+
+def cmd_gate(args: argparse.Namespace) -> int:
+
+    for what, path in (("run", args.run_dir), ("baseline", args.baseline)):
+        if not path.exists():
+            raise UsageError(f"{what} directory {path} does not exist")
+    run = _build(args.run_dir, jobs=args.jobs)
+    base = _build(args.baseline, jobs=args.jobs)
+    result = evaluate_gate(run, base, alpha=args.alpha, margin=args.margin, max_high=args.max_high,
+                           min_pass_rate=args.min_pass_rate, min_pass_hat_k=args.min_pass_hat_k,
+                           allow_incomplete=args.allow_incomplete, strict_baseline=args.strict_baseline)
+    code = result.exit_code(inconclusive_ok=args.inconclusive_ok)
+    print_gate(result, args.run_dir, args.baseline, code)
+    return code
+
+
+# --- printing -------------------------------------------------------------------------------------
+
+
+def print_gate(result: GateResult, run_dir: Path, baseline: Path, code: int, stream: Any = None) -> None:
+    """Every line, blocking ones first, then the verdict with its exit status."""
+    stream = stream or sys.stdout
+    print(f"gate: {run_dir} against baseline {baseline}", file=stream)
+    order = {"ERROR": 0, "BLOCK": 1, "INCONCLUSIVE": 2, "ok": 3, "note": 4}
+    for line in sorted(result.lines, key=lambda ln: (order.get(ln.verdict, 5), ln.scope, ln.task_id)):
+        label = f"{line.verdict} ({line.reason})" if line.reason else line.verdict
+        where = " ".join(part for part in (f"[{line.scope}]" if line.scope else "", line.task_id) if part)
+        print(f"  {label}{' ' + where if where else ''}: {line.message}", file=stream)
+    verdict = result.verdict
+    if verdict == "ERROR":
+        verdict += (f": the harness could not judge ({result.unjudged_text}); nothing compared"
+                    if result.unjudged else ": nothing left to compare")
+    elif verdict == "BLOCK":
+        verdict += f" ({', '.join(result.reasons)})"
+    elif verdict == "INCONCLUSIVE" and code == 0:
+        verdict += ": too little data to rule out a drop of the margin (exit 0: --inconclusive-ok)"
+    elif verdict == "INCONCLUSIVE":
+        verdict += ": too little data to rule out a drop of the margin; more tasks or trials would tell"
+    if result.left_out:
+        verdict += f" ({result.left_out} episode(s) the harness could not judge left out: --allow-incomplete)"
+    print(f"gate: {verdict}, exit {code}", file=stream)
