@@ -1,7 +1,8 @@
 """OpenAI Chat Completions: `choices[0].message` with `content`, `refusal` and `tool_calls`
 (arguments a JSON string); `finish_reason` stop | tool_calls | length | content_filter.
 Streamed as `chat.completion.chunk` deltas, a chunk with the finish reason, the usage chunk when
-the request asked for it, then `data: [DONE]`. Only the first choice is edited."""
+the request asked for it, then `data: [DONE]`. Only the first choice is edited (a rewritten
+stream carries it alone)."""
 
 from __future__ import annotations
 
