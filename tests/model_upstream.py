@@ -22,7 +22,18 @@ def app() -> web.Application:
     application.router.add_post("/v1/messages", messages)
     application.router.add_post("/v1beta/models/{call}", gemini)
     application.router.add_get("/items/{id}", item)  # a tool, for instructions planted in its answers
+    application.router.add_post("/mcp", mcp_over_sse)
     return application
+
+
+async def mcp_over_sse(request: web.Request) -> web.StreamResponse:
+    """An MCP Streamable HTTP server answering a tools/call as an SSE stream: a progress
+    notification, then the result."""
+    call = await request.json()
+    result = {"content": [{"type": "text", "text": json.dumps({"ok": True})}], "isError": False}
+    progress = {"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": 1, "progress": 1}}
+    return await _stream(request, [_sse(progress, "message"),
+                                   _sse({"jsonrpc": "2.0", "id": call["id"], "result": result}, "message")])
 
 
 async def item(request: web.Request) -> web.Response:
