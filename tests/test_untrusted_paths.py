@@ -195,3 +195,22 @@ def test_an_empty_output_folder_is_refused_rather_than_meaning_here(faultproxy, 
     code, err = faultproxy(*command, *option, "", "--", *PROBE_AGENT, cwd=tmp_path)
     assert code == 2 and "must name a folder, got ''" in err.splitlines()[-1]
     assert files_under(tmp_path) == set()
+
+
+def test_an_entry_update_never_writes_through_a_planted_link(entry_dir, tmp_path):  # noqa: F811
+    """minimize and --accept rewrite episode.json: not through a link planted as its scratch file,
+    nor through episode.json itself being a link (the link is replaced, its target left alone)."""
+    folder = tmp_path / "entry"
+    shutil.copytree(entry_dir, folder)
+    scratch_target, entry_target = tmp_path / "scratch-target", tmp_path / "entry-target"
+    scratch_target.write_text("precious")
+    (folder / "episode.json.tmp").symlink_to(scratch_target)
+    har.update_episode(folder, {"expect": "fail"})
+    assert scratch_target.read_text() == "precious"
+    assert json.loads((folder / har.EPISODE_FILE).read_text())["expect"] == "fail"
+    (folder / har.EPISODE_FILE).rename(entry_target)
+    (folder / har.EPISODE_FILE).symlink_to(entry_target)
+    har.update_episode(folder, {"expect": "pass"})
+    assert json.loads(entry_target.read_text())["expect"] == "fail"
+    assert not (folder / har.EPISODE_FILE).is_symlink()
+    assert json.loads((folder / har.EPISODE_FILE).read_text())["expect"] == "pass"
