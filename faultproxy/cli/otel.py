@@ -52,11 +52,12 @@ def open_export(args: argparse.Namespace, redactor: Redactor, attributes: Mappin
 
 
 def close_export(export: OtelExport | None) -> int:
-    """Flush (bounded), print what arrived; the number of spans dropped."""
+    """Flush (bounded), print what arrived (when anything was to be sent); the number of spans dropped."""
     if export is None:
         return 0
     summary = export.close()
-    print(summary.line(), file=sys.stderr if summary.dropped else sys.stdout)
+    if summary.episodes or summary.unexported:
+        print(summary.line(), file=sys.stderr if summary.dropped else sys.stdout)
     return summary.dropped
 
 
