@@ -14,7 +14,7 @@ import pytest
 from openai import OpenAI
 
 from examples.world import world_in_thread
-from faultproxy.cli.main import main
+from faultproxy.cli.main import build_parser, main
 from faultproxy.formats.errors import UsageError
 from faultproxy.formats.redact import Redactor
 from faultproxy.formats.rundir import read_run
@@ -390,3 +390,10 @@ def test_each_model_api_reads_as_a_genai_span(line, expected):
     if text is not None:
         (message,) = json.loads(span.attributes[N.OUTPUT_MESSAGES])
         assert message["role"] == "assistant" and "".join(p.get("content", "") for p in message["parts"]) == text
+
+
+@pytest.mark.parametrize("argv", [["run", "--scenario", "s"], ["sweep", "--scenario", "s"], ["replay", "store"],
+                                  ["monitor"], ["export-otel", "runs/x"]])
+def test_every_command_that_judges_episodes_takes_otlp(argv):
+    args = build_parser().parse_args([argv[0], "--otlp", "http://127.0.0.1:4318", "--otlp-content", *argv[1:]])
+    assert (args.otlp, args.otlp_content) == ("http://127.0.0.1:4318", True)
