@@ -25,7 +25,7 @@ class ModelAnswerFault(Fault):
 
     def edit(self, answer: Answer, api: ModelApi, streamed: bool) -> str | None:
         """Change the answer in place; return what was changed, or None when there is nothing to
-        change (then the fault is not delivered, and `self.reason` may say why)."""
+        change (then the fault is not delivered, and `nothing_to_change` says why)."""
         raise NotImplementedError
 
     async def response(self, flow: http.HTTPFlow, ex: FlowExchange) -> None:
@@ -45,11 +45,11 @@ class ModelAnswerFault(Fault):
         before = answer.stop
         try:
             change = self.edit(answer, api, streamed)
-            body = write_answer(api, answer, streamed) if change else None
+            body = None if change is None else write_answer(api, answer, streamed)
         except NotExpressible as problem:
             ex.detail = f"not delivered: {api.value} {form}: {problem}"
             return
-        if change is None or body is None:
+        if body is None:
             ex.detail = f"not delivered: {api.value} {form}: {self.nothing_to_change()}"
             return
         # `content` re-encodes with the response's Content-Encoding and sets Content-Length.
@@ -60,4 +60,5 @@ class ModelAnswerFault(Fault):
         ex.deliver(f"{api.value} {form}: {change}")
 
     def nothing_to_change(self) -> str:
+        """Why an answer `edit` left alone was left alone, for the trace."""
         return "nothing to change"
