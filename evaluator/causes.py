@@ -51,12 +51,13 @@ from pathlib import Path
 from typing import Any
 
 from faultproxy.evaluator.checks import RETRY_AFTER_TOLERANCE_S, parse_trace
+from faultproxy.evaluator.traced import matches_any
 from faultproxy.evaluator.parting import PassingTrials, parting_summary
 from faultproxy.evaluator.scan import EpisodeSink
 from faultproxy.formats.episode_causes import harness_explanation, is_agent_cause
 from faultproxy.formats.rundir import Plan, VerdictFields, decode_name, trace_file
 from faultproxy.formats.trace import read_trace
-from faultproxy.tasks.model import SEVERITY_RANK
+from faultproxy.tasks.model import SEVERITY_RANK, EndpointPattern
 
 SEVERITY_WEIGHT = {"low": 0.25, "medium": 0.5, "high": 1.0}
 NO_SEVERITY_WEIGHT = 0.25  # an incomplete episode with no failed check still cost a trial
@@ -77,6 +78,14 @@ ADVICE = {
     "went on without retrying": "retry the failed call, or report that the task is unfinished",
     "failed with no fault delivered": "read the representative's trace: the agent fails without any fault",
 }
+# The same answers after a fault on an irreversible write (the task says so, or the upstream may
+# have applied it): a plain retry is the double write the fault warns about.
+IRREVERSIBLE_ADVICE = {
+    "gave up": "retry the write with an Idempotency-Key (the same one each time), or read the state before "
+               "retrying: a plain retry can apply it twice",
+    "went on without retrying": "read the state, then retry the write with an Idempotency-Key, or report that "
+                                "the task is unfinished",
+}
 
 
 @dataclass(frozen=True)
@@ -89,11 +98,13 @@ class Cause:
     fault_type: str | None
     where: str | None
     response: str
+    irreversible: bool = False  # the fault hit a write that must not be applied twice
 
     @property
     def id(self) -> str:
         """A short stable name for the cause (the same in every run that has it)."""
-        text = json.dumps([self.outcome, self.checks, self.fault_rule, self.fault_type, self.where, self.response])
+        parts = [self.outcome, self.checks, self.fault_rule, self.fault_type, self.where, self.response]
+        text = json.dumps(parts + ["irreversible"] if self.irreversible else parts)  # ids of other causes unchanged
         return hashlib.blake2b(text.encode(), digest_size=5).hexdigest()
 
     @property
@@ -118,7 +129,9 @@ class Cause:
             cause = f"after {self.fault_type} ({self.fault_rule}) on {self.where}, the agent {self.response}"
         else:
             cause = f"the agent {self.response}" + (f" at {self.where}" if self.where else "")
-        advice = ADVICE.get(self.response.split(" (")[0]) or ADVICE.get(_family(self.response))
+        table = IRREVERSIBLE_ADVICE if self.irreversible else {}
+        response = self.response.split(" (")[0]
+        advice = next((t[key] for key in (response, _family(self.response)) for t in (table, ADVICE) if key in t), None)
         return f"{what}: {cause}" + (f" → {advice}" if advice else "")
 
     def to_json(self) -> dict[str, Any]:
@@ -126,7 +139,7 @@ class Cause:
         return {"id": self.id, "slug": self.slug, "line": self.line, "outcome": self.outcome,
                 "checks": list(self.checks),
                 "fault": {"rule": self.fault_rule, "type": self.fault_type} if self.fault_type else None,
-                "where": self.where, "response": self.response}
+                "where": self.where, "response": self.response, "irreversible": self.irreversible}
 
 
 def harness_cause(outcome: str) -> str | None:
@@ -144,9 +157,11 @@ def _family(response: str) -> str:
 # --- one episode ---------------------------------------------------------------------------------
 
 
-def explain(exchanges: Sequence[Any], failed: Sequence[str], outcome: str, episode_key: str | None) -> tuple[Cause, int | None]:
+def explain(exchanges: Sequence[Any], failed: Sequence[str], outcome: str, episode_key: str | None,
+            irreversible: Sequence[Any] = ()) -> tuple[Cause, int | None]:
     """The cause of one failing episode from its parsed trace (checks.parse_trace) and the names of
-    its failed checks; also the index of the fault it names in the trace (None: no fault)."""
+    its failed checks; also the index of the fault it names in the trace (None: no fault).
+    `irreversible`: the task's irreversible endpoint patterns (tasks.model.EndpointPattern)."""
     checks = tuple(sorted(set(failed)))
     if harness_cause(outcome) is not None:
         where = next((ex.endpoint(episode_key) for ex in exchanges if ex.infra_error), None)
@@ -159,8 +174,9 @@ def explain(exchanges: Sequence[Any], failed: Sequence[str], outcome: str, episo
         return Cause(outcome, checks, None, None, where, "failed with no fault delivered"), None
     ex = exchanges[fault_at]
     fault = ex.fault or {}
+    once = _is_write(ex) and (_may_have_committed(ex) or matches_any(irreversible, ex) is not None)
     return (Cause(outcome, checks, str(fault.get("rule") or "?"), str(fault.get("type") or "?"),
-                  ex.endpoint(episode_key), _response(exchanges, fault_at)), fault_at)
+                  ex.endpoint(episode_key), _response(exchanges, fault_at), once), fault_at)
 
 
 def _is_write(ex: Any) -> bool:
@@ -320,6 +336,7 @@ class _Clustering:
     def __init__(self, run_dir: Path, plan: Plan, sink: CauseSink) -> None:
         self.run_dir, self.sink = run_dir, sink
         self.shapes = {t["id"]: t.get("shape") or "unclassified" for t in plan.tasks}
+        self.irreversible = {t["id"]: [EndpointPattern.parse(p) for p in t.get("irreversible") or ()] for t in plan.tasks}
         self.passing = PassingTrials()
         for (label, task_id), counts in sink.passing.items():
             self.passing.add(decode_name(label) or "", task_id, counts)
@@ -356,7 +373,7 @@ class _Clustering:
             exchanges = parse_trace(read_trace(path))
             self.traces_read += 1
             if exchanges:
-                cause, fault_at = explain(exchanges, failed, outcome, key)
+                cause, fault_at = explain(exchanges, failed, outcome, key, self.irreversible.get(group.task_id, ()))
                 return cause, [ex.endpoint(key) for ex in exchanges], fault_at, True
         return _from_verdict(outcome, failed, _text(group.faults), endpoints), endpoints, None, False
 

@@ -90,8 +90,10 @@ def rushed_429(order: str) -> list[dict]:
         {**line, "seq": line["seq"] + 1, "started": line["started"] + 1} for line in clean(order)[1:]]
 
 
-def write_run(run_dir: Path, episodes: list[tuple[str, str, int, list[dict]]], labels: tuple[str, ...] = ("",)) -> None:
-    """A run directory: episodes are (task id, grid label, trial, trace); each judged by the real judge."""
+def write_run(run_dir: Path, episodes: list[tuple[str, str, int, list[dict]]], labels: tuple[str, ...] = ("",),
+              cause: str | None = None) -> None:
+    """A run directory: episodes are (task id, grid label, trial, trace); each judged by the real judge.
+    With `cause` every agent ended that way (e.g. "crash") instead of finishing."""
     k = 1 + max(trial for _, _, trial, _ in episodes)
     grid = [{"label": label, "params": {"lambda": float(label.split("=")[1])} if label else {}, "model": None}
             for label in labels]
@@ -110,7 +112,7 @@ def write_run(run_dir: Path, episodes: list[tuple[str, str, int, list[dict]]], l
         writer.close()
         record = {"type": "episode", "key": key, "task_id": task_id, "trial": trial, "variant": trial, "seed": trial,
                   "prompt": "p", "state": "default", "shape": "writes_state", "grid_label": label, "params": {},
-                  "model": "m", "completed": True, "cause": None, "exit_code": 0, "started": 1.7e9,
+                  "model": "m", "completed": cause is None, "cause": cause, "exit_code": 0, "started": 1.7e9,
                   "duration_s": 1.0, "output": {"answer": "Refunded."}, "output_error": None, "end_state": None,
                   "state_error": None, "stats": {}, "trace": f"flows/{trace_path(Path(), key).name}", "log_tail": ""}
         record["verdict"] = judge_episode(by_id[task_id], record, lines, {})
@@ -149,6 +151,28 @@ def test_two_faults_two_causes_one_fault_two_tasks_one_cause(known_run):
     assert rushed["fault"] == {"rule": "model_429", "type": "rate_limit"}
     assert rushed["where"] == "POST /v1/chat/completions"
     assert lost["id"] != rushed["id"] and build_report(known_run)["causes"] == causes  # deterministic
+
+
+def test_advice_after_a_fault_on_an_irreversible_write_never_says_plain_retry(tmp_path):
+    """Issue 23: the refund was committed and its answer lost; the agent crashed without retrying.
+    Telling it to "retry with backoff" would be the double refund the fault warns about: the advice
+    is an idempotency key, or reading the state first. A model call that gave up after a 429 keeps
+    the retry advice: asking a model again commits nothing."""
+    refund = f"{SHOP}/orders/1001/refund"
+    lost_then_crash = [chat(1, 0), ex(2, "POST", refund, 1, outcome="reset", client_status=None,
+                                      fault=fault("refund_lost", "response_lost"))]
+    model_429_then_crash = [chat(1, 0, status=None, outcome="injected", client_status=429,
+                                 fault=fault("model_429", "rate_limit"))]
+    write_run(tmp_path / "run", [("refund_a", "", 0, lost_then_crash), ("refund_c", "", 0, model_429_then_crash)],
+              cause="crash")
+    lines = {c["fault"]["type"]: c for c in build_report(tmp_path / "run")["causes"]["clusters"]}
+    lost, limited = lines["response_lost"], lines["rate_limit"]
+    assert (lost["response"], lost["irreversible"]) == ("gave up", True)
+    assert lost["line"].endswith("→ retry the write with an Idempotency-Key (the same one each time), or read the "
+                                 "state before retrying: a plain retry can apply it twice")
+    assert "backoff" not in lost["line"]
+    assert (limited["response"], limited["irreversible"]) == ("gave up", False)
+    assert limited["line"].endswith("→ retry transient failures (with backoff) before giving up")
 
 
 def test_parting_step_and_representative(known_run):
