@@ -23,7 +23,10 @@ same verdict. The verdict is plain JSON:
                    failed reset's status), when there is a cause,
    "checks": [{"name", "passed": true | false | null, "severity", "detail"}]}   # always last
 
-A completed episode passes iff every applicable check passed. One the agent ended badly by its
+A completed episode passes iff every applicable check passed. One that finished (exit 0) with an
+empty trace although its task expects traffic (expected effects or state, or, by the record's
+`faults_possible`, rules that could fire) is incomplete with cause no_traffic: nothing it did was
+seen, so no effect check runs on it. One the agent ended badly by its
 own doing (a crash, a budget overrun: formats.episode_causes) is judged the same way, on what it
 did, and fails: a `crash` or `budget` finding (evaluator.check_ending) joins the checks. One
 the harness could not judge (harness error, divergence, a failed reset, a lost worker, an agent
@@ -48,7 +51,7 @@ from faultproxy.evaluator import checks as C
 from faultproxy.evaluator.check_ending import check_ending
 from faultproxy.evaluator.online import ONLINE_CHECKS
 from faultproxy.evaluator.stats import percentile
-from faultproxy.formats.episode_causes import INFRA_ERROR, is_agent_cause
+from faultproxy.formats.episode_causes import INFRA_ERROR, NO_TRAFFIC, NO_TRAFFIC_ADVICE, is_agent_cause
 from faultproxy.formats.rundir import EPISODE_FIELDS, REPORT_CUT_KEY, VERDICT_VERSION
 from faultproxy.tasks.model import SEVERITY_RANK, Task
 
@@ -76,6 +79,11 @@ def judge_episode(task: Any, record: Mapping[str, Any], trace: Iterable[Mapping[
     exchanges = C.parse_trace(trace)
     completed = bool(record.get("completed"))
     cause, cause_detail = record.get("cause"), record.get("cause_detail")
+    faults_possible = bool(record.get("faults_possible"))
+    # An agent that exits non-zero says itself that it failed; one that exits 0 claims a success the
+    # proxy never saw, which nothing can confirm or refute.
+    if completed and not record.get("exit_code") and not exchanges and (task.expects_traffic or faults_possible):
+        completed, cause, cause_detail = False, NO_TRAFFIC, no_traffic_detail(task.expects_traffic, faults_possible)
     infra = next((ex for ex in exchanges if ex.infra_error), None)
     if infra is not None and (completed or cause is None or is_agent_cause(cause)):
         # The harness could not give the agent a working world: whatever the agent then did is not its verdict.
@@ -124,6 +132,13 @@ def judge_episode(task: Any, record: Mapping[str, Any], trace: Iterable[Mapping[
         "cause_detail": None if completed else cause_detail,
         "checks": results,
     }
+
+
+def no_traffic_detail(expects_traffic: bool, faults_possible: bool) -> str:
+    """Why an empty trace judges nothing, and the likely reason the proxy saw nothing."""
+    needs = " and ".join(what for what, needed in (("expects effects or an end state", expects_traffic),
+                                                   ("has rules that could fire", faults_possible)) if needed)
+    return f"the agent finished without sending one request through the proxy, though its task {needs}: {NO_TRAFFIC_ADVICE}"
 
 
 def reported_confidence(record: Mapping[str, Any]) -> float | None:

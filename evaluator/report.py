@@ -24,7 +24,8 @@ from faultproxy.evaluator.causes import CauseSink
 from faultproxy.evaluator.scan import EpisodeSink, LineError, Scan, complete_verdict, read_log
 from faultproxy.evaluator.sections import scope_report
 from faultproxy.evaluator.tally import TaskAccumulator
-from faultproxy.formats.episode_causes import INFRA_ERROR
+from faultproxy.evaluator.traffic import seen_traffic, unexercised_reason
+from faultproxy.formats.episode_causes import INFRA_ERROR, NO_TRAFFIC, NO_TRAFFIC_ADVICE
 from faultproxy.formats.rundir import (
     LOG_FILE,
     Plan,
@@ -109,16 +110,21 @@ def log_warnings(scan: Scan) -> list[str]:
 
 def headline_alerts(scope: Mapping[str, Any], run_dir: Path, plan: Plan) -> list[str]:
     """What must not be missed above the numbers: episodes that met infrastructure errors (with
-    the first reason), and a run whose faults never reached the agent although they could fire."""
+    the first reason), episodes whose traffic never reached the proxy, and a run whose faults never
+    reached the agent although they could fire (with why: evaluator.traffic)."""
     alerts = []
     logged, infra = scope["logged"], scope["headline"]["infra_errors"]
     if infra:
         first = first_cause_detail(run_dir / LOG_FILE, INFRA_ERROR)
         alerts.append(f"{infra} of {logged} episode(s) hit infrastructure errors (incomplete, not pass)"
                       + (f"; first: {first}" if first else ""))
+    no_traffic = scope["incomplete_by_cause"].get(NO_TRAFFIC, 0)
+    if no_traffic:
+        alerts.append(f"no traffic reached the proxy in {no_traffic} of {logged} episode(s) (incomplete: "
+                      f"{NO_TRAFFIC}): {NO_TRAFFIC_ADVICE}")
     if logged and plan.faults_possible and any(plan.faults_possible.values()) \
             and scope["by_fault"]["not_exercised"]["episodes"] == logged:
-        alerts.append(f"faults not exercised: all {logged} episodes")
+        alerts.append(f"faults not exercised: all {logged} episodes; {unexercised_reason(seen_traffic(run_dir))}")
     return alerts
 
 

@@ -30,6 +30,10 @@ WORKER_LOST = "worker_lost"
 HARNESS_ERROR = "harness_error"
 DIVERGED = "diverged"
 NOT_RUN = "NotRun"  # a planned episode not in the log (never written to it)
+NO_TRAFFIC = "no_traffic"  # the judge's: the agent exited 0, its task expects traffic, its trace is empty
+# Why an agent's traffic misses the proxy, most often, and where the fix is.
+NO_TRAFFIC_ADVICE = ("the agent's HTTP client likely ignores HTTP(S)_PROXY (Node's fetch before Node 24 does) or "
+                     "reaches its upstreams another way; docs/agents.md says what to add")
 
 # cause -> (what the harness could not do, what to do about it)
 HARNESS_CAUSES = {
@@ -44,6 +48,7 @@ HARNESS_CAUSES = {
     DIVERGED: ("the agent asked replay for something its recording does not hold",
                "re-freeze the entry if the agent changed on purpose"),
     NOT_RUN: ("the planned episode was never run", "resume the run"),
+    NO_TRAFFIC: ("no request of the agent reached the proxy, though its task expects traffic", NO_TRAFFIC_ADVICE),
 }
 _UNKNOWN = ("the harness could not judge the episode", "read the episode's cause_detail and log_tail")
 

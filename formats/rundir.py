@@ -31,6 +31,7 @@ An episode line: {"type": "episode", "key", "task_id", "trial", "variant", "seed
   "completed": bool,            # false: incomplete, and `cause` says why
   "cause": null | "crash" | "budget_wall" | "budget_requests" | "budget_tokens" | "harness_error"
            | "reset_failed" (the agent was not launched) | "infra_error" (the judge's, from the trace)
+           | "no_traffic" (the judge's: the agent finished, its task expects traffic, the trace is empty)
            | "diverged" (replay) | "worker_lost" (dask),
   "cause_detail": str (only on lines the runner wrote without an agent result: what went wrong),        # NotRun is never logged: it is what a planned, unlogged key is
   "exit_code": int | null, "started": unix s, "duration_s",
@@ -39,6 +40,8 @@ An episode line: {"type": "episode", "key", "task_id", "trial", "variant", "seed
   "state_error": str | null,
   "stats": {"exchanges", "tokens", "faults"}, "trace": "flows/<file>.jsonl", "log_tail": str,
   "rewrites": {field: value} the proxy set in its model API requests (plan's templates, resolved),
+  "faults_possible": bool (could some rule fire at the episode's grid point; false for a function
+                     agent, whose returned outcome is its own): with it, an empty trace is no_traffic,
   "verdict": evaluator.judge's verdict}     # always the line's last key: see "The verdict's layout"
 
 The verdict's layout. A report over a million episodes must not decode each whole line (the

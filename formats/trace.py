@@ -16,6 +16,8 @@ A line:
   forwarded: did the request reach the upstream (the proxy passed it on); lines written before
             it was recorded are read with scenarios.trace_forwarded
   fault:    rule, type, params, delivered, detail — or null
+  matched:  only when some rule's match block selected the request: those rules' names (whether
+            or not one fired); a report tells "no rule matched" from "rules matched, none fired"
   usage:    model token usage read from the response, or null
   response_after_s: seconds from the request to the upstream's response headers (only when the
             upstream answered; SSE offsets count from then), for the time to the first chunk

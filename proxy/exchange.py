@@ -55,6 +55,7 @@ class FlowExchange:
     gone_after_s: float | None = None  # the episode ended this many seconds into the exchange, still held
     cut_short: str | None = None  # why the line was written before the upstream answered
     body_not_evaluated: str | None = None  # why a matching rule's body predicates were skipped
+    matched: list[str] = field(default_factory=list)  # the rules whose match block selected the request
     written: bool = False
     _body_json: Any = field(default=_UNPARSED, init=False, repr=False)
 
@@ -101,6 +102,7 @@ class FlowExchange:
             "perturbation": self.perturbation,
             "tokens": self.tokens,
             "error": self.error,
+            **({"matched": list(self.matched)} if self.matched else {}),
             **{name: value for name, value in (("infra_error", self.infra_error), ("cut_short", self.cut_short),
                                                ("body_not_evaluated", self.body_not_evaluated),
                                                ("response_after_s", self._response_after_s()))

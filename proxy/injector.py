@@ -153,6 +153,7 @@ class FaultInjector:
                 rule.match, ex.method, host, port, path, request.headers, ex.body_for_rules
             ):
                 continue
+            ex.matched.append(rule.name)
             index = ex.episode.calls[rule.name] = ex.episode.calls[rule.name] + 1
             if FAULT_KINDS[rule.fault.type].remembers_reads and REMEMBER_KEY not in flow.metadata:
                 flow.metadata[REMEMBER_KEY] = self.fault(ex.scenario, rule)

@@ -23,7 +23,12 @@ from faultproxy.tasks.model import Budgets
 
 POLL_S = 0.05
 LOG_TAIL_BYTES = 4000
-CA_VARIABLES = ("SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "NODE_EXTRA_CA_CERTS")
+# Where each stack looks for its trust store: Python's ssl and httpx, requests, curl, Node, boto,
+# httplib2, gRPC, git and Deno. Each gets the bundle of system roots plus the proxy's CA; one
+# left pointing at the system bundle would reject the proxy's certificates.
+CA_VARIABLES = ("SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "NODE_EXTRA_CA_CERTS", "AWS_CA_BUNDLE",
+                "HTTPLIB2_CA_CERTS", "GRPC_DEFAULT_SSL_ROOTS_FILE_PATH", "GIT_SSL_CAINFO", "DENO_CERT")
+NODE_PRELOAD = Path(__file__).with_name("node_preload.cjs")
 
 
 @dataclass(frozen=True)
@@ -40,6 +45,7 @@ class AgentEnvironment:
     params: Mapping[str, float | str] = None
     no_proxy: Sequence[str] = ()
     extra: Mapping[str, str] = None
+    base_url_env: Mapping[str, str] = None  # VAR -> upstream name: VAR gets that upstream's reverse URL (--reverse)
 
     def build(self, inherited: Mapping[str, str]) -> dict[str, str]:
         env = dict(inherited)
@@ -51,7 +57,8 @@ class AgentEnvironment:
         env["NO_PROXY"] = env["no_proxy"] = ",".join(self.no_proxy)
         for name in CA_VARIABLES:
             env[name] = str(self.ca_bundle)
-        env["NODE_USE_ENV_PROXY"] = "1"
+        env["NODE_USE_ENV_PROXY"] = "1"  # Node >= 24 (and 22.21): fetch honours HTTP(S)_PROXY
+        env["NODE_OPTIONS"] = node_options(inherited.get("NODE_OPTIONS", ""))  # older Node: the preload
         env |= {
             "FAULTPROXY_EPISODE": self.episode,
             "FAULTPROXY_TASK": str(self.task_file),
@@ -63,10 +70,18 @@ class AgentEnvironment:
             env["FAULTPROXY_MODEL"] = self.model
         for name, url in (self.base_urls or {}).items():
             env[f"FAULTPROXY_{_env_name(name)}_BASE_URL"] = url
+        for variable, name in (self.base_url_env or {}).items():
+            env[variable] = self.base_urls[name]
         for name, value in (self.params or {}).items():
             env[f"FAULTPROXY_PARAM_{_env_name(name)}"] = level_text(value)
         env |= dict(self.extra or {})
         return env
+
+
+def node_options(inherited: str) -> str:
+    """NODE_OPTIONS with faultproxy's preload (runner/node_preload.cjs) added once to the caller's."""
+    preload = f'--require "{NODE_PRELOAD}"'
+    return inherited if preload in inherited else f"{inherited} {preload}".strip()
 
 
 def _env_name(name: str) -> str:

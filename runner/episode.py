@@ -42,8 +42,14 @@ RESET_FAILED = "reset_failed"
 
 
 class EpisodeRunner:
+    # An agent process is judged by what the proxy saw of it: when some rule could fire, an empty
+    # trace says its traffic went around the proxy (no_traffic). A function agent's returned
+    # outcome is its own (runner.inprocess), so it sets this False.
+    rules_expect_traffic = True
+
     def __init__(self, options: RunOptions, proxy: ProxyServer, episode_log: EpisodeLog, counts: Counter) -> None:
         self.options, self.proxy, self.log, self.counts = options, proxy, episode_log, counts
+        self.faults_possible = options.faults_possible() if self.rules_expect_traffic else {}
         self.scenarios: dict[str, Scenario] = {}
         # never through the proxy; trusting upstreams as the proxy does (--upstream-ca, --insecure-upstream)
         self.direct = httpx.AsyncClient(trust_env=False, timeout=DIRECT_TIMEOUT_S, verify=direct_verify(options))
@@ -76,7 +82,7 @@ class EpisodeRunner:
             task_file=task_file, output_file=output_file, prompt=variant.prompt, seed=variant.seed,
             model=point.model, params=dict(point.params), no_proxy=self.options.no_proxy,
             base_urls={name: self.proxy.reverse_url(episode.key, name) for name in self.options.upstreams},
-            extra=task_env,
+            base_url_env=self.options.base_url_env, extra=task_env,
         )
         started = time.time()
         result = await self.launch(episode, environment)
@@ -93,6 +99,7 @@ class EpisodeRunner:
                       "faults": stats.faults if stats else 0},
             "trace": f"{FLOWS_DIR}/{trace_path(Path(), episode.key).name}",
             "log_tail": result.log_tail, "rewrites": rewrites,
+            "faults_possible": self.faults_possible.get(point.label, False),
         }
         trace = read_trace(self.options.out / record["trace"])
         record["verdict"] = judge_episode(task, record, trace, self.options.tasks.severity)

@@ -91,6 +91,8 @@ def run_function(
 
 def _function_runner(agent: AgentFunction) -> type[EpisodeRunner]:
     class FunctionRunner(EpisodeRunner):
+        rules_expect_traffic = False
+
         async def launch(self, episode: PlannedEpisode, environment: AgentEnvironment) -> AgentResult:
             given = Episode(
                 key=episode.key, task_id=episode.task.id, variant=episode.variant.index,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,7 +23,8 @@ class RunOptions:
     A plain run has one grid point (optionally with a model); a sweep has one per combination of
     param levels and models (runner.sweep). `parallel` episodes run at once through one proxy;
     `budget_s` caps each episode's wall time over the task's own budget. `upstreams` are
-    reverse-mode upstreams (name -> URL), `no_proxy` hosts the agent reaches directly,
+    reverse-mode upstreams (name -> URL); `base_url_env` names variables (OPENAI_BASE_URL, ...)
+    the agent gets set to an upstream's reverse URL (variable -> name); `no_proxy` hosts the agent reaches directly,
     `variant_function` your own honest rewording of a task's prompt, `secret_env` variables whose
     values are redacted from everything written. `rewrites` (field -> template, runner.rewrites)
     are fields the proxy sets in every model API request, resolved per grid point; a template that
@@ -39,6 +40,7 @@ class RunOptions:
     parallel: int = 1
     budget_s: float | None = None
     upstreams: dict[str, str] = field(default_factory=dict)
+    base_url_env: dict[str, str] = field(default_factory=dict)  # VAR -> upstream name, for --reverse VAR
     no_proxy: list[str] = field(default_factory=list)
     variant_function: Any = None
     secret_env: list[str] = field(default_factory=list)
@@ -51,6 +53,16 @@ class RunOptions:
 
     def __post_init__(self) -> None:
         check_rewrites(self.rewrites, self.grid)
+
+    def faults_possible(self) -> dict[str, bool]:
+        """Per grid label: could some rule fire there (a firing probability above zero)? A run where
+        one could and none reached the agent tested nothing, and its report says so."""
+        possible = {}
+        for point in self.grid:
+            params = {**self.scenario.params, **dict(point.params)}
+            chances = [params.get(p) if isinstance(p := rule.when.probability, str) else p for rule in self.scenario.rules]
+            possible[point.label] = any(isinstance(c, (int, float)) and c > 0 for c in chances)
+        return possible
 
 
 @dataclass
@@ -75,6 +87,26 @@ class RunResult:
 
 def task_secret_names(tasks: TaskSet) -> list[str]:
     return sorted({name for task in tasks.tasks for name in task.secrets})
+
+
+# Where a provider SDK goes when its base-URL variable is unset: --reverse VAR forwards there.
+PROVIDER_BASE_URLS = {"OPENAI_BASE_URL": "https://api.openai.com/v1", "ANTHROPIC_BASE_URL": "https://api.anthropic.com"}
+
+
+def reverse_variables(variables: Sequence[str], environ: Mapping[str, str],
+                      upstreams: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:
+    """--reverse VAR ...: (upstreams with one added per VAR, {VAR: upstream name}). VAR's upstream is
+    --upstream NAME=URL when given (NAME: VAR without _BASE_URL, in lower case), else VAR's value
+    here, else the provider's default URL; UsageError when there is none."""
+    upstreams, names = dict(upstreams), {}
+    for variable in variables:
+        name = variable.lower().removesuffix("_base_url") or variable.lower()
+        url = upstreams.get(name) or environ.get(variable) or PROVIDER_BASE_URLS.get(variable)
+        if not url:
+            raise UsageError(f"--reverse {variable}: {variable} is not set here, so where it leads is unknown; "
+                             f"set it, or give --upstream {name}=URL")
+        upstreams[name], names[variable] = url, name
+    return upstreams, names
 
 
 def parse_pairs(specs: Sequence[str], what: str, once: bool = False) -> dict[str, str]:

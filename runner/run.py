@@ -52,7 +52,7 @@ def plan_document(options: RunOptions, redactor: Redactor | None = None) -> tupl
                   "items": [task.to_json() for task in options.tasks.tasks]},
         "k": options.k, "grid": grid, "command": options.command, "created": created,
         "upstreams": dict(options.upstreams), "rewrites": dict(options.rewrites),
-        "faults_possible": faults_possible(options),
+        "faults_possible": options.faults_possible(),
         "base_urls": base_url_variables(os.environ),  # what a frozen episode's agent needs to reach the same URLs
     }
     header = {"faultproxy_version": __version__, "scenario_digest": options.scenario.digest,
@@ -60,18 +60,6 @@ def plan_document(options: RunOptions, redactor: Redactor | None = None) -> tupl
               "command": options.command, "created": created}
     redactor = redactor or run_redactor(options)
     return redactor.document(plan), redactor.document(header)
-
-
-def faults_possible(options: RunOptions) -> dict[str, bool]:
-    """Per grid label: could some rule fire there (a firing probability above zero)? A run where
-    one could and none reached the agent tested nothing, and its report says so."""
-    scenario = options.scenario
-    possible = {}
-    for point in options.grid:
-        params = {**scenario.params, **dict(point.params)}
-        chances = [params.get(p) if isinstance(p := rule.when.probability, str) else p for rule in scenario.rules]
-        possible[point.label] = any(isinstance(c, (int, float)) and c > 0 for c in chances)
-    return possible
 
 
 def run(options: RunOptions, runner_class: type[EpisodeRunner] | None = None,

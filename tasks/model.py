@@ -199,6 +199,12 @@ class Task:
     def __hash__(self) -> int:  # consistent with ==, which compares every field
         return hash((self.id, self.prompt, self.line))
 
+    @property
+    def expects_traffic(self) -> bool:
+        """Does success need the agent to reach something through the proxy: an expected effect,
+        or an expected end state? (An episode of such a task with an empty trace judged nothing.)"""
+        return self.expected.state is not None or any(effect.count > 0 for effect in self.expected.effects)
+
     def to_json(self) -> dict[str, Any]:
         """A plain JSON-able dict; Task.from_json(task.to_json()) == task."""
         return {

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from faultproxy.formats.rundir import read_run
+from faultproxy.runner.agent import NODE_PRELOAD
 from faultproxy.runner.plan import GridPoint
 from faultproxy import RunOptions, run
 from faultproxy.tasks.loader import load_tasks
@@ -66,9 +67,12 @@ def test_agent_gets_the_contract_environment(tmp_path, probe_env):
     assert env["HTTP_PROXY"] == env["HTTPS_PROXY"] == env["http_proxy"] == env["https_proxy"]
     assert env["HTTPS_PROXY"].startswith(f"http://{key}:") and "@127.0.0.1:" in env["HTTPS_PROXY"]
     assert env["NO_PROXY"] == env["no_proxy"] == "example.internal"
-    ca = {env[n] for n in ("SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "NODE_EXTRA_CA_CERTS")}
+    ca = {env[n] for n in ("SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "NODE_EXTRA_CA_CERTS",
+                           "AWS_CA_BUNDLE", "HTTPLIB2_CA_CERTS", "GRPC_DEFAULT_SSL_ROOTS_FILE_PATH", "GIT_SSL_CAINFO",
+                           "DENO_CERT")}
     assert len(ca) == 1 and "BEGIN CERTIFICATE" in Path(ca.pop()).read_text()
     assert env["NODE_USE_ENV_PROXY"] == "1"
+    assert env["NODE_OPTIONS"].endswith(f'--require "{NODE_PRELOAD}"') and NODE_PRELOAD.exists()
     assert env["FAULTPROXY_EPISODE"] == key and env["FAULTPROXY_MODEL"] == "m-1"
     assert env["FAULTPROXY_PROMPT"] == record["prompt"] and env["FAULTPROXY_SEED"] == str(record["seed"])
     task_file = json.loads(Path(env["FAULTPROXY_TASK"]).read_text())

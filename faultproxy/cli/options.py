@@ -14,7 +14,7 @@ from faultproxy.formats.errors import UsageError
 from faultproxy.formats.paths import folder_option
 from faultproxy.proxy.auth import check_token, is_loopback, new_token
 from faultproxy.proxy.injector import parse_params
-from faultproxy.runner.options import RunOptions, parse_pairs
+from faultproxy.runner.options import RunOptions, parse_pairs, reverse_variables
 from faultproxy.runner.plan import GridPoint
 from faultproxy.runner.rewrites import MODEL_TEMPLATE
 from faultproxy.runner.variants import load_variant_function
@@ -26,6 +26,10 @@ K_RANGE = (1, 10_000)
 PARALLEL_RANGE = (1, 256)
 BUDGET_S_MAX = MAX_WALL_S  # a day per episode
 TOKEN_ENV = "FAULTPROXY_TOKEN"
+REVERSE_HELP = ("Reverse mode for a client that takes its API's address from VAR (OPENAI_BASE_URL, ...; repeatable): "
+                "the agent's VAR leads to the proxy, which forwards to --upstream NAME=URL when given (NAME: VAR "
+                "without _BASE_URL, lower case), else to VAR's value here, else to the provider's default. For "
+                "clients that ignore HTTP(S)_PROXY (docs/agents.md).")
 _UPSTREAM_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
 
 
@@ -49,6 +53,7 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
                              "completions), reasoning.effort (OpenAI responses), thinking.budget_tokens (Anthropic "
                              "messages). TEMPLATE may use {model}, {PARAM} (a swept param's level) and "
                              "{PARAM:LEVEL=VALUE,...}, e.g. reasoning_effort={effort}.")
+    parser.add_argument("--reverse", action="append", default=[], metavar="VAR", help=REVERSE_HELP)
     parser.add_argument("--allow-unexercised", action="store_true",
                         help="Exit 0 even when faults could fire and none reached the agent in any episode.")
     parser.add_argument("--allow-incomplete", action="store_true",
@@ -132,7 +137,11 @@ def proxy_params(args: argparse.Namespace) -> dict[str, float]:
 
 def parse_upstreams(specs: list[str]) -> dict[str, str]:
     """--upstream NAME=URL values, each NAME a simple identifier and URL http(s)://HOST[:PORT][/PATH]."""
-    upstreams = parse_pairs(specs, "--upstream", once=True)
+    return check_upstreams(parse_pairs(specs, "--upstream", once=True))
+
+
+def check_upstreams(upstreams: dict[str, str]) -> dict[str, str]:
+    """Upstreams whose NAME is a simple identifier and URL http(s)://HOST[:PORT][/PATH], or UsageError."""
     for name, url in upstreams.items():
         if not _UPSTREAM_NAME.fullmatch(name):
             raise UsageError(f"--upstream {name}={url}: NAME must be letters, digits, '_' and '-' "
@@ -212,9 +221,11 @@ def run_options(args: argparse.Namespace, scenario: Scenario, grid: list[GridPoi
         variant_function = load_variant_function(args.variants) if args.variants else None
     except (TaskError, ValueError) as error:
         raise UsageError(str(error)) from None
+    upstreams, base_url_env = reverse_variables(args.reverse, os.environ, parse_upstreams(args.upstream))
     return RunOptions(
         scenario=scenario, tasks=tasks, command=command, out=args.out or default_out, k=args.k, grid=grid,
-        parallel=args.parallel, budget_s=args.budget_s, upstreams=parse_upstreams(args.upstream),
+        parallel=args.parallel, budget_s=args.budget_s, upstreams=check_upstreams(upstreams),
+        base_url_env=base_url_env,
         no_proxy=[h for h in args.no_proxy.split(",") if h], variant_function=variant_function,
         secret_env=check_secret_env(args.secret_env), insecure_upstream=args.insecure_upstream,
         upstream_ca=check_upstream_ca(args.upstream_ca, args.insecure_upstream), show_progress=sys.stderr.isatty(),

@@ -69,8 +69,8 @@ def judged_status(options: RunOptions, allow_unexercised: bool, allow_incomplete
     status = 0
     unexercised = any(alert.startswith("faults not exercised") for alert in headline["alerts"])
     if unexercised and not allow_unexercised:
-        print("the scenario's faults never reached the agent: is its traffic going through the proxy? "
-              "(--allow-unexercised to accept)", file=sys.stderr)
+        print("the scenario's faults never reached the agent (why: see above; --allow-unexercised to accept)",
+              file=sys.stderr)
         status = 1
     return max(status, incomplete_status(run, allow_incomplete))
 

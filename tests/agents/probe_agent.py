@@ -36,7 +36,8 @@ def main() -> int:
         return 3
     if "env" in prompt:
         names = [n for n in os.environ if n.startswith(("FAULTPROXY_", "HTTP", "http", "NO_PROXY", "no_proxy",
-                                                       "SSL_CERT", "REQUESTS_CA", "CURL_CA", "NODE_"))]
+                                                       "SSL_CERT", "REQUESTS_CA", "CURL_CA", "NODE_", "AWS_CA",
+                                                       "HTTPLIB2_CA", "GRPC_DEFAULT", "GIT_SSL", "DENO_CERT"))]
         answer({n: os.environ[n] for n in names} | {"argv": sys.argv[1:]})
         return 0
     if "slow" in prompt:

@@ -1,0 +1,69 @@
+"""What reached the proxy in a run, for the headline that must say why no fault did.
+
+    seen = seen_traffic(run_dir)   # read only when the faults of a whole run went unexercised
+    seen.requests                  # Counter: "POST api.example.com/v1/responses" -> 9
+    seen.matched                   # requests some rule's match block selected (the trace's `matched`)
+
+Three different problems look alike from the numbers ("faults not exercised"), and each has its
+own fix: no traffic reached the proxy (the agent's client ignores the proxy settings), traffic
+reached it but no rule's match block selected any of it (the scenario does not describe this
+agent's APIs: the requests seen say what to match), or rules matched but no fault was delivered
+(probabilities, `when`). Traces are read only in that case, and at most TRACES_READ of them.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from faultproxy.evaluator.traced import parse_trace
+from faultproxy.formats.rundir import FLOWS_DIR
+from faultproxy.formats.trace import REJECTED_NAME, read_trace
+
+TRACES_READ = 200
+SHOWN = 5  # the most frequent requests a headline names
+
+
+@dataclass
+class SeenTraffic:
+    """Requests in the traces read, by "METHOD host/path" (ids in the path as {id})."""
+
+    requests: Counter[str] = field(default_factory=Counter)
+    matched: int = 0
+
+    @property
+    def total(self) -> int:
+        return sum(self.requests.values())
+
+    def most_common(self, shown: int = SHOWN) -> str:
+        """`POST host/v1/responses ×9, GET host/orders/{id} ×2` and how many more."""
+        top = self.requests.most_common(shown)
+        text = ", ".join(f"{request} ×{count}" for request, count in top)
+        rest = len(self.requests) - len(top)
+        return text + (f" and {rest} more" if rest > 0 else "")
+
+
+def seen_traffic(run_dir: Path, traces: int = TRACES_READ) -> SeenTraffic:
+    """The requests of up to `traces` episode traces of the run (in name order)."""
+    seen = SeenTraffic()
+    folder = Path(run_dir) / FLOWS_DIR
+    paths = sorted(p for p in folder.glob("*.jsonl") if p.stem != REJECTED_NAME) if folder.is_dir() else []
+    for path in paths[:traces]:
+        for ex in parse_trace(read_trace(path)):
+            method, _, route = ex.endpoint(ex.raw.get("episode")).partition(" ")
+            seen.requests[f"{method} {urlsplit(ex.url).netloc}{route}"] += 1
+            seen.matched += bool(ex.raw.get("matched"))
+    return seen
+
+
+def unexercised_reason(seen: SeenTraffic) -> str:
+    """Why a run's faults reached no agent, told from the traffic its traces show."""
+    if not seen.total:
+        return "no traffic reached the proxy"
+    if not seen.matched:
+        return (f"traffic reached the proxy, but no rule matched: {seen.most_common()} "
+                "(match these in the scenario's rules)")
+    return (f"rules matched {seen.matched} of {seen.total} request(s), but no fault was delivered "
+            "(see the rules' probability and `when`)")
