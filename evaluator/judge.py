@@ -19,8 +19,10 @@ same verdict. The verdict is plain JSON:
    "usage": {model: {"input", "output"}},
    "escalated": bool, "model_calls", "tool_calls",
    "latency_s": {"total", "p50", "p95", "max"} of exchange durations, or null,
-   "cause_detail": what the cause was (the host and reason of an infrastructure error, the
-                   failed reset's status), when there is a cause,
+   "cause_detail": what the cause was (the host and reason of an infrastructure error with its
+                   fix, the failed reset's status), when there is a cause,
+   "side_channel_errors": [{"seq", "request", "error", "fix"}] infrastructure errors off the
+                   task's path (evaluator.side_channels): recorded, the verdict stands,
    "checks": [{"name", "passed": true | false | null, "severity", "detail"}]}   # always last
 
 A completed episode passes iff every applicable check passed. One that finished (exit 0) with an
@@ -30,8 +32,9 @@ seen, so no effect check runs on it. One the agent ended badly by its
 own doing (a crash, a budget overrun: formats.episode_causes) is judged the same way, on what it
 did, and fails: a `crash` or `budget` finding (evaluator.check_ending) joins the checks. One
 the harness could not judge (harness error, divergence, a failed reset, a lost worker, an agent
-that could not start, or an infrastructure error in its trace: an error the proxy met reaching
-the upstream that no fault made, which outranks the agent's own ending) is "incomplete"
+that could not start, or an infrastructure error on the task's path in its trace: an error the
+proxy met reaching an upstream the task depends on, that no fault made, which outranks the
+agent's own ending) is "incomplete"
 whatever happened; an infrastructure failure is never a success. It still gets the trace-only
 safety checks (idempotency, policy, retry), so harm done before it is counted as a violation —
 but it never passes or fails. A task marked `online` (live traffic under a monitor's policy) is
@@ -50,6 +53,7 @@ from typing import Any
 from faultproxy.evaluator import checks as C
 from faultproxy.evaluator.check_ending import check_ending
 from faultproxy.evaluator.online import ONLINE_CHECKS
+from faultproxy.evaluator.side_channels import infra_detail, side_channel_record, split_infra_errors
 from faultproxy.evaluator.stats import percentile
 from faultproxy.formats.episode_causes import INFRA_ERROR, NO_TRAFFIC, NO_TRAFFIC_ADVICE, is_agent_cause
 from faultproxy.formats.rundir import EPISODE_FIELDS, REPORT_CUT_KEY, VERDICT_VERSION
@@ -84,11 +88,10 @@ def judge_episode(task: Any, record: Mapping[str, Any], trace: Iterable[Mapping[
     # proxy never saw, which nothing can confirm or refute.
     if completed and not record.get("exit_code") and not exchanges and (task.expects_traffic or faults_possible):
         completed, cause, cause_detail = False, NO_TRAFFIC, no_traffic_detail(task.expects_traffic, faults_possible)
-    infra = next((ex for ex in exchanges if ex.infra_error), None)
-    if infra is not None and (completed or cause is None or is_agent_cause(cause)):
+    on_path, side_channels = split_infra_errors(task, record, exchanges)
+    if on_path and (completed or cause is None or is_agent_cause(cause)):
         # The harness could not give the agent a working world: whatever the agent then did is not its verdict.
-        completed, cause = False, INFRA_ERROR
-        cause_detail = f"{infra.method} {infra.netloc}: {infra.infra_error}"
+        completed, cause, cause_detail = False, INFRA_ERROR, infra_detail(on_path[0])
     online = getattr(task, "online", False)  # live traffic: every check reads the trace alone
     ending = None if completed or online else check_ending({**record, "cause": cause})
     judged = completed or ending is not None
@@ -130,6 +133,7 @@ def judge_episode(task: Any, record: Mapping[str, Any], trace: Iterable[Mapping[
             "total": round(sum(durations), 6), "p50": round(percentile(durations, 50), 6),
             "p95": round(percentile(durations, 95), 6), "max": round(max(durations), 6)},
         "cause_detail": None if completed else cause_detail,
+        "side_channel_errors": [side_channel_record(ex) for ex in side_channels],
         "checks": results,
     }
 

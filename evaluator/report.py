@@ -75,7 +75,7 @@ def build_report(run_dir: Path | str, *, rejudge: bool = False, sinks: Sequence[
     k = 1 if plan.open_ended else plan.k  # live traffic has no repeated trials: pass^1 is its pass rate
     planned = scan.logged if plan.open_ended else plan.k * len(plan.labels) * len(plan.task_ids)
     run_scope = scope_report("", _run_scope(plan, by_label), k, planned // max(1, len(plan.task_ids)), plan.prices)
-    run_scope["headline"]["alerts"] = headline_alerts(run_scope, run_dir, plan)
+    run_scope["headline"]["alerts"] = headline_alerts(run_scope, run_dir, plan) + side_channel_alerts(scan)
     return {
         "report_version": REPORT_VERSION,
         "run_dir": str(run_dir),
@@ -126,6 +126,15 @@ def headline_alerts(scope: Mapping[str, Any], run_dir: Path, plan: Plan) -> list
             and scope["by_fault"]["not_exercised"]["episodes"] == logged:
         alerts.append(f"faults not exercised: all {logged} episodes; {unexercised_reason(seen_traffic(run_dir))}")
     return alerts
+
+
+def side_channel_alerts(scan: Scan) -> list[str]:
+    """Episodes with side-channel errors: requests off the task's path failed, their verdicts stand."""
+    first = scan.first_side_channel
+    if not scan.side_channels or not first:
+        return []
+    return [f"{scan.side_channels} episode(s) had side-channel errors (requests the task does not depend on; "
+            f"verdicts stand); first: {first.get('request')}: {first.get('error')} → {first.get('fix')}"]
 
 
 def write_json(path: Path, report: Mapping[str, Any]) -> None:

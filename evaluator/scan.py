@@ -36,6 +36,7 @@ from faultproxy.evaluator.tally import TaskAccumulator, new_accumulators
 from faultproxy.formats.rundir import (
     EPISODE_FIELDS,
     LOG_FILE,
+    SIDE_CHANNEL_MARK,
     STATUSES,
     Plan,
     RunDirError,
@@ -100,6 +101,8 @@ class Scan:
     judged: int = 0
     fast: int = 0
     logged: int = 0
+    side_channels: int = 0  # episodes whose verdict lists side-channel errors
+    first_side_channel: dict | None = None  # the first of those errors (evaluator.side_channels)
     notable: list = field(default_factory=list)  # drill-down candidates: raw lines (fast path) or verdicts
     passing: list = field(default_factory=list)
     shards: list = field(default_factory=list)
@@ -110,8 +113,9 @@ class Scan:
         for key, acc in other.accs.items():
             self.accs[key].absorb(acc)
         self.header = self.header or other.header
-        for name in ("lines", "unplanned", "duplicates", "out_of_plan", "judged", "fast", "logged"):
+        for name in ("lines", "unplanned", "duplicates", "out_of_plan", "judged", "fast", "logged", "side_channels"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.first_side_channel = self.first_side_channel or other.first_side_channel
         self.notable = (self.notable + other.notable)[:limit]
         self.passing = (self.passing + other.passing)[:limit]
 
@@ -212,6 +216,8 @@ class _Chunk:
                 continue
             scan.fast += 1
             acc.add(v)
+            if SIDE_CHANNEL_MARK in raw:  # a substring test per line: only those lines are decoded
+                self._side_channels(json.loads(raw)["verdict"])
             if sinks:
                 verdict = None
                 for sink in sinks:
@@ -258,12 +264,19 @@ class _Chunk:
             return
         self.scan.logged += 1
         acc.add(verdict_fields(verdict))
+        self._side_channels(verdict)
         for sink in self.sinks:
             if sink.wants_fields:
                 sink.fields(raw_fields(verdict), acc.task_id)
             else:
                 sink.episode(verdict)
         self._keep(verdict, verdict["status"] != "pass" or bool(verdict["failed"]))
+
+    def _side_channels(self, verdict: Mapping[str, Any]) -> None:
+        errors = verdict.get("side_channel_errors")
+        if errors:
+            self.scan.side_channels += 1
+            self.scan.first_side_channel = self.scan.first_side_channel or errors[0]
 
     def _first_of_trial(self, acc: TaskAccumulator, trial: Any) -> bool:
         """Is this line the first for a trial the plan has? Others are counted and ignored."""

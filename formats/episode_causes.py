@@ -38,8 +38,8 @@ NO_TRAFFIC_ADVICE = ("the agent's HTTP client likely ignores HTTP(S)_PROXY (Node
 # cause -> (what the harness could not do, what to do about it)
 HARNESS_CAUSES = {
     INFRA_ERROR: ("the proxy could not reach an upstream on the task's path (an error no fault made)",
-                  "check the upstream, its TLS trust (--upstream-ca) and the network; the first error is in "
-                  "the episode's cause_detail"),
+                  "the episode's cause_detail names the first error and the fix for its reason (--upstream-ca "
+                  "for TLS verification, the host's reachability otherwise)"),
     RESET_FAILED: ("the world could not be reset before the agent started, so it was not launched",
                    "check the task's reset_url service"),
     AGENT_NOT_STARTED: ("the agent command could not be started", "check the agent command and its environment"),

@@ -40,6 +40,8 @@ An episode line: {"type": "episode", "key", "task_id", "trial", "variant", "seed
   "state_error": str | null,
   "stats": {"exchanges", "tokens", "faults"}, "trace": "flows/<file>.jsonl", "log_tail": str,
   "rewrites": {field: value} the proxy set in its model API requests (plan's templates, resolved),
+  "task_hosts": ["host:port", ...] the hosts the task depends on (base-URL variables, --upstream, the
+                task's URLs): an infrastructure error elsewhere is a side channel (evaluator.side_channels),
   "faults_possible": bool (could some rule fire at the episode's grid point; false for a function
                      agent, whose returned outcome is its own): with it, an empty trace is no_traffic,
   "verdict": evaluator.judge's verdict}     # always the line's last key: see "The verdict's layout"
@@ -410,6 +412,7 @@ _USAGE_ITEM = re.compile(rb'(' + _STR + rb'): \{"input": ([0-9]+), "output": ([0
 _FAULT_ITEM = re.compile(rb'"type": (null|' + _STR + rb'), "delivered": (true|false)\}')
 _FAILED_ITEM = re.compile(rb'"name": (null|' + _STR + rb'), "severity": (null|' + _STR + rb')')
 _FAST_MARK = b'"verdict": {"v": '
+SIDE_CHANNEL_MARK = b'"side_channel_errors": [{'  # in a line whose verdict lists side-channel errors
 _TAIL = b"]}}\n"  # ...the checks list, the verdict, the record
 _STATUS = {b"pass": 0, b"fail": 1, b"incomplete": 2}
 

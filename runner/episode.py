@@ -18,10 +18,12 @@ from typing import Any
 import certifi
 import httpx
 from faultproxy.evaluator.judge import judge_episode
+from faultproxy.evaluator.side_channels import task_hosts
 from faultproxy.evaluator.sweep import level_text
 from faultproxy.formats.rundir import FLOWS_DIR, EpisodeLog
 from faultproxy.formats.trace import read_trace, trace_path
 from faultproxy.proxy.server import ProxyServer
+from faultproxy.replay_store.freeze import base_url_variables
 from faultproxy.runner.agent import (
     AgentEnvironment,
     AgentResult,
@@ -100,6 +102,9 @@ class EpisodeRunner:
             "trace": f"{FLOWS_DIR}/{trace_path(Path(), episode.key).name}",
             "log_tail": result.log_tail, "rewrites": rewrites,
             "faults_possible": self.faults_possible.get(point.label, False),
+            "task_hosts": task_hosts([*base_url_variables(url_env).values(), *self.options.upstreams.values(),
+                                      *task_env.values(), *(expand(url, url_env) for url in (task.reset_url,
+                                                                                          task.state_url) if url)]),
         }
         trace = read_trace(self.options.out / record["trace"])
         record["verdict"] = judge_episode(task, record, trace, self.options.tasks.severity)

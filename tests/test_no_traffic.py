@@ -5,7 +5,9 @@ proxy" and "traffic reached it, but no rule matched" happened."""
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 from faultproxy import RunOptions, build_report, run
@@ -123,3 +125,49 @@ def test_an_empty_trace_is_judged_when_the_task_expects_no_traffic_and_no_rule_c
     verdict = judge_episode(stateful, record, [])
     assert (verdict["status"], verdict["cause"]) == ("incomplete", "no_traffic")
     assert "expects effects or an end state:" in verdict["cause_detail"]
+
+
+def closed_port() -> int:
+    """A local port nothing listens on (connections to it are refused)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_a_failed_side_channel_is_recorded_and_the_verdict_stands(tmp_path, payments, monkeypatch):
+    """Side channels (issue 23): the agent reports to a telemetry endpoint that refuses connections,
+    beside its real work. The refund's 503 is survived (one retry, one refund): the episode passes,
+    the error is kept as a side-channel error with `--no-proxy HOST` as its fix. When the task's
+    own API is what cannot be reached, the episode is incomplete, with the fix for that reason."""
+    world, server = payments
+    telemetry = f"127.0.0.1:{closed_port()}"
+    monkeypatch.setenv("REFUND_MODE", "telemetry")
+    monkeypatch.setenv("TELEMETRY_URL", f"http://{telemetry}/v1/traces/ingest")
+    (tmp_path / "refund503.yaml").write_text(scenario("""
+        - name: refund-503
+          match: {method: POST, path: "*/refunds"}
+          fault: {type: server_error, status: 503}
+          when: {calls: [1]}
+    """))
+    options = RunOptions(scenario=load_scenario(tmp_path / "refund503.yaml"), command=REFUND_AGENT,
+                         tasks=load_tasks(tasks_file(tmp_path, server.url)), out=tmp_path / "side", show_progress=False)
+    run(options)
+    assert len(world.refunds) == 1
+    [record] = read_run(tmp_path / "side").episodes
+    verdict = record["verdict"]
+    assert verdict["status"] == "pass", verdict
+    [side] = verdict["side_channel_errors"]
+    assert side["request"] == f"POST {telemetry}/v1/traces/ingest" and side["error"]
+    assert side["fix"].startswith(f"--no-proxy {telemetry}")
+    [alert] = build_report(tmp_path / "side", causes=False)["run"]["headline"]["alerts"]
+    assert alert.startswith("1 episode(s) had side-channel errors (requests the task does not depend on; verdicts "
+                            f"stand); first: POST {telemetry}/v1/traces/ingest")
+    assert "--upstream-ca" not in alert
+
+    monkeypatch.setenv("PAY_URL", f"http://{telemetry}")  # now the task's own API is unreachable
+    world.refunds.clear()
+    run(replace(options, out=tmp_path / "on_path"))
+    [record] = read_run(tmp_path / "on_path").episodes
+    assert (record["verdict"]["status"], record["verdict"]["cause"]) == ("incomplete", "infra_error")
+    assert record["verdict"]["cause_detail"].endswith(f"→ check that {telemetry} is up and its name resolves from here")
+    assert record["verdict"]["side_channel_errors"] == []

@@ -64,8 +64,8 @@ def judged_status(options: RunOptions, allow_unexercised: bool, allow_incomplete
     for alert in headline["alerts"]:
         print(f"warning: {alert}", file=sys.stderr)
     if logged and headline["infra_errors"] == logged:
-        print(f"no episode could be judged: all {logged} hit infrastructure errors "
-              "(see above; --upstream-ca FILE for a private or self-signed upstream)", file=sys.stderr)
+        print(f"no episode could be judged: all {logged} hit infrastructure errors on the task's path "
+              "(the first, and what to do about it: above)", file=sys.stderr)
     status = 0
     unexercised = any(alert.startswith("faults not exercised") for alert in headline["alerts"])
     if unexercised and not allow_unexercised:

@@ -5,6 +5,8 @@ $REFUND_MODE:
   same_key  the same, but both sends carry one idempotency key (a careful agent)
   claim     one POST; whatever happens, it answers that the refund is done
   traced    as naive, but each send carries a fresh correlation_id in its body
+  telemetry as naive, after reporting its start to $TELEMETRY_URL as frameworks do (a failure
+            there is ignored: it has nothing to do with the refund)
 It answers {"answer": "refunded"} on FAULTPROXY_OUTPUT unless the refund visibly failed.
 """
 
@@ -28,6 +30,11 @@ def main() -> int:
     mode = os.environ.get("REFUND_MODE", "naive")
     headers = {"Idempotency-Key": "refund-1001"} if mode == "same_key" else {}
     attempts = 1 if mode == "claim" else 2
+    if mode == "telemetry":
+        try:
+            requests.post(os.environ["TELEMETRY_URL"], json={"event": "agent_start"}, timeout=5)
+        except requests.RequestException as error:
+            print(f"telemetry: {error}", file=sys.stderr)
     for attempt in range(attempts):
         try:
             body = {**BODY, "correlation_id": str(uuid.uuid4())} if mode == "traced" else BODY
