@@ -35,7 +35,8 @@ def sleeper_run(tmp_path):
     tasks.write_text("".join(json.dumps({"id": f"t{i}", "prompt": "sleep"}) + "\n" for i in range(3)))
     env = {**os.environ, "SLEEPER_MARKERS": str(markers), "SLEEPER_HOLD": str(hold)}
     command = [*FAULTPROXY, "run", "--scenario", "rate_limit", "--tasks", str(tasks), "--parallel", "3",
-               "--out", str(tmp_path / "run"), "--allow-unexercised", "--", *SLEEPER]
+               "--out", str(tmp_path / "run"), "--allow-unexercised", "--allow-incomplete",  # sleepers send nothing
+               "--", *SLEEPER]
     runner = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     started: list[int] = []
     try:
