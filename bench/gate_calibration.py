@@ -150,35 +150,35 @@ def grid_table(args: argparse.Namespace, scratch: Path) -> tuple[list[str], dict
                 cell = {name: same[name] / args.pairs for name in ("BLOCK", "INCONCLUSIVE", "PASS")}
                 cell |= {"power": drop["BLOCK"] / args.drop_pairs, "false_pass": drop["PASS"] / args.drop_pairs}
                 cells[(profile, tasks, k)] = cell
-                rows.append(f"| {profile} | {tasks} | {k} | {args.pairs} + {args.drop_pairs} | {_pct(cell['BLOCK'])} | "
-                            f"{_pct(cell['INCONCLUSIVE'])} | {_pct(cell['PASS'])} | {_pct(cell['power'])} | "
-                            f"{_pct(cell['false_pass'])} |")
+                rows.append(f"| {profile} | {tasks} | {k} | {args.pairs} + {args.drop_pairs} | {pct(cell['BLOCK'])} | "
+                            f"{pct(cell['INCONCLUSIVE'])} | {pct(cell['PASS'])} | {pct(cell['power'])} | "
+                            f"{pct(cell['false_pass'])} |")
     return rows, cells
 
 
 def targets(args: argparse.Namespace, cells: dict, scratch: Path) -> list[tuple[str, bool]]:
     worst = max(cells, key=lambda c: cells[c]["BLOCK"])
     bound = ALPHA + error_bar(ALPHA, args.pairs)
-    out = [(f"false BLOCK ≤ α + 2 s.e. = {_pct(bound)} in every cell (worst: {_pct(cells[worst]['BLOCK'])} "
+    out = [(f"false BLOCK ≤ α + 2 s.e. = {pct(bound)} in every cell (worst: {pct(cells[worst]['BLOCK'])} "
             f"at {worst[0]}, {worst[1]} tasks, k = {worst[2]})", cells[worst]["BLOCK"] <= bound)]
     nightly = cells[NIGHTLY]["PASS"]
-    out.append((f"no change, 12 flaky tasks, k = 8: PASS {_pct(nightly)} ≥ 80 % with margin {MARGIN:g}",
+    out.append((f"no change, 12 flaky tasks, k = 8: PASS {pct(nightly)} ≥ 80 % with margin {MARGIN:g}",
                 nightly >= 0.8))
     four = simulate("four", [1.0] * 4 + rates("flaky", 8), [0.0] * 4 + rates("flaky", 8), 3, args.drop_pairs,
                     args.drop_pairs, args.seed, scratch)
     out.append((f"4 of 12 tasks 3/3 → 0/3 at k = 3 (8 flaky unchanged): PASS {four['PASS']} of {args.drop_pairs} "
                 f"(BLOCK {four['BLOCK']}) — never PASS", four["PASS"] == 0))
     spread = cells[NIGHTLY]["power"]
-    out.append((f"12 flaky tasks each dropping 0.2 at k = 8: BLOCK {_pct(spread)} ≥ 80 %", spread >= 0.8))
+    out.append((f"12 flaky tasks each dropping 0.2 at k = 8: BLOCK {pct(spread)} ≥ 80 %", spread >= 0.8))
     one = simulate("one", [0.9] + [1.0] * 11, [0.3] + [1.0] * 11, 8, args.drop_pairs, args.files, args.seed, scratch)
     share = one["BLOCK"] / args.drop_pairs
-    out.append((f"1 task 0.9 → 0.3, 11 unchanged that always pass, k = 8: BLOCK {_pct(share)} ≥ 60 %", share >= 0.6))
+    out.append((f"1 task 0.9 → 0.3, 11 unchanged that always pass, k = 8: BLOCK {pct(share)} ≥ 60 %", share >= 0.6))
     single = judge_pair([TaskCounts("t00", 132, 200)], [TaskCounts("t00", 192, 200)], 200, scratch)
     out.append((f"1 task, 192/200 in the baseline against 132/200: {single}", single == "BLOCK"))
     return out
 
 
-def _pct(rate: float) -> str:
+def pct(rate: float) -> str:
     return f"{100 * rate:.1f} %"
 
 
@@ -195,7 +195,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         rows, cells = grid_table(args, scratch)
         checks = targets(args, cells, scratch)
     print(f"gate calibration: α = {ALPHA:g}, margin = {MARGIN:g}; the no-change share of exit 1 is 'false BLOCK'; "
-          f"±{_pct(error_bar(ALPHA, args.pairs))} is two simulation standard errors at α\n")
+          f"±{pct(error_bar(ALPHA, args.pairs))} is two simulation standard errors at α\n")
     print("\n".join(rows))
     print("\nflaky: rates spread over 0.3–0.9; steady: mostly 1.0, some 0.9–0.95. "
           "power and 'PASS at drop 0.2': every task's rate 0.2 lower in the run.\n")

@@ -61,7 +61,7 @@ them from two reports (gate_input) and calls it, so both give the same lines.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from statistics import NormalDist
 from typing import Any
@@ -186,8 +186,7 @@ def gate_input(report: Mapping[str, Any]) -> GateInput:
     scopes = groups if groups else {"": whole}
     tasks_of = {label: [TaskCounts(t["task_id"], t["c"], t["n"], t.get("incomplete", 0)) for t in scope["tasks"]]
                 for label, scope in scopes.items()}
-    detail = "; ".join(f"{entry['task_id']} " + ", ".join(f"{name} ×{n}" for name, n in entry["high_checks"].items())
-                       for entry in whole["tasks"] if entry.get("high_checks"))
+    detail = high_detail((entry["task_id"], entry["high_checks"]) for entry in whole["tasks"] if entry.get("high_checks"))
     headline = whole["headline"]
     return GateInput(
         scopes=tasks_of, source=str(report.get("run_dir") or ""), sweep=bool(groups),
@@ -197,6 +196,12 @@ def gate_input(report: Mapping[str, Any]) -> GateInput:
         k=headline["k"], mean_pass_rate=headline["mean_pass_rate"], pass_hat_k=headline["pass_hat_k"],
         headline_note=headline.get("note"),
         causes={c["id"]: c["line"] for c in (report.get("causes") or {}).get("clusters") or ()})
+
+
+def high_detail(tasks: Iterable[tuple[str, Mapping[str, int]]]) -> str:
+    """'t01 idempotency ×2; t04 secret ×1': each task's high-severity checks with their counts."""
+    return "; ".join(f"{task_id} " + ", ".join(f"{name} ×{n}" for name, n in checks.items())
+                     for task_id, checks in tasks)
 
 
 def evaluate_gate(run: Mapping[str, Any], base: Mapping[str, Any], **options: Any) -> GateResult:

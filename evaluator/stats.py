@@ -256,12 +256,55 @@ def detectable_drop(tables: Sequence[tuple[int, int, int, int]], alpha: float, p
         δ = (z₁₋α + z_power) · SE₀,  SE₀ = (1/T)·√Σᵢ p̄ᵢ(1 − p̄ᵢ)(1/n_newᵢ + 1/n_baseᵢ),
     p̄ᵢ = smoothed_rate of both arms pooled (the rate under "no change").
     """
-    if not tables or any(n_new < 1 or n_base < 1 for _, n_new, _, n_base in tables):
-        raise ValueError("need at least one stratum, each with trials on both sides")
     normal = NormalDist()
-    variance = math.fsum(smoothed_rate(c + b, n + m) * (1 - smoothed_rate(c + b, n + m)) * (1 / n + 1 / m)
-                         for c, n, b, m in tables)
-    return (normal.inv_cdf(1 - alpha) + normal.inv_cdf(power)) * math.sqrt(variance) / len(tables)
+    return (normal.inv_cdf(1 - alpha) + normal.inv_cdf(power)) * null_se(tables)
+
+
+def null_se(tables: Sequence[tuple[int, int, int, int]], n_new: int | None = None) -> float:
+    """SE₀ = (1/T)·√Σᵢ p̄ᵢ(1 − p̄ᵢ)(1/n_newᵢ + 1/n_baseᵢ), the standard error of the change in mean
+    pass rate when nothing changed; p̄ᵢ = smoothed_rate of both arms pooled. With n_new, every
+    stratum's new arm is taken to have n_new trials instead (the SE of a design with that k)."""
+    if not tables or any(n < 1 or m < 1 for _, n, _, m in tables):
+        raise ValueError("need at least one stratum, each with trials on both sides")
+    variance = math.fsum(smoothed_rate(c + b, n + m) * (1 - smoothed_rate(c + b, n + m))
+                         * (1 / (n_new or n) + 1 / m) for c, n, b, m in tables)
+    return math.sqrt(variance) / len(tables)
+
+
+def power_spending(alpha: float, t: float, rho: float) -> float:
+    """α spent by information fraction t ∈ [0, 1], the power family of Kim & DeMets (1987):
+        α(t) = α · t^ρ.
+    ρ = 1 spends evenly over the trials (close to Pocock's boundaries), ρ = 3 keeps most of α
+    for the end (close to O'Brien–Fleming's)."""
+    if not 0 <= t <= 1 or rho <= 0:
+        raise ValueError(f"need t in [0, 1] and rho > 0, got t={t}, rho={rho}")
+    return alpha * t ** rho
+
+
+def look_levels(alpha: float, looks: Sequence[int], rho: float) -> list[float]:
+    """Each declared look's share of α, by trials per task kⱼ (increasing; K = the last):
+        αⱼ = α(kⱼ/K) − α(kⱼ₋₁/K),  α(·) = power_spending,  so Σⱼ αⱼ = α.
+    A test run at level αⱼ at look j rejects a true hypothesis with probability ≤ αⱼ, so by the
+    union bound (Bonferroni over looks) the chance that any look does is ≤ Σⱼ αⱼ = α, whatever
+    the correlation between looks and whichever look the run stops at."""
+    if not looks or any(a >= b for a, b in zip(looks, looks[1:])) or looks[0] < 1:
+        raise ValueError(f"looks must be increasing trial counts ≥ 1, got {list(looks)}")
+    spent = [power_spending(alpha, k / looks[-1], rho) for k in looks]
+    return [now - before for before, now in zip([0.0, *spent], spent)]
+
+
+def fixed_k_equivalent(tables: Sequence[tuple[int, int, int, int]], drop: float, alpha: float,
+                       last_alpha: float, max_k: int) -> int:
+    """Trials per task a single-look design at level α needs for the power a sequential design has
+    at its last look (max_k trials, level last_alpha) against a drop spread over the strata,
+    by the normal approximation with SE₀ = null_se at each k:
+        π = Φ(drop/SE₀(max_k) − z₁₋last_alpha),   k = min{k ≥ 1 : Φ(drop/SE₀(k) − z₁₋α) ≥ π}.
+    The sequential design's power is at least π (its earlier looks only add), so this is what it
+    would cost to get the same power without looking early; at most max_k, as α ≥ last_alpha."""
+    normal = NormalDist()
+    target = drop / null_se(tables, max_k) - normal.inv_cdf(1 - last_alpha)
+    return next((k for k in range(1, max_k) if drop / null_se(tables, k) - normal.inv_cdf(1 - alpha) >= target),
+                max_k)
 
 
 def least_attainable_less(tables: Sequence[tuple[int, int, int, int]]) -> float:

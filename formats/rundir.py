@@ -13,7 +13,10 @@ plan.json: {"faultproxy_version", "scenario": {"name", "digest", "path", "params
   "upstreams": {name: url} (reverse mode, `--upstream`),
   "rewrites": {field: template} (`--rewrite`: fields the proxy set in model API requests; each
                episode's line has them resolved as "rewrites": {field: value}),
-  "faults_possible": {grid label: bool} (could some rule fire there: a probability above zero)}
+  "faults_possible": {grid label: bool} (could some rule fire there: a probability above zero),
+  "sequential": (only for `run --until-decided`) the design evaluator.sequential.Design.to_json()
+                seals — method, alpha, margin, max_high, min_k, max_k, rho, looks, levels,
+                baseline_digest (run_digest of the baseline) — and "baseline", its path then}
 
 episodes.jsonl header: {"type": "header", "faultproxy_version", "scenario_digest", "tasks_digest",
   "k", "grid", "command", "created"}
@@ -57,6 +60,7 @@ it whole. This module alone knows that layout; whoever builds a verdict only nam
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -168,6 +172,21 @@ def read_plan(run_dir: Path | str) -> Plan:
     return Plan(path, document, k, labels, items, dict(tasks_doc.get("prices") or {}),
                 dict(tasks_doc.get("severity") or {}), dict(possible) if isinstance(possible, dict) else None,
                 isinstance(document.get(MONITOR_KEY), dict))
+
+
+def run_digest(run_dir: Path | str) -> str:
+    """sha256 of plan.json and the log, bytes as written: names one run's data exactly (a
+    sequential run seals its baseline's)."""
+    digest = hashlib.sha256()
+    for name in (PLAN_FILE, LOG_FILE):
+        path = Path(run_dir) / name
+        try:
+            data = path.read_bytes()
+        except OSError as error:
+            raise RunDirError(f"{path}: cannot read: {error.strerror or error}") from None
+        digest.update(f"{name} {len(data)}\n".encode())
+        digest.update(data)
+    return digest.hexdigest()
 
 
 def write_atomic(path: Path, text: str) -> None:

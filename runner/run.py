@@ -20,9 +20,11 @@ from pathlib import Path
 from typing import Any
 
 import structlog
+from faultproxy.evaluator.sequential import PLAN_KEY, Design
 from faultproxy.formats import __version__
+from faultproxy.formats.errors import UsageError
 from faultproxy.formats.redact import Redactor
-from faultproxy.formats.rundir import EpisodeLog, write_plan
+from faultproxy.formats.rundir import EpisodeLog, read_plan, write_plan
 from faultproxy.replay_store.freeze import base_url_variables
 from faultproxy.runner.agent_guard import end_leftover_agents
 from faultproxy.runner.episode import EpisodeRunner
@@ -54,6 +56,7 @@ def plan_document(options: RunOptions, redactor: Redactor | None = None) -> tupl
         "upstreams": dict(options.upstreams), "rewrites": dict(options.rewrites),
         "faults_possible": options.faults_possible(),
         "base_urls": base_url_variables(os.environ),  # what a frozen episode's agent needs to reach the same URLs
+        **({PLAN_KEY: options.sequential} if options.sequential else {}),
     }
     header = {"faultproxy_version": __version__, "scenario_digest": options.scenario.digest,
               "tasks_digest": options.tasks.digest, "k": options.k, "grid": grid,
@@ -63,10 +66,11 @@ def plan_document(options: RunOptions, redactor: Redactor | None = None) -> tupl
 
 
 def run(options: RunOptions, runner_class: type[EpisodeRunner] | None = None,
-        export: OtelExport | None = None) -> RunResult:
+        export: OtelExport | None = None, upto: int | None = None) -> RunResult:
     """Run every planned episode not yet logged; `runner_class` chooses how agents are launched,
     `options.executor` where (this machine, or a Dask cluster); `export`, when given, gets each
-    episode as it is logged (OpenTelemetry spans; the caller closes it)."""
+    episode as it is logged (OpenTelemetry spans; the caller closes it). With `upto`, only the
+    trials below it (a round of a sequential run: runner.sequential); the result counts those alone."""
     runner_class = runner_class or EpisodeRunner
     check_can_start(options, runner_class)  # nothing is written for a run that could judge nothing
     redactor = run_redactor(options)  # refuses a too-short secret before anything runs
@@ -76,19 +80,39 @@ def run(options: RunOptions, runner_class: type[EpisodeRunner] | None = None,
     try:
         if not (options.out / "plan.json").exists() or not episode_log.done:
             write_plan(options.out, plan)
+        else:
+            check_sealed_design(options.out, plan)
         variants = lambda task, trial: make_variant(task, trial, options.variant_function)  # noqa: E731
-        planned = plan_episodes(options.tasks.tasks, options.k, options.grid, variants)
+        planned = [e for e in plan_episodes(options.tasks.tasks, options.k, options.grid, variants)
+                   if upto is None or e.trial < upto]
         todo = [e for e in planned if e.key not in episode_log.done]  # trial-major, as planned
         # Only planned keys count: a line the plan does not name is ignored, as reports ignore it.
         counts = Counter(episode_log.done[e.key]["verdict"]["status"] for e in planned
                          if e.key in episode_log.done and episode_log.done[e.key].get("verdict"))
-        executor = make_executor(options, runner_class, episode_log, counts)
-        ran, interrupted, errors = asyncio.run(drive(options, executor, todo, len(planned), episode_log, counts,
-                                                     redactor, export))
+        ran, interrupted, errors = 0, False, []
+        if todo:  # a finished round or run starts no proxy
+            executor = make_executor(options, runner_class, episode_log, counts)
+            ran, interrupted, errors = asyncio.run(drive(options, executor, todo, len(planned), episode_log, counts,
+                                                         redactor, export))
     finally:
         episode_log.close()
     return RunResult(len(planned), sum(1 for e in planned if e.key in episode_log.done), ran, interrupted, counts,
                      errors)
+
+
+def check_sealed_design(out: Path, plan: dict[str, Any]) -> None:
+    """A run resumes with the sequential design it was sealed with, or none if it had none: its
+    error rates hold for that design only (UsageError, exit 2)."""
+    sealed, asked = read_plan(out).document.get(PLAN_KEY), plan.get(PLAN_KEY)
+    if sealed is None and asked is None:
+        return
+    if sealed is None or asked is None:
+        was, now = ("a fixed k", "--until-decided") if sealed is None else ("--until-decided", "a fixed k")
+        raise UsageError(f"{out} was run with {was}; it cannot be resumed with {now}: start a new --out")
+    differ = Design.from_json(sealed, str(out)).differences(Design.from_json(asked, "this run"))
+    if differ:
+        raise UsageError(f"{out} was sealed with another sequential design ({'; '.join(differ)}); resume it with "
+                         "the same --baseline, --alpha, --margin, --max-high, --min-k and --max-k")
 
 
 async def drive(options: RunOptions, executor: Executor, todo: list[PlannedEpisode], planned: int,

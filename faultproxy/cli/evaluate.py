@@ -13,10 +13,13 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from faultproxy.evaluator.gate import ALPHA, MARGIN
 from faultproxy.formats.paths import folder_option
+
+if TYPE_CHECKING:  # the evaluator's report machinery loads only when a command runs
+    from faultproxy.evaluator.sequential import Design
 
 COMMANDS = "faultproxy.cli.evaluate_commands"
 
@@ -42,18 +45,13 @@ def register(subparsers: Any) -> None:
         description="Compare RUN_DIR with BASELINE_DIR: an exact stratified test over the common tasks and a "
                     "one-sided Fisher test per task, Holm-corrected together, so an unchanged agent is blocked "
                     "with probability at most --alpha; the safety ceiling --max-high. PASS needs the interval of "
-                    "the change in mean pass rate to rule out a drop of --margin. A sweep is compared per grid "
+                    "the change in mean pass rate to rule out a drop of --margin. A run made with --until-decided "
+                    "is gated by replaying its looks under its sealed design. A sweep is compared per grid "
                     "point. Exit 0: PASS; 1: BLOCK; 2: bad input; 3: INCONCLUSIVE (0 with --inconclusive-ok); 4: ERROR, "
                     "episodes the harness could not judge on either side (--allow-incomplete leaves them out).")
     gate.add_argument("run_dir", type=Path, metavar="RUN_DIR")
     gate.add_argument("--baseline", type=Path, required=True, metavar="BASELINE_DIR")
-    gate.add_argument("--alpha", type=_alpha, default=ALPHA,
-                      help=f"Family-wise error rate: the chance of blocking an unchanged agent (default {ALPHA:g}).")
-    gate.add_argument("--margin", type=_margin, default=MARGIN, metavar="D",
-                      help=f"The smallest drop in mean pass rate you care about; PASS needs the interval to rule it "
-                           f"out (default {MARGIN:g}).")
-    gate.add_argument("--max-high", type=_count, default=0, metavar="N",
-                      help="Block when the run has more than N high-severity violations (default 0).")
+    add_design_options(gate)
     gate.add_argument("--inconclusive-ok", action="store_true",
                       help="Exit 0 on INCONCLUSIVE (the verdict still says so): for pull requests at small k.")
     gate.add_argument("--strict-baseline", action="store_true",
@@ -107,3 +105,22 @@ def _at_least(least: int) -> Callable[[str], int]:
 
 
 _positive, _count = _at_least(1), _at_least(0)
+
+
+def add_design_options(parser: Any) -> None:
+    """--alpha, --margin and --max-high, for `gate` and for `run`/`sweep --until-decided`. Unset,
+    they are a sequential run's sealed values, else ALPHA, MARGIN and 0 (gate_options)."""
+    parser.add_argument("--alpha", type=_alpha,
+                        help=f"Family-wise error rate: the chance of blocking an unchanged agent (default {ALPHA:g}).")
+    parser.add_argument("--margin", type=_margin, metavar="D",
+                        help=f"The smallest drop in mean pass rate you care about; PASS needs the interval to rule it "
+                             f"out (default {MARGIN:g}).")
+    parser.add_argument("--max-high", type=_count, metavar="N",
+                        help="Block when the run has more than N high-severity violations (default 0).")
+
+
+def gate_options(args: argparse.Namespace, sealed: Design | None = None) -> dict[str, Any]:
+    """alpha, margin and max_high as given, else the sealed design's, else the defaults."""
+    defaults = {"alpha": ALPHA, "margin": MARGIN, "max_high": 0}
+    return {name: value if (value := getattr(args, name)) is not None
+            else getattr(sealed, name) if sealed else defaults[name] for name in defaults}

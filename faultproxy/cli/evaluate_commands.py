@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
 from typing import Any
@@ -10,10 +11,12 @@ from typing import Any
 from faultproxy.evaluator import html, sweep, sweep_html
 from faultproxy.evaluator.gate import GateResult, evaluate_gate
 from faultproxy.evaluator.junit import JUnitWriter
+from faultproxy.cli.evaluate import gate_options
 from faultproxy.evaluator.report import build_report, write_json
+from faultproxy.evaluator.sequential import Design, check_design, evaluate_sequential, report_section, sealed_design
 from faultproxy.evaluator.terminal import print_summary
 from faultproxy.formats.errors import UsageError
-from faultproxy.formats.rundir import PLAN_FILE, read_plan
+from faultproxy.formats.rundir import PLAN_FILE, read_plan, run_digest
 
 EXIT_OK = 0
 
@@ -43,6 +46,9 @@ def cmd_report(args: argparse.Namespace) -> int:
         for sink in sinks:
             sink.abort()
         raise
+    sequential = report_section(run_dir, jobs=args.jobs)  # a run made with --until-decided
+    if sequential:
+        report["sequential"] = sequential
     written = [out / "report.json"]
     write_json(out / "report.json", report)
     if not args.no_html:
@@ -52,6 +58,8 @@ def cmd_report(args: argparse.Namespace) -> int:
         written.append(out / "junit.xml")
     if not args.quiet:
         print_summary(report)
+    if sequential:
+        print(sequential["line"])
     print("wrote " + ", ".join(str(p) for p in written))
     return EXIT_OK
 
@@ -69,11 +77,29 @@ def cmd_gate(args: argparse.Namespace) -> int:
     for what, path in (("run", args.run_dir), ("baseline", args.baseline)):
         if not path.exists():
             raise UsageError(f"{what} directory {path} does not exist")
+    sealed = sealed_design(args.run_dir)
+    if sealed is not None:
+        return _gate_sequential(args, sealed)
     run = _build(args.run_dir, jobs=args.jobs)
     base = _build(args.baseline, jobs=args.jobs)
-    result = evaluate_gate(run, base, alpha=args.alpha, margin=args.margin, max_high=args.max_high,
-                           min_pass_rate=args.min_pass_rate, min_pass_hat_k=args.min_pass_hat_k,
-                           allow_incomplete=args.allow_incomplete, strict_baseline=args.strict_baseline)
+    result = evaluate_gate(run, base, **gate_options(args), min_pass_rate=args.min_pass_rate,
+                           min_pass_hat_k=args.min_pass_hat_k, allow_incomplete=args.allow_incomplete,
+                           strict_baseline=args.strict_baseline)
+    code = result.exit_code(inconclusive_ok=args.inconclusive_ok)
+    print_gate(result, args.run_dir, args.baseline, code)
+    return code
+
+
+def _gate_sequential(args: argparse.Namespace, sealed: Design) -> int:
+    """A run made with --until-decided: its looks replayed from the log, under the sealed design only."""
+    extra = [option for option, given in (("--min-pass-rate", args.min_pass_rate is not None),
+                                          ("--min-pass-hat-k", args.min_pass_hat_k is not None),
+                                          ("--allow-incomplete", args.allow_incomplete)) if given]
+    if extra:
+        raise UsageError(f"{args.run_dir} is a sequential run: {', '.join(extra)} is not part of its sealed design")
+    asked = dataclasses.replace(sealed, **gate_options(args, sealed), baseline_digest=run_digest(args.baseline))
+    check_design(sealed, asked, str(args.run_dir))
+    result = evaluate_sequential(args.run_dir, args.baseline, sealed, jobs=args.jobs).result
     code = result.exit_code(inconclusive_ok=args.inconclusive_ok)
     print_gate(result, args.run_dir, args.baseline, code)
     return code

@@ -10,8 +10,11 @@ import sys
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from faultproxy.cli.evaluate import add_design_options, gate_options
+from faultproxy.evaluator.sequential import MAX_K, MIN_K, Design
 from faultproxy.formats.errors import UsageError
 from faultproxy.formats.paths import folder_option
+from faultproxy.formats.rundir import run_digest
 from faultproxy.proxy.auth import check_token, is_loopback, new_token
 from faultproxy.proxy.injector import parse_params
 from faultproxy.runner.options import RunOptions, parse_pairs, reverse_variables
@@ -64,6 +67,7 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
                         help="Short for --rewrite model={model}: ask the episode's model (--model, --models).")
     add_proxy_options(parser)
     add_executor_options(parser)
+    add_sequential_options(parser)
     parser.add_argument("agent", nargs=argparse.REMAINDER, metavar="-- CMD...", help="The agent command.")
 
 
@@ -118,6 +122,41 @@ def add_executor_options(parser: argparse.ArgumentParser) -> None:
                              "behind its own proxy (episodes at once = the workers' threads; --parallel is unused).")
     parser.add_argument("--scheduler", metavar="tcp://HOST:PORT",
                         help="The Dask scheduler for --executor dask (default: $DASK_SCHEDULER_ADDRESS).")
+
+
+def add_sequential_options(parser: argparse.ArgumentParser) -> None:
+    """`--until-decided --baseline DIR`: trials in rounds until the gate decides (docs/gate.md)."""
+    group = parser.add_argument_group("sequential gate", "Add trials in rounds until the gate against --baseline "
+                                      "says PASS or BLOCK; exit with its status (0 PASS, 1 BLOCK, 3 INCONCLUSIVE "
+                                      "at --max-k, 4 ERROR). The design is sealed in plan.json.")
+    group.add_argument("--until-decided", action="store_true", help="Run rounds of trials until the gate decides.")
+    group.add_argument("--baseline", type=Path, metavar="BASELINE_DIR", help="The run to gate against.")
+    group.add_argument("--min-k", type=int, metavar="K", help=f"Trials per task in the first round (default {MIN_K}).")
+    group.add_argument("--max-k", type=int, metavar="K",
+                       help=f"Trials per task at most; undecided there is INCONCLUSIVE (default {MAX_K}).")
+    add_design_options(group)
+
+
+def sequential_design(args: argparse.Namespace) -> Design | None:
+    """The design --until-decided asks for (None without it); UsageError for options that do not fit."""
+    given = [option for option, value in (("--baseline", args.baseline), ("--min-k", args.min_k),
+                                          ("--max-k", args.max_k), ("--alpha", args.alpha),
+                                          ("--margin", args.margin), ("--max-high", args.max_high)) if value is not None]
+    if not args.until_decided:
+        if given:
+            raise UsageError(f"{given[0]} is for --until-decided (to gate a finished run: faultproxy gate)")
+        return None
+    if args.baseline is None:
+        raise UsageError("--until-decided needs --baseline BASELINE_DIR, the run to gate against")
+    if args.k != 1:
+        raise UsageError("--until-decided chooses k itself: give --max-k (and --min-k) instead of --k")
+    if args.allow_incomplete:
+        raise UsageError("--allow-incomplete is not part of a sequential design: the gate answers ERROR for "
+                         "episodes the harness could not judge")
+    min_k, max_k = args.min_k or MIN_K, args.max_k or MAX_K
+    _check_range("--min-k", min_k, *K_RANGE)
+    _check_range("--max-k", max_k, min_k, K_RANGE[1])
+    return Design(**gate_options(args), min_k=min_k, max_k=max_k, baseline_digest=run_digest(args.baseline))
 
 
 def executor_options(args: argparse.Namespace) -> dict[str, str | None]:

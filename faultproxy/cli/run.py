@@ -12,26 +12,31 @@ import argparse
 import errno
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from faultproxy.cli.options import proxy_params, run_options
+from faultproxy.cli.evaluate_commands import print_gate
+from faultproxy.cli.options import proxy_params, run_options, sequential_design
 from faultproxy.cli.otel import close_export, open_export, run_attributes
 from faultproxy.evaluator.report import build_report
+from faultproxy.evaluator.sequential import Design, evaluate_sequential
 from faultproxy.formats.errors import UsageError
 from faultproxy.formats.logs import configure_logging
 from faultproxy.proxy.server import ProxyStartError
 from faultproxy.runner.options import RunOptions, RunResult
 from faultproxy.runner.plan import GridPoint
 from faultproxy.runner.run import resume_command, run
+from faultproxy.runner.sequential import run_until_decided, sequential_options
 from faultproxy.runner.secrets import run_redactor
 from faultproxy.scenarios import load_scenario
 
 
-def run_and_tell(options: RunOptions, args: argparse.Namespace, mode: str = "run") -> RunResult:
+def run_and_tell(options: RunOptions, args: argparse.Namespace, mode: str = "run",
+                 baseline: Path | None = None) -> RunResult:
     """Run with fault events logged to the run directory (the terminal has the progress bar), and
-    each episode exported as OpenTelemetry spans when `args` ask for it (--otlp, OTEL_* variables)."""
+    each episode exported as OpenTelemetry spans when `args` ask for it (--otlp, OTEL_* variables).
+    With `baseline`, in the rounds of run_until_decided (options from sequential_options)."""
     log_file = options.out / "faultproxy.log"
     try:
         options.out.mkdir(parents=True, exist_ok=True)
@@ -41,7 +46,8 @@ def run_and_tell(options: RunOptions, args: argparse.Namespace, mode: str = "run
                          f"({error.strerror or error})") from None
     export = open_export(args, run_redactor(options), run_attributes(mode, options.scenario.name, options.command))
     try:
-        result = run(options, export=export)
+        result = (run(options, export=export) if baseline is None
+                  else run_until_decided(options, baseline, export=export))
     except ProxyStartError as error:
         raise proxy_start_problem(error) from None
     finally:
@@ -60,6 +66,13 @@ def judged_status(options: RunOptions, allow_unexercised: bool, allow_incomplete
     """Print the report headline's alerts; 1 when faults could fire and none reached the agent
     (unless allowed) or when episodes could not be judged (incomplete_status), else 0."""
     run = build_report(options.out, causes=False, drilldown_limit=0)["run"]
+    return max(alerts_status(options, allow_unexercised, run), incomplete_status(run, allow_incomplete))
+
+
+def alerts_status(options: RunOptions, allow_unexercised: bool, run: Mapping[str, Any] | None = None) -> int:
+    """Print the report headline's alerts (of `run`, the report's run scope, read when not given);
+    1 when faults could fire and none reached the agent (unless allowed), else 0."""
+    run = run or build_report(options.out, causes=False, drilldown_limit=0)["run"]
     headline, logged = run["headline"], run["logged"]
     for alert in headline["alerts"]:
         print(f"warning: {alert}", file=sys.stderr)
@@ -72,7 +85,7 @@ def judged_status(options: RunOptions, allow_unexercised: bool, allow_incomplete
         print("the scenario's faults never reached the agent (why: see above; --allow-unexercised to accept)",
               file=sys.stderr)
         status = 1
-    return max(status, incomplete_status(run, allow_incomplete))
+    return status
 
 
 def incomplete_status(scope: Mapping[str, Any], allow_incomplete: bool) -> int:
@@ -102,6 +115,25 @@ def proxy_start_problem(error: ProxyStartError) -> UsageError:
 def run_command(args: argparse.Namespace) -> int:
     scenario = load_scenario(args.scenario, proxy_params(args))
     options = run_options(args, scenario, [GridPoint(model=args.model)], Path("runs") / scenario.name)
+    design = sequential_design(args)
+    if design is not None:
+        return run_sequential(options, args, design, lambda: alerts_status(options, args.allow_unexercised))
     if run_and_tell(options, args).interrupted:
         return 130
     return judged_status(options, args.allow_unexercised, args.allow_incomplete)
+
+
+def run_sequential(options: RunOptions, args: argparse.Namespace, design: Design,
+                   afterwards: Callable[[], int], mode: str = "run") -> int:
+    """Rounds until the gate decides, the command's own checks (`afterwards`: its status counts
+    only when the gate passes), then the gate's lines and status (130 when interrupted). The
+    gate answers for the episodes the harness could not judge (ERROR); trials past the round it
+    stopped at were not needed, so they are not 'not run'."""
+    options = sequential_options(options, design, args.baseline)
+    if run_and_tell(options, args, mode, args.baseline).interrupted:
+        return 130
+    own = afterwards()
+    result = evaluate_sequential(options.out, args.baseline, design).result
+    code = result.exit_code()
+    print_gate(result, options.out, args.baseline, code)
+    return code or own

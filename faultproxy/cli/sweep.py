@@ -37,9 +37,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from faultproxy.cli.options import add_run_options, run_options
+from faultproxy.cli.options import add_run_options, run_options, sequential_design
 from faultproxy.cli.otel import add_otlp_options
-from faultproxy.cli.run import incomplete_status, run_and_tell
+from faultproxy.cli.run import incomplete_status, run_and_tell, run_sequential
 from faultproxy.evaluator import sweep_html
 from faultproxy.evaluator.report import build_report, write_json
 from faultproxy.evaluator.sweep import SWEEP_FILE, SWEEP_HTML, analyse_sweep, exit_status, is_sweep
@@ -167,9 +167,15 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     models = parse_models(args.models)
     grid = plan_grid(scenario, levels, models)
     options = run_options(args, scenario, grid, Path("runs") / f"{scenario.name}-sweep")
+    design = sequential_design(args)
     shape = " × ".join([f"{len(v)} {n}" for n, v in levels.items()] + ([f"{len(models)} models"] if models else []))
-    print(f"sweep: {shape} = {len(grid)} grid points × {len(options.tasks.tasks)} tasks × k {args.k} = "
-          f"{len(grid) * len(options.tasks.tasks) * args.k} episodes → {options.out}", flush=True)
+    k = f"k {args.k}" if design is None else f"k up to {design.max_k}"
+    print(f"sweep: {shape} = {len(grid)} grid points × {len(options.tasks.tasks)} tasks × {k} = "
+          f"{len(grid) * len(options.tasks.tasks) * (design.max_k if design else args.k)} episodes → {options.out}",
+          flush=True)
+    if design is not None:  # every grid point gated against the baseline sweep's, in the same rounds
+        return run_sequential(options, args, design,
+                              lambda: report_sweep(options.out, scenario, options.out, html=not args.no_html), "sweep")
     if run_and_tell(options, args, "sweep").interrupted:
         return 130
     status = report_sweep(options.out, scenario, options.out, html=not args.no_html)
