@@ -230,20 +230,16 @@ def test_a_worker_that_cannot_run_the_agent_stops_the_run_before_it_starts(tmp_p
 
 def test_a_sequential_run_takes_its_rounds_on_the_cluster(tmp_path, world, cluster):
     """--until-decided on Dask: each round a batch on the workers, the gate read between rounds."""
-    tasks = tmp_path / "tasks.jsonl"
-    tasks.write_text("".join(json.dumps({"id": task_id, "prompt": prompt, "env": {"PROBE_UPSTREAM": world}, **extra})
-                             + "\n" for task_id, prompt, extra in (
-                                 ("refund", "ok", {"expected": {"output": {"regex": "refunded: 200"}}}),
-                                 ("env", "env", {}))))
-    base = write_run(tmp_path / "base", {"": [("refund", 8, 8), ("env", 8, 8)]}, 8)
+    tasks = write_tasks(tmp_path, world, {"refund": "ok"})  # one task: an agent that sends no traffic is no_traffic
+    base = write_run(tmp_path / "base", {"": [("refund", 8, 8)]}, 8)
     design = Design(alpha=ALPHA, margin=MARGIN, max_high=0, min_k=2, max_k=8, baseline_digest=run_digest(base))
     path = tmp_path / "scenario.yaml"
     path.write_text(REFUND_FLAKY)
     plain = RunOptions(scenario=load_scenario(path, {"lambda": 1.0}), tasks=load_tasks(tasks), command=PROBE_AGENT,
                        out=tmp_path / "run", show_progress=False, executor="dask", scheduler=cluster.address)
     result = run_until_decided(sequential_options(plain, design, base), base)
-    assert result.complete and result.ran == result.logged == 8 and not result.errors
+    assert result.complete and result.ran == result.logged == 4 and not result.errors
     # The refund always fails: 0/2 cannot reach round 1's α (Fisher p = 1/45); 0/4 reaches round 2's.
     outcome = evaluate_sequential(tmp_path / "run", base, design)
     assert outcome.result.verdict == "BLOCK" and outcome.stop_k == 4 and outcome.todo_k is None
-    assert sorted(r["trial"] for r in read_run(tmp_path / "run").episodes) == [0, 0, 1, 1, 2, 2, 3, 3]
+    assert sorted(r["trial"] for r in read_run(tmp_path / "run").episodes) == [0, 1, 2, 3]
