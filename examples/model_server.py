@@ -1,12 +1,16 @@
 """A scripted model behind the OpenAI chat completions API, so the demo needs no API key.
 
-`POST /v1/chat/completions` (plain JSON or SSE with `stream: true`), `GET /v1/models`. The answers
+`POST /v1/chat/completions` (plain JSON or SSE with `stream: true`), `GET /v1/models`; the same
+model speaks the Responses API (`POST /v1/responses`, typed SSE events with `stream: true`) and
+Gemini (`POST /v1beta/models/M:generateContent`, `:streamGenerateContent?alt=sse`), translated in
+model_dialects.py. The answers
 come from planner.py, which reads the conversation and the request's `tools`. Responses carry
 usage (estimated from message lengths), `x-request-id`, `openai-processing-ms` and the
 `x-ratelimit-*` headers the real API sends. The server is deterministic: the same request gets the
 same response, ids included; `seed` (or, without one, the conversation's opening) keys the
-planner's dice. Admin: `GET /_log` lists every exchange as {request, response} (a streamed
-response logged as the completion it adds up to); `POST /_reset` clears it.
+planner's dice. Admin: `GET /_log` lists every exchange as {request, response}, in the chat
+dialect whatever the request's (a streamed response logged as the completion it adds up to);
+`POST /_reset` clears it.
 
 Run it alone with `python examples/model_server.py --port 0`: the first line of stdout is the base
 URL for OPENAI_BASE_URL.
@@ -27,9 +31,13 @@ from typing import Any
 from aiohttp import web
 
 try:  # imported as examples.model_server, or run as a script from examples/
+    from examples.model_dialects import (chat_to_gemini, chat_to_response, gemini_chunks, gemini_to_chat, pieces,
+                                         response_events, responses_to_chat)
     from examples.planner import MODELS, Final, ToolCall, decide
     from examples.shop import serve
 except ModuleNotFoundError:
+    from model_dialects import (chat_to_gemini, chat_to_response, gemini_chunks, gemini_to_chat, pieces,
+                                response_events, responses_to_chat)
     from planner import MODELS, Final, ToolCall, decide
     from shop import serve
 
@@ -47,10 +55,6 @@ def _error(status: int, message: str, type_: str, code: str | None = None, param
     return web.json_response(body, status=status, headers={"x-request-id": "req_" + _hash(message)[:24]})
 
 
-def _pieces(text: str, size: int) -> list[str]:
-    return [text[i:i + size] for i in range(0, len(text), size)] or [""]
-
-
 class ModelServer:
     def __init__(self, *, latency_ms: float = 0, chunk_latency_ms: float = 0, error_rate: float | None = None,
                  temperature_default: float = 1.0, seed: int = 0):
@@ -66,6 +70,9 @@ class ModelServer:
         app.router.add_get("/v1/models", self._models)
         app.router.add_get("/v1/models/{model}", self._model)
         app.router.add_post("/v1/chat/completions", self._completions)
+        app.router.add_post("/v1/responses", self._responses)
+        for version in ("v1", "v1beta"):  # google-genai asks for v1 once given a base URL
+            app.router.add_post(f"/{version}/models/{{model}}", self._gemini)  # {model} is M:generateContent
         app.router.add_get("/_log", self._log)
         app.router.add_post("/_reset", self._reset)
         return app
@@ -91,26 +98,60 @@ class ModelServer:
         return web.json_response({"ok": True})
 
     async def _completions(self, request: web.Request) -> web.StreamResponse:
+        return await self._serve(request, lambda body: body, self._reply_chat)
+
+    async def _responses(self, request: web.Request) -> web.StreamResponse:
+        return await self._serve(request, responses_to_chat, self._reply_responses)
+
+    async def _gemini(self, request: web.Request) -> web.StreamResponse:
+        model, _, method = request.match_info["model"].partition(":")
+        if method not in ("generateContent", "streamGenerateContent"):
+            return _error(404, f"Method {method!r} is not served here.", "invalid_request_error")
+        streamed = method == "streamGenerateContent"
+        return await self._serve(request, lambda body: gemini_to_chat(model, body) | {"stream": streamed},
+                                 self._reply_gemini)
+
+    async def _serve(self, request: web.Request, to_chat, reply) -> web.StreamResponse:
+        """Read the request in its dialect, plan the turn as a chat completion, answer in the dialect."""
         started = time.monotonic()
         try:
             body = await request.json()
         except ValueError:
             return _error(400, "We could not parse the JSON body of your request.", "invalid_request_error")
-        if not isinstance(body, dict) or not isinstance(body.get("messages"), list) or not body["messages"]:
+        chat = to_chat(body) if isinstance(body, dict) else {}
+        if not isinstance(chat.get("messages"), list) or not chat["messages"]:
             return _error(400, "'messages' must be a non-empty array.", "invalid_request_error", param="messages")
-        model = body.get("model")
+        model = chat.get("model")
         if model not in MODELS:
             return _error(404, f"The model `{model}` does not exist or you do not have access to it.",
                           "invalid_request_error", "model_not_found")
 
-        completion = self._complete(body)
-        self.exchanges.append({"request": body, "response": completion})
+        completion = self._complete(chat)
+        self.exchanges.append({"request": chat, "response": completion})  # every dialect logged as chat
         await asyncio.sleep(self.latency)
-        headers = self._headers(completion, started)
+        return await reply(request, chat, completion, self._headers(completion, started))
+
+    async def _reply_chat(self, request: web.Request, body: dict, completion: dict, headers: dict) -> web.StreamResponse:
         if not body.get("stream"):
             return web.json_response(completion, headers=headers)
         include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-        return await self._stream(request, completion, headers, include_usage)
+        return await self._stream(request, headers, [f"data: {json.dumps(chunk)}\n\n"
+                                                     for chunk in self._chunks(completion, include_usage)]
+                                  + ["data: [DONE]\n\n"])
+
+    async def _reply_responses(self, request: web.Request, body: dict, completion: dict,
+                               headers: dict) -> web.StreamResponse:
+        if not body.get("stream"):
+            return web.json_response(chat_to_response(completion), headers=headers)
+        return await self._stream(request, headers, [f"event: {kind}\ndata: {json.dumps(event)}\n\n"
+                                                     for kind, event in response_events(completion)])
+
+    async def _reply_gemini(self, request: web.Request, body: dict, completion: dict,
+                            headers: dict) -> web.StreamResponse:
+        if not body.get("stream"):
+            return web.json_response(chat_to_gemini(completion))
+        return await self._stream(request, {}, [f"data: {json.dumps(chunk)}\r\n\r\n"
+                                                for chunk in gemini_chunks(completion)])
 
     def _complete(self, body: dict) -> dict:
         """The whole (non-streamed) completion for this request."""
@@ -165,16 +206,14 @@ class ModelServer:
             "x-ratelimit-reset-tokens": "0s",
         }
 
-    async def _stream(self, request: web.Request, completion: dict, headers: dict,
-                      include_usage: bool) -> web.StreamResponse:
+    async def _stream(self, request: web.Request, headers: dict, events: list[str]) -> web.StreamResponse:
         response = web.StreamResponse(headers={**headers, "Content-Type": "text/event-stream; charset=utf-8",
                                                "Cache-Control": "no-cache"})
         await response.prepare(request)
-        for i, chunk in enumerate(self._chunks(completion, include_usage)):
+        for i, event in enumerate(events):
             if i and self.chunk_latency:
                 await asyncio.sleep(self.chunk_latency)
-            await response.write(f"data: {json.dumps(chunk)}\n\n".encode())
-        await response.write(b"data: [DONE]\n\n")
+            await response.write(event.encode())
         await response.write_eof()
         return response
 
@@ -189,10 +228,10 @@ class ModelServer:
                      "function": {"name": call["function"]["name"], "arguments": ""}}
             deltas = [{"role": "assistant", "content": None, "tool_calls": [first]}]
             deltas += [{"tool_calls": [{"index": 0, "function": {"arguments": p}}]}
-                       for p in _pieces(call["function"]["arguments"], 16)]
+                       for p in pieces(call["function"]["arguments"], 16)]
         else:
             deltas = [{"role": "assistant", "content": "", "refusal": None}]
-            deltas += [{"content": p} for p in _pieces(message["content"], 24)]
+            deltas += [{"content": p} for p in pieces(message["content"], 24)]
         base = {"object": "chat.completion.chunk"} | {k: completion[k] for k in ("id", "created", "model", "system_fingerprint")}
         if include_usage:
             base["usage"] = None

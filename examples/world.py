@@ -37,7 +37,8 @@ class World:
     def env(self, tenant: str | None = None) -> dict[str, str]:
         """The environment an agent needs to run in this world (on one tenant, if given)."""
         return {"SHOP_ROOT": self.shop_url, "SHOP_URL": self.tenant_url(tenant) if tenant else self.shop_url,
-                "OPENAI_BASE_URL": self.model_url, "OPENAI_API_KEY": "demo"}
+                "OPENAI_BASE_URL": self.model_url, "OPENAI_API_KEY": "demo",
+                "GOOGLE_GEMINI_BASE_URL": self.model_url.removesuffix("/v1"), "GEMINI_API_KEY": "demo"}
 
 
 @asynccontextmanager

@@ -1,10 +1,15 @@
-"""Error responses shaped like the providers' own, so SDKs raise what they raise in production."""
+"""Error responses shaped like the providers' own, so SDKs raise what they raise in production:
+whole error answers, and the events that end a stream that fails midway."""
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+
+from faultproxy.formats.model_apis import ModelApi
+from faultproxy.proxy.shapes.answer import event as sse_event
+from faultproxy.proxy.sse import data_payloads
 
 _REASONS = {
     401: "Unauthorized",
@@ -129,3 +134,69 @@ def reason(status: int) -> str:
 
 def _seconds(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else f"{value:g}"
+
+
+# --- a stream that fails midway ------------------------------------------------------------------
+
+_STREAM_ERROR_MESSAGES = {
+    ModelApi.OPENAI_CHAT: "The server had an error processing your request. Sorry about that!",
+    ModelApi.OPENAI_RESPONSES: "An error occurred while processing your request.",
+    ModelApi.ANTHROPIC_MESSAGES: "Overloaded",
+    ModelApi.GEMINI: _GEMINI_MESSAGES[503],
+}
+
+
+class StreamFailure:
+    """Ends an event stream the way its API fails mid-stream, after the events the client got:
+
+    - Chat Completions: a `data:` chunk holding `{"error": {...}}` (the openai SDK raises APIError);
+    - Responses: `response.failed` with the response the stream opened with, now `failed` with an
+      `error`, or, before any snapshot, an `error` event (the Agents SDK raises on either);
+    - Messages: an `error` event, `overloaded_error` (the anthropic SDK raises APIStatusError);
+    - Gemini: a chunk holding Google's error, 503 UNAVAILABLE (google-genai raises ServerError);
+    - any other stream: an `error` event with `{"error": {"message"}}`.
+    """
+
+    def __init__(self, api: ModelApi | None) -> None:
+        self.api = api
+        self.snapshot: dict | None = None  # Responses: the response the stream opened with
+        self.sequence = -1
+        self.end = "\n\n"  # how the stream ends its events (Gemini's edge sends CRLF)
+
+    def saw(self, event: bytes) -> None:
+        """Note an event the client got: its line ends, and for Responses the snapshot and
+        sequence number the failure continues."""
+        self.end = "\r\n\r\n" if event.endswith(b"\r\n\r\n") else "\n\n"
+        if self.api is not ModelApi.OPENAI_RESPONSES:
+            return
+        for payload in data_payloads([event]):
+            try:
+                data = json.loads(payload)
+            except ValueError:
+                continue
+            if isinstance(data, dict):
+                if isinstance(data.get("sequence_number"), int):
+                    self.sequence = data["sequence_number"]
+                if data.get("type") in ("response.created", "response.in_progress") and isinstance(data.get("response"), dict):
+                    self.snapshot = data["response"]
+
+    def event(self) -> bytes:
+        data, name = self._error()
+        return sse_event(data, name, self.end)
+
+    def _error(self) -> tuple[dict, str | None]:
+        message = _STREAM_ERROR_MESSAGES.get(self.api, "The upstream failed mid-stream.")
+        if self.api is ModelApi.OPENAI_CHAT:
+            return {"error": {"message": message, "type": "server_error", "param": None, "code": None}}, None
+        if self.api is ModelApi.OPENAI_RESPONSES:
+            sequence = self.sequence + 1
+            if self.snapshot is None:
+                return {"type": "error", "code": "server_error", "message": message, "param": None,
+                        "sequence_number": sequence}, "error"
+            failed = {**self.snapshot, "status": "failed", "error": {"code": "server_error", "message": message}}
+            return {"type": "response.failed", "sequence_number": sequence, "response": failed}, "response.failed"
+        if self.api is ModelApi.ANTHROPIC_MESSAGES:
+            return {"type": "error", "error": {"type": "overloaded_error", "message": message}}, "error"
+        if self.api is ModelApi.GEMINI:
+            return {"error": {"code": 503, "message": message, "status": _GEMINI_STATUSES[503]}}, None
+        return {"error": {"message": message}}, "error"

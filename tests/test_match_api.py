@@ -91,9 +91,9 @@ HOSTS = ("127.0.0.1", "api.openai.com", "api.anthropic.com", "generativelanguage
 
 
 def faults_on(scenario, call: tuple) -> set[str]:
-    """The fault types of the scenario's rules that select this call, from any host."""
-    _, path, headers, body = call
-    return {rule.fault.type for rule in scenario.rules for host in HOSTS
+    """The fault types of the scenario's rules that select this call, from its host or a provider's."""
+    own_host, path, headers, body = call
+    return {rule.fault.type for rule in scenario.rules for host in (own_host, *HOSTS)
             if matches(rule.match, (host, path, headers, body))}
 
 
@@ -107,3 +107,16 @@ def test_a_bundled_scenario_faults_every_model_api_alike(name: str) -> None:
         assert len({frozenset(types) for types in seen.values()}) == 1, (name, "streamed" if mode else "JSON", seen)
     faults_models = any(faults_on(scenario, call) for calls in CALLS.values() for call in calls)
     assert faults_models == (name in MODEL_SCENARIOS)
+
+
+MCP_TOOL_CALL = {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "get_order", "arguments": {}}}
+
+
+@pytest.mark.parametrize("name", ["latency", "server_error", "mcp_errors"])
+def test_bundled_scenarios_fault_mcp_tool_calls_over_http_and_stdio(name: str) -> None:
+    """Where a tool-side fault makes sense for MCP, the scenario's rule reads the JSON-RPC body, so
+    it meets a tools/call over Streamable HTTP and over stdio (the shim's exchanges) alike."""
+    scenario = load_scenario(name)
+    over_http = faults_on(scenario, ("127.0.0.1", "/t/ep/mcp", {}, MCP_TOOL_CALL))
+    over_stdio = faults_on(scenario, ("shop.stdio.invalid", "/mcp", {}, MCP_TOOL_CALL))
+    assert over_http == over_stdio and over_http - {"rate_limit", "auth_failure"}

@@ -1,12 +1,16 @@
 """partial_response: cut the upstream's answer at a byte count, a fraction or an SSE event,
-ending cleanly or with a broken read."""
+ending cleanly, with a broken read, or with the error event the stream's model API sends when it
+fails midway (proxy.responses.StreamFailure)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from urllib.parse import urlsplit
 
+from faultproxy.formats.model_apis import detect_api
 from faultproxy.proxy.exchange import FlowExchange
 from faultproxy.proxy.faults.base import SUPPLIED_KEY, Fault
+from faultproxy.proxy.responses import StreamFailure
 from faultproxy.scenarios.faults import partial_response
 from mitmproxy import http
 
@@ -19,14 +23,22 @@ class PartialResponseFault(Fault):
         if keep is None:
             return None  # byte-based cuts of an event stream happen on the finished body
         kept = 0
+        failure = _failure(ex) if self.params["end"] == "error" else None
 
         def shape(event: bytes) -> bytes | None:
             nonlocal kept
-            if kept >= keep:
+            if kept < keep:
+                kept += 1
+                if failure:
+                    failure.saw(event)
+                return event
+            if failure is None:
                 ex.deliver(f"kept {keep} events")
                 return None
-            kept += 1
-            return event
+            if ex.delivered:  # the error event went out in place of the first event past the cut
+                return None
+            ex.deliver(f"kept {keep} events, then the API's error event")
+            return failure.event()
 
         return shape
 
@@ -46,7 +58,7 @@ class PartialResponseFault(Fault):
         if not ex.delivered:
             return
         if self.params["end"] != "reset":
-            ex.outcome = "cut"
+            ex.outcome = "cut"  # an error event is a cut the API announces
             return
         if flow.metadata.get(SUPPLIED_KEY):
             # A supplied body (replay) is sent whole after this hook: send the kept events,
@@ -79,3 +91,9 @@ def _promise_more(response: http.Response, length: int) -> None:
     """Announce `length` bytes, send what the body holds, close: the client sees a broken read."""
     response.headers["content-length"] = str(length)
     response.headers["connection"] = "close"
+
+
+def _failure(ex: FlowExchange) -> StreamFailure:
+    parts = urlsplit(ex.url)
+    path = parts.path + (f"?{parts.query}" if parts.query else "")
+    return StreamFailure(detect_api(parts.hostname or "", path, dict(ex.request_headers)))

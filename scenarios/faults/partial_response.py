@@ -1,4 +1,5 @@
-"""partial_response: the upstream's answer cut at a byte count, a fraction or an SSE event."""
+"""partial_response: the upstream's answer cut at a byte count, a fraction or an SSE event,
+ending cleanly, with a broken read, or with the API's own mid-stream error event."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ def _one_cut_point(params: dict[str, Any], given: frozenset[str]) -> dict[str, A
     chosen = [key for key in CUT_POINTS if params[key] is not None]
     if len(chosen) > 1:
         raise ParamProblem(chosen[1], f"give only one of bytes, fraction, events (got {' and '.join(chosen)})")
+    if params["end"] == "error" and chosen and chosen[0] != "events":
+        raise ParamProblem("end", f"end: error ends an event stream, so it needs events, not {chosen[0]}")
     return params if chosen else {**params, "events": 1}
 
 
@@ -25,7 +28,9 @@ KIND = FaultKind(
                               minimum=0, maximum=1, nullable=True),
         "events": ParamSpec("integer", None, "cut after this many SSE events (1 if no cut point is given)",
                             minimum=0, maximum=MAX_CUT_EVENTS, nullable=True),
-        "end": ParamSpec("string", "clean", "how the cut stream ends", choices=("clean", "reset")),
+        "end": ParamSpec("string", "clean", "how the cut stream ends: cleanly, with a broken read, or (events "
+                         "only) with the error event its model API sends when it fails mid-stream",
+                         choices=("clean", "reset", "error")),
     },
     forwards=True,
     cross_check=_one_cut_point,
