@@ -249,4 +249,12 @@ def report_section(run_dir: Path, *, jobs: int | None = None) -> dict[str, Any] 
             "round": outcome.look + 1, "rounds": len(design.looks), "k": outcome.stop_k,
             "episodes_used": outcome.used, "episodes_logged": outcome.logged,
             "episodes_at_max_k": design.max_k * outcome.tasks, "fixed_k": outcome.fixed_k,
-            "line": f"{outcome.summary()}; verdict {outcome.result.verdict}"}
+            "line": f"{outcome.summary()}; verdict {outcome.result.verdict}" + _unneeded(outcome)}
+
+
+def _unneeded(outcome: Outcome) -> str:
+    """Why a decided run has planned episodes 'not run': the design planned max-k, the gate needed fewer."""
+    left = outcome.design.max_k * outcome.tasks - outcome.used
+    if outcome.todo_k is not None or not left:
+        return ""
+    return f" (the {left} episode(s) past k = {outcome.stop_k} were not needed: they are the report's 'not run')"

@@ -21,7 +21,7 @@ from faultproxy.cli.main import main as cli
 from faultproxy.evaluator.gate import ALPHA, BLOCK, PASS
 from faultproxy.evaluator.sequential import Design, doubling_looks, evaluate_sequential, sealed_design
 from faultproxy.evaluator.stats import fixed_k_equivalent, look_levels, null_se, power_spending
-from faultproxy.formats.rundir import read_log
+from faultproxy.formats.rundir import read_log, run_digest, write_plan
 from tests.test_sweep_resume import SCENARIO as SWEEP_SCENARIO, TASKS
 
 PROBE_AGENT = [sys.executable, str(Path(__file__).parent / "agents" / "probe_agent.py")]
@@ -212,3 +212,17 @@ def test_bad_sequential_options_are_one_line_exit_2(world, capsys):
     code, text = call(command(world, world / "run", world / "nowhere"), capsys)
     assert code == 2 and "nowhere" in text
     shutil.rmtree(world / "base")
+
+
+def test_the_safety_ceiling_blocks_at_the_first_round_it_is_crossed(tmp_path):
+    base = baseline(tmp_path / "base")
+    run_dir = write_run(tmp_path / "run", {"": [("refund", 1, 2)]}, 8, high={"refund": 1})  # round 1 only
+    plan = Design(alpha=ALPHA, margin=0.2, max_high=0, min_k=2, max_k=8, baseline_digest=run_digest(base))
+    document = json.loads((run_dir / "plan.json").read_text())
+    write_plan(run_dir, {**document, "sequential": plan.to_json()})
+    outcome = evaluate_sequential(run_dir, base, plan)
+    assert outcome.result.verdict == BLOCK and outcome.result.reasons == ["safety"]
+    assert outcome.look == 0 and outcome.todo_k is None  # decided: no more rounds
+    lenient = dataclasses.replace(plan, max_high=1)
+    write_plan(run_dir, {**document, "sequential": lenient.to_json()})
+    assert evaluate_sequential(run_dir, base, lenient).todo_k == 4  # within the ceiling: round 2 is next
