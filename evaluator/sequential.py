@@ -107,10 +107,8 @@ def sealed_design(run_dir: Path) -> Design | None:
     return None if document is None else Design.from_json(document, str(plan.path))
 
 
-def check_design(sealed: Design | None, asked: Design, where: str) -> None:
+def check_design(sealed: Design, asked: Design, where: str) -> None:
     """GateError (exit 2) unless the design asked for is the one sealed."""
-    if sealed is None:
-        raise GateError(f"{where} is a fixed-k run (its plan seals no sequential design)")
     differ = sealed.differences(asked)
     if differ:
         raise GateError(f"{where} was sealed with another sequential design ({'; '.join(differ)}): "
