@@ -232,8 +232,10 @@ class Monitor:
         cap = self.options.max_episodes
         if len(self._log.done) < cap:
             return
-        for record in self._log.drop_oldest(max(1, cap // 10)):
-            trace_path(self.flows, record["key"]).unlink(missing_ok=True)
+        count = max(1, cap // 10)
+        for key in list(self._log.done)[:count]:  # traces first: a kill in between never re-judges a dropped one
+            trace_path(self.flows, key).unlink(missing_ok=True)
+        self._log.drop_oldest(count)
 
 
 def episode_record(task: Any, key: str, trial: int, trace: list[dict[str, Any]], session: Session | None,
