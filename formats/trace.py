@@ -24,6 +24,8 @@ A line:
   usage:    model token usage read from the response, or null
   response_after_s: seconds from the request to the upstream's response headers (only when the
             upstream answered; SSE offsets count from then), for the time to the first chunk
+  direction: MCP over stdio only: "client to server" (the client's message and the server's answer)
+            or "server to client" (a server's request and the client's answer, or its notification)
   body_not_evaluated: only when a rule's body predicates were skipped because the request body
             could not be parsed (nested too deeply): why; the rule's other predicates decided
 

@@ -32,6 +32,7 @@ class EpisodeLimits:
     writes: int = 1_000  # resources whose last write is kept per episode (stale_state's after_write)
     idle_s: float = 1_800.0  # 30 min
     trace_body_bytes: int = DEFAULT_BODY_LIMIT  # formats.trace: longer bodies are cut in the trace
+    notifications: int = 100  # progress and logging notifications recorded per episode, each method; the rest counted
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,7 @@ class EpisodeState:
     faults: int = 0
     calls: Counter[str] = field(default_factory=Counter)
     fired: Counter[str] = field(default_factory=Counter)
+    notifications: Counter[str] = field(default_factory=Counter)  # capped notifications seen, by method
     limits: EpisodeLimits = field(default_factory=EpisodeLimits)
     begun: bool = False  # begun by a runner (never forgotten when idle)
     last_used: float = field(default_factory=time.monotonic)

@@ -56,6 +56,7 @@ class FlowExchange:
     cut_short: str | None = None  # why the line was written before the upstream answered
     body_not_evaluated: str | None = None  # why a matching rule's body predicates were skipped
     matched: list[str] = field(default_factory=list)  # the rules whose match block selected the request
+    direction: str | None = None  # MCP over stdio: "client to server" or "server to client" (who asked)
     written: bool = False
     _body_json: Any = field(default=_UNPARSED, init=False, repr=False)
 
@@ -105,6 +106,7 @@ class FlowExchange:
             **({"matched": list(self.matched)} if self.matched else {}),
             **{name: value for name, value in (("infra_error", self.infra_error), ("cut_short", self.cut_short),
                                                ("body_not_evaluated", self.body_not_evaluated),
+                                               ("direction", self.direction),
                                                ("response_after_s", self._response_after_s()))
                if value is not None},
         }

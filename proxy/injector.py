@@ -35,6 +35,7 @@ from mitmproxy import flow as flow_module
 
 FORCE_HEADER = "x-faultproxy-force"
 EXCHANGE_KEY = "faultproxy_exchange"
+DIRECTION_KEY = "faultproxy_direction"  # flow.metadata: who sent the request, when not simply the client (stdio MCP)
 REMEMBER_KEY = "faultproxy_remember"  # flow.metadata: the fault that keeps this read's answer, if any
 WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 SETTLE_S = 5.0  # at an episode's end, how long exchanges still waiting for their upstream are given
@@ -248,6 +249,7 @@ class FaultInjector:
             request_headers=header_pairs(flow.request.headers),
             request_body=raw or None,
             scenario=episode.scenario or self.scenario,
+            direction=flow.metadata.get(DIRECTION_KEY),
         )
         flow.metadata[EXCHANGE_KEY] = ex
         episode.inflight[ex.seq] = ex

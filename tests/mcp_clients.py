@@ -29,8 +29,9 @@ def counter_server(state: Path) -> list[str]:
 
 
 @asynccontextmanager
-async def session(parameters: StdioServerParameters) -> AsyncIterator[ClientSession]:
-    async with stdio_client(parameters) as (read, write), ClientSession(read, write) as client:
+async def session(parameters: StdioServerParameters, **callbacks) -> AsyncIterator[ClientSession]:
+    """An initialized client session; `callbacks`: ClientSession's (sampling_callback, ...)."""
+    async with stdio_client(parameters) as (read, write), ClientSession(read, write, **callbacks) as client:
         await client.initialize()
         yield client
 

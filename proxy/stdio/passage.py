@@ -5,6 +5,10 @@ the message as its body) and goes through the injector's hooks in mitmproxy's or
 decide, inject, record, with the episode's own counters, keyed-hash decisions and trace. The
 server's answer, when the exchange is forwarded, is the upstream's response. So one scenario
 faults a tool whichever transport carries it, and replay answers stdio calls as it answers HTTP.
+Messages go both ways: a server's request (elicitation/create, sampling/createMessage, roots/list)
+is an exchange too, direction "server to client", whose upstream answer is the client's; a
+notification from either side is one with no answer. Progress and logging notifications are
+recorded up to a cap per episode (EpisodeLimits.notifications); the rest are only counted.
 """
 
 from __future__ import annotations
@@ -13,13 +17,16 @@ import time
 
 from faultproxy.proxy.attribution import EPISODE_KEY
 from faultproxy.proxy.auth import EpisodeGate
-from faultproxy.proxy.injector import EXCHANGE_KEY, FaultInjector, header_pairs
+from faultproxy.proxy.injector import DIRECTION_KEY, EXCHANGE_KEY, FaultInjector, header_pairs
 from faultproxy.proxy.stdio.route import STDIO_PATH, STDIO_SUFFIX
 from faultproxy.proxy.stdio.upstream import Delivered
 from mitmproxy import connection, http
 from mitmproxy import flow as flow_module
 
 CLIENT_GONE = "Client disconnected: the MCP session ended first"  # read by the injector as mitmproxy's own
+CLIENT_TO_SERVER = "client to server"
+SERVER_TO_CLIENT = "server to client"
+CAPPED = frozenset({"notifications/progress", "notifications/message"})  # progress, logging: may come by the thousand
 
 
 class Passage:
@@ -35,11 +42,21 @@ class Passage:
         self.client = connection.Client(peername=("127.0.0.1", 0), sockname=("127.0.0.1", 0))
         self.server = connection.Server(address=None)
 
-    async def begin(self, message: bytes) -> tuple[http.HTTPFlow, bool | None]:
-        """The request hooks. With the flow: whether it is forwarded and its answer reaches the
-        client unchanged (no rule fired, nothing may perturb it), forwarded to be looked at
-        (False), or already answered or dropped (None)."""
+    def records(self, method: str | None) -> bool:
+        """Is a notification of this method recorded (False: past the episode's cap for it)?"""
+        state = self.injector.episodes.peek(self.episode)
+        if method not in CAPPED or state is None:
+            return True
+        state.notifications[method] += 1
+        return state.notifications[method] <= state.limits.notifications
+
+    async def begin(self, message: bytes, direction: str) -> tuple[http.HTTPFlow, bool | None]:
+        """The request hooks, for a message its sender sent in `direction`. With the flow:
+        whether it is forwarded and its answer reaches the sender unchanged (no rule fired,
+        nothing may perturb it), forwarded to be looked at (False), or already answered or
+        dropped (None)."""
         flow = self._flow(message)
+        flow.metadata[DIRECTION_KEY] = direction
         if self._admitted(flow):
             await self.injector.request(flow)
         if flow.error is not None:  # a fault dropped it before it was forwarded

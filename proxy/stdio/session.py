@@ -10,10 +10,12 @@ What the client sees for each answer the proxy gives:
   no answer (dropped: response_lost, timeout then close) -> nothing: it waits
   a server_exit fault, or the server died                -> nothing; the server is killed and
                                                             the stream closed (EOF)
-Server-initiated requests and notifications, and the client's answers to them, pass straight
-through (they are not faulted, traced or replayed). Requests travel side by side, so two sent
-together may reach the server in either order (as over HTTP); a notification reaches it before
-anything the client sends after it.
+The server's own requests (elicitation/create, sampling/createMessage, roots/list) pass the
+injector the other way (direction "server to client"): the client's answer is the upstream's,
+and what the injector makes of it goes to the server, as the rules above with the roles swapped.
+Notifications pass it from either side (past the episode's cap for progress and logging they are
+only counted). Requests travel side by side, so two sent together may arrive in either order (as
+over HTTP); a notification arrives before anything its sender sends after it.
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ from typing import Protocol
 import structlog
 from faultproxy.proxy.faults.server_exit import SERVER_EXIT_HEADER
 from faultproxy.proxy.stdio.messages import INTERNAL_ERROR, SERVER_GONE, Message, answer_line, error_line, parse_line
-from faultproxy.proxy.stdio.passage import Passage
+from faultproxy.proxy.stdio.child import ServerGone
+from faultproxy.proxy.stdio.passage import CLIENT_TO_SERVER, SERVER_TO_CLIENT, Passage
 from faultproxy.proxy.stdio.pipes import Pipes
 from faultproxy.proxy.stdio.upstream import EXITED_HEADER, Delivered, ServerSide
 
@@ -57,6 +60,7 @@ class StdioSession:
         self.client_in = client_in
         self.client_out = client_out
         self.server = server
+        self.client = ServerSide(client_out, None)  # the client's side, for the requests the server sends it
         self.process = process
         self.passage = passage
         self.inflight: set[asyncio.Task] = set()
@@ -97,19 +101,16 @@ class StdioSession:
                     await self._from_client(parse_line(rest.partial))
                 break
             await self._from_client(parse_line(line.rstrip(b"\r\n")))
+        self.client.ended("the client closed its stream")  # no answer will come to the server's requests
         if self.inflight:
             await asyncio.wait(set(self.inflight))
         self.done.set()
 
     async def _from_client(self, message: Message) -> None:
-        if self.passage and message.kind == "notification":
-            # Passed before the next line is read: a notification must not overtake what follows
-            # it (notifications/initialized before the first call), and its answer is immediate.
-            await self._through_proxy(message)
-        elif self.passage and message.kind == "request":
-            task = asyncio.create_task(self._through_proxy(message))
-            self.inflight.add(task)
-            task.add_done_callback(self.inflight.discard)
+        if message.kind == "response" and self.client.take_answer(message.id_key, message.raw):
+            return  # the client's answer to a server's request: that exchange takes it
+        if self.passage and message.kind in ("request", "notification"):
+            await self._pass(message, CLIENT_TO_SERVER)
         elif self.server.start_error and message.kind == "request":
             await self._write(error_line(message.body["id"], SERVER_GONE, self.server.start_error))
             self.done.set()
@@ -117,22 +118,35 @@ class StdioSession:
             with contextlib.suppress(Exception):
                 await self.server.send(message.raw)
 
-    async def _through_proxy(self, message: Message) -> None:
-        flow, unchanged = await self.passage.begin(message.raw)
+    async def _pass(self, message: Message, direction: str) -> None:
+        """A message through the injector: a notification before the next line from its sender is
+        read (it must not overtake what follows it, as notifications/initialized the first call;
+        its answer is immediate), a request side by side with the others."""
+        if message.kind == "notification":
+            await self._through_proxy(message, direction)
+            return
+        task = asyncio.create_task(self._through_proxy(message, direction))
+        self.inflight.add(task)
+        task.add_done_callback(self.inflight.discard)
+
+    async def _through_proxy(self, message: Message, direction: str) -> None:
+        to_server = direction == CLIENT_TO_SERVER
+        receiver, give = (self.server, self._give_client) if to_server else (self.client, self._give_server)
+        flow, unchanged = await self.passage.begin(message.raw, direction)
         if unchanged is None:  # a fault (or the replay) answered, or dropped it
-            await self._give_client(message, self.passage.final(flow))
+            await give(message, self.passage.final(flow))
             return
         try:
-            delivered = await self.server.deliver(message)
+            delivered = await receiver.deliver(message)
         except asyncio.CancelledError:  # the session ended first
             self.passage.abandon(flow)
             raise
-        if unchanged:  # the client has its answer first; the trace can wait
-            await self._give_client(message, delivered)
+        if unchanged:  # the sender has its answer first; the trace can wait
+            await give(message, delivered)
             await self.passage.complete(flow, delivered)
             return
         await self.passage.complete(flow, delivered)
-        await self._give_client(message, self.passage.final(flow))
+        await give(message, self.passage.final(flow))
 
     async def _give_client(self, message: Message, delivered: Delivered | None) -> None:
         """What the client sees of the proxy's word on its message (see the module docstring)."""
@@ -146,9 +160,23 @@ class StdioSession:
         elif EXITED_HEADER in answered:
             await self._server_gone(message, answered[EXITED_HEADER], body)
         elif message.kind == "request":
-            await self._write(self._client_answer(message, status, body))
+            await self._write(self._answer(message, status, body))
 
-    def _client_answer(self, message: Message, status: int, body: bytes) -> bytes:
+    async def _give_server(self, message: Message, delivered: Delivered | None) -> None:
+        """What the server gets of the proxy's word on its own request: the client's answer, or
+        a fault's; nothing when it was lost or the client's stream is gone."""
+        if delivered is None:
+            log.info("answer_lost", method=message.method, direction=SERVER_TO_CLIENT)
+            return
+        status, headers, body = delivered
+        answered = {name.lower(): value for name, value in headers}
+        if SERVER_EXIT_HEADER in answered:
+            await self._crash("server_exit fault", answered[SERVER_EXIT_HEADER])
+        elif message.kind == "request" and EXITED_HEADER not in answered:
+            with contextlib.suppress(ServerGone):
+                await self.server.send(self._answer(message, status, body).rstrip(b"\n"))
+
+    def _answer(self, message: Message, status: int, body: bytes) -> bytes:
         rpc_id = message.body["id"]
         line = answer_line(body, rpc_id)
         if line is not None:
@@ -163,7 +191,14 @@ class StdioSession:
             message = parse_line(line)
             if message.kind == "stray":
                 self.server.note_stray(line)
-            elif message.kind != "response" or not self.server.take_answer(message.id_key, line):
+            elif message.kind == "response" and self.server.take_answer(message.id_key, line):
+                continue
+            elif self.passage and message.kind == "notification" and not self.passage.records(message.method):
+                self.server.unrecorded += 1
+                await self._write(line + b"\n")
+            elif self.passage and message.kind in ("request", "notification"):
+                await self._pass(message, SERVER_TO_CLIENT)
+            else:
                 await self._write(line + b"\n")
         status = await self.process.wait_exit()
         self.server.ended(self.process.exit_reason())

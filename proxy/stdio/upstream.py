@@ -5,7 +5,11 @@ server answers it with (matched by JSON-RPC id), which is recorded as the upstre
 response (200, or 202 for a notification; 502 when the server is gone or never started). Lines
 the server writes that are not JSON-RPC would corrupt the client's stream: they are kept off it,
 logged, and reported on the next answer in `x-faultproxy-stdio-stray` headers, so the trace
-shows them too.
+shows them too. So are the notifications past the episode's recording cap the server sent since
+the last answer: counted in `x-faultproxy-stdio-unrecorded`.
+
+The client's side of the session is one too, for the requests a server sends the client: each
+waits for the client's answer line.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ log = structlog.get_logger("faultproxy.mcp")
 EXITED_HEADER = "x-faultproxy-stdio-exited"  # on a 502: the server is gone; the value says how
 STRAY_HEADER = "x-faultproxy-stdio-stray"
 STRAY_LINE_HEADER = "x-faultproxy-stdio-stray-line"
+UNRECORDED_HEADER = "x-faultproxy-stdio-unrecorded"
 _UNPRINTABLE = re.compile(r"[^\x20-\x7e]")
 
 Delivered = tuple[int, list[tuple[str, str]], bytes]  # status, headers, body: the upstream's response
@@ -42,6 +47,7 @@ class ServerSide:
         self.pending: dict[str, asyncio.Future[bytes]] = {}
         self.stray_lines = 0
         self.stray_last = ""
+        self.unrecorded = 0  # notifications past the recording cap since the last answer
 
     async def send(self, line: bytes) -> None:
         """Write one message (a line without its newline) to the server's stdin."""
@@ -58,7 +64,7 @@ class ServerSide:
         try:
             if message.kind != "request":
                 await self.send(message.raw)
-                return 202, self._stray_headers(), b""
+                return 202, self._notes(), b""
             waiting = self.pending[message.id_key] = asyncio.get_running_loop().create_future()
             await self.send(message.raw)
             answer = await waiting
@@ -66,7 +72,7 @@ class ServerSide:
             self.pending.pop(message.id_key, None)
             how = "start" if self.start_error else "exit"
             return 502, [("content-type", "text/plain"), (EXITED_HEADER, how)], f"{gone}\n".encode()
-        return 200, [("content-type", "application/json"), *self._stray_headers()], answer
+        return 200, [("content-type", "application/json"), *self._notes()], answer
 
     async def lines(self) -> AsyncIterator[bytes]:
         """The server's stdout, line by line without newlines, until it closes."""
@@ -102,9 +108,12 @@ class ServerSide:
                 waiting.set_exception(ServerGone(self.gone))
         self.pending.clear()
 
-    def _stray_headers(self) -> list[tuple[str, str]]:
-        if not self.stray_lines:
-            return []
-        headers = [(STRAY_HEADER, str(self.stray_lines)), (STRAY_LINE_HEADER, _UNPRINTABLE.sub("?", self.stray_last))]
-        self.stray_lines, self.stray_last = 0, ""
+    def _notes(self) -> list[tuple[str, str]]:
+        """What the server did off the record since the last answer, as headers on this one."""
+        headers = []
+        if self.stray_lines:
+            headers = [(STRAY_HEADER, str(self.stray_lines)), (STRAY_LINE_HEADER, _UNPRINTABLE.sub("?", self.stray_last))]
+        if self.unrecorded:
+            headers.append((UNRECORDED_HEADER, str(self.unrecorded)))
+        self.stray_lines, self.stray_last, self.unrecorded = 0, "", 0
         return headers

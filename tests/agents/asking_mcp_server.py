@@ -1,0 +1,55 @@
+"""A stdio MCP server on the official SDK that talks back: `summarize_order` reports progress and
+asks the client's model (sampling), `confirm_refund` asks the user to confirm (elicitation) before
+an irreversible refund, written to a state file the test reads; `roots` asks what the client exposes.
+
+    python tests/agents/asking_mcp_server.py STATE_FILE
+"""
+
+from __future__ import annotations
+
+import sys
+import warnings
+from pathlib import Path
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.types import SamplingMessage, TextContent, ToolAnnotations
+from pydantic import BaseModel
+
+STATE = Path(sys.argv[1])
+server = MCPServer("asking")
+
+
+class Confirmation(BaseModel):
+    confirm: bool
+
+
+@server.tool()
+async def summarize_order(order: str, steps: int, ctx: Context) -> str:
+    """Summarize an order with the client's model, reporting progress `steps` times."""
+    for step in range(steps):
+        await ctx.report_progress(step + 1, steps)
+    with warnings.catch_warnings():  # sampling is deprecated (SEP-2577); servers still send it
+        warnings.simplefilter("ignore")
+        said = await ctx.request_context.session.create_message(
+            [SamplingMessage(role="user", content=TextContent(type="text", text=f"summarize {order}"))], max_tokens=50)
+    return f"summary: {said.content.text}"
+
+
+@server.tool(annotations=ToolAnnotations(destructiveHint=True))
+async def confirm_refund(order: str, ctx: Context) -> str:
+    """Refund an order once the user confirms. Irreversible."""
+    answer = await ctx.elicit(f"Refund {order}?", Confirmation)
+    if answer.action != "accept" or not answer.data.confirm:
+        return f"not refunded: {answer.action}"
+    STATE.write_text(order)
+    return f"refunded {order}"
+
+
+@server.tool()
+async def roots(ctx: Context) -> str:
+    """How many roots the client exposes."""
+    return str(len((await ctx.request_context.session.list_roots()).roots))
+
+
+if __name__ == "__main__":
+    server.run("stdio")

@@ -1,0 +1,104 @@
+"""MCP over stdio, both ways: a server on the official SDK that reports progress, asks the
+client's model (sampling), asks the user (elicitation) and asks for roots, behind `faultproxy mcp`,
+driven by the SDK's client with its callbacks. Every message is in the trace with its direction:
+the server's requests paired with the client's answers, notifications alone (progress capped)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from mcp import types
+
+from faultproxy.formats.trace import read_trace
+from faultproxy.proxy.episodes import EpisodeLimits
+from tests.mcp_clients import AGENTS, session, shim_parameters
+
+pytestmark = pytest.mark.timeout(120)
+
+ASKING_SERVER = AGENTS / "asking_mcp_server.py"
+SERVER_TO_CLIENT, CLIENT_TO_SERVER = "server to client", "client to server"
+
+
+class Client:
+    """The agent's client: its callbacks answer the server, and note what they were asked."""
+
+    def __init__(self, confirm: bool = True) -> None:
+        self.confirm = confirm
+        self.asked: list[str] = []
+        self.progress: list[float] = []
+
+    async def sampling(self, context, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
+        self.asked.append("sampling")
+        return types.CreateMessageResult(role="assistant", model="stub-model",
+                                         content=types.TextContent(type="text", text="two widgets, paid"))
+
+    async def elicitation(self, context, params) -> types.ElicitResult:
+        self.asked.append("elicitation")
+        return types.ElicitResult(action="accept", content={"confirm": self.confirm})
+
+    async def roots(self, context) -> types.ListRootsResult:
+        self.asked.append("roots")
+        return types.ListRootsResult(roots=[types.Root(uri="file:///srv/orders")])
+
+    async def on_progress(self, progress: float, total: float | None, message: str | None) -> None:
+        self.progress.append(progress)
+
+    def callbacks(self) -> dict:
+        return {"sampling_callback": self.sampling, "elicitation_callback": self.elicitation,
+                "list_roots_callback": self.roots}
+
+
+def trace_lines(flows: Path) -> list[dict]:
+    [path] = flows.iterdir()
+    return list(read_trace(path))
+
+
+def method(line: dict) -> str:
+    return json.loads(line["request"]["body"])["method"]
+
+
+async def test_every_message_both_ways_is_in_the_trace(tmp_path: Path) -> None:
+    state, flows = tmp_path / "refunds", tmp_path / "flows"
+    client = Client()
+    parameters = shim_parameters([sys.executable, str(ASKING_SERVER), str(state)], "--trace-dir", str(flows))
+    async with session(parameters, **client.callbacks()) as mcp:
+        summary = await mcp.call_tool("summarize_order", {"order": "A1", "steps": 2}, progress_callback=client.on_progress)
+        refund = await mcp.call_tool("confirm_refund", {"order": "A1"})
+        roots = await mcp.call_tool("roots", {})
+    assert summary.content[0].text == "summary: two widgets, paid" and client.progress == [1, 2]
+    assert refund.content[0].text == "refunded A1" and state.read_text() == "A1"
+    assert roots.content[0].text == "1" and client.asked == ["sampling", "elicitation", "roots"]
+
+    lines = trace_lines(flows)
+    assert sorted(line["seq"] for line in lines) == list(range(1, len(lines) + 1))
+    from_server = [line for line in lines if line["direction"] == SERVER_TO_CLIENT]
+    assert [method(line) for line in from_server] == [
+        "notifications/progress", "notifications/progress", "sampling/createMessage", "elicitation/create", "roots/list"]
+    asked = {method(line): line for line in from_server}
+    # one exchange each: the server's request, and as its answer the client's, as the server got it
+    assert json.loads(asked["sampling/createMessage"]["upstream"]["body"])["result"]["model"] == "stub-model"
+    assert json.loads(asked["elicitation/create"]["upstream"]["body"])["result"] == {
+        "action": "accept", "content": {"confirm": True}}
+    assert json.loads(asked["roots/list"]["upstream"]["body"])["result"]["roots"][0]["uri"] == "file:///srv/orders"
+    assert asked["notifications/progress"]["upstream"]["status"] == 202  # a notification: no answer
+    calls = [line for line in lines if line["direction"] == CLIENT_TO_SERVER and method(line) == "tools/call"]
+    assert len(calls) == 3
+    # the server asked while the client's call was open: its request is recorded before the call's end
+    summarize_call = calls[0]
+    assert summarize_call["started"] < asked["sampling/createMessage"]["started"]
+
+
+async def test_progress_past_the_cap_is_counted_not_recorded(tmp_path: Path) -> None:
+    state, flows = tmp_path / "refunds", tmp_path / "flows"
+    client, cap = Client(), EpisodeLimits().notifications
+    parameters = shim_parameters([sys.executable, str(ASKING_SERVER), str(state)], "--trace-dir", str(flows))
+    async with session(parameters, **client.callbacks()) as mcp:
+        await mcp.call_tool("summarize_order", {"order": "A1", "steps": cap + 3}, progress_callback=client.on_progress)
+    assert len(client.progress) == cap + 3  # the client got every one
+    lines = trace_lines(flows)
+    assert sum(method(line) == "notifications/progress" for line in lines) == cap
+    [call] = [line for line in lines if method(line) == "tools/call"]
+    assert ["x-faultproxy-stdio-unrecorded", "3"] in call["upstream"]["headers"]
