@@ -1,7 +1,7 @@
 """The bundled scenarios' provider-shaped errors, as each API's own SDK meets them: the OpenAI
 Responses API through the openai SDK, Gemini through google-genai (Chat Completions and Messages:
 tests/test_faults_errors.py). The test upstream has no Gemini route: a call the scenario lets
-through comes back 404 from it."""
+through comes back 404 from it. Last, the bundled drift of model answers, on both APIs' JSON."""
 
 from __future__ import annotations
 
@@ -14,7 +14,9 @@ from google.genai import errors as genai_errors
 from google.genai import types as genai_types
 
 from faultproxy.proxy.server import ProxyServer
+from tests import model_upstream
 from tests.conftest import scenario
+from tests.upstream import ServerThread
 
 @pytest.fixture
 def bundled(tmp_path) -> Iterator:
@@ -104,3 +106,16 @@ def test_provider_overrides_detection(make_proxy, upstream):
     with pytest.raises(genai_errors.ClientError) as raised:
         client.models.generate_content(model="gemini-x", contents="hi")
     assert raised.value.details["error"]["code"] == "rate_limit_exceeded"  # OpenAI's body, as told
+
+
+def test_schema_drift_drops_usage_from_responses_and_gemini_answers(bundled):
+    proxy = bundled("schema_drift", **{"lambda": 1.0})
+    with ServerThread(model_upstream.app()) as server:
+        response = responses_client(proxy, server.url, "ep-drift").responses.create(model="m", input="refund 1001")
+        client = gemini_client(proxy, server.url + "/", "ep-drift")
+        answer = client.models.generate_content(model="m", contents="refund 1001",
+                                                config=genai_types.GenerateContentConfig(
+                                                    http_options=genai_types.HttpOptions(api_version="v1beta")))
+    assert response.usage is None and response.output_text == model_upstream.TEXT  # gzip re-encoded, still parses
+    assert answer.usage_metadata is None and answer.text == model_upstream.TEXT
+    assert proxy.end_episode("ep-drift").faults == 2
