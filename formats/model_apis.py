@@ -33,6 +33,20 @@ class ModelApi(StrEnum):
     GEMINI = "gemini"
 
 
+class LiveApi(StrEnum):
+    """The WebSocket model APIs whose events a message fault imitates."""
+
+    OPENAI_REALTIME = "openai_realtime"
+    GEMINI_LIVE = "gemini_live"
+
+
+def live_api_of(path: str) -> LiveApi:
+    """The live API a WebSocket session talks, from its upgrade path: Gemini Live's
+    `...BidiGenerateContent`, else OpenAI Realtime (`/v1/realtime`, and the shape assumed for
+    any other session)."""
+    return LiveApi.GEMINI_LIVE if "BidiGenerateContent" in _route(path) else LiveApi.OPENAI_REALTIME
+
+
 # Who serves each API: the `provider:` value a fault takes, and the family of error bodies.
 PROVIDER: Mapping[ModelApi, str] = {
     ModelApi.OPENAI_CHAT: "openai",

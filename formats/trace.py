@@ -26,6 +26,13 @@ A line:
             upstream answered; SSE offsets count from then), for the time to the first chunk
   direction: MCP over stdio only: "client to server" (the client's message and the server's answer)
             or "server to client" (a server's request and the client's answer, or its notification)
+  websocket: only on a WebSocket upgrade that succeeded (101); the line is written when the session
+            ends. messages: [{from: client | server, t: seconds since the upgrade, type: text |
+            binary, size: bytes, text (redacted, cut to the body limit with text_truncated and
+            sha256 of the whole) | sha256 (binary: never the bytes), injected / dropped: true
+            when the proxy made or withheld it, fault: {rule, type, params, decision, delivered,
+            detail} when a rule fired on it}], close: {by: client | server | proxy, code, reason,
+            t} or null if the session was still open when the episode ended
   body_not_evaluated: only when a rule's body predicates were skipped because the request body
             could not be parsed (nested too deeply): why; the rule's other predicates decided
 
@@ -87,6 +94,20 @@ def encode_body(raw: bytes | None, redactor: Redactor, limit: int | None = None)
     if limit is None or len(data) <= limit:
         return {"body": text}
     return {"body": data[:limit].decode("utf-8", "ignore"), **_cut(data)}
+
+
+def encode_ws_message(content: bytes, is_text: bool, redactor: Redactor, limit: int | None = None) -> dict[str, Any]:
+    """A WebSocket message's payload as a trace holds it: text redacted and cut to `limit` bytes;
+    binary (audio, mostly) as its sha256 only, so traces of voice sessions stay small."""
+    if not is_text:
+        return {"type": "binary", "size": len(content), "sha256": hashlib.sha256(content).hexdigest()}
+    text = redactor.body(content.decode("utf-8", "replace"))
+    data = text.encode("utf-8")
+    record: dict[str, Any] = {"type": "text", "size": len(content)}
+    if limit is None or len(data) <= limit:
+        return record | {"text": text}
+    return record | {"text": data[:limit].decode("utf-8", "ignore"), "text_truncated": True,
+                     "sha256": hashlib.sha256(data).hexdigest()}
 
 
 def _cut(whole: bytes) -> dict[str, Any]:

@@ -9,6 +9,7 @@ from typing import Any
 from faultproxy.formats.redact import Redactor
 from faultproxy.formats.trace import encode_body
 from faultproxy.proxy.episodes import EpisodeState
+from faultproxy.proxy.websocket import WsSession
 from faultproxy.scenarios.selection import UNREADABLE_BODY, UNREADABLE_REASON, parse_json_body
 from faultproxy.scenarios import Rule, Scenario
 
@@ -57,6 +58,8 @@ class FlowExchange:
     body_not_evaluated: str | None = None  # why a matching rule's body predicates were skipped
     matched: list[str] = field(default_factory=list)  # the rules whose match block selected the request
     direction: str | None = None  # MCP over stdio: "client to server" or "server to client" (who asked)
+    message_rules: list[Rule] = field(default_factory=list)  # rules on the messages of the session it may open
+    websocket: WsSession | None = None  # the WebSocket session the upgrade opened, if it did
     written: bool = False
     _body_json: Any = field(default=_UNPARSED, init=False, repr=False)
 
@@ -107,7 +110,8 @@ class FlowExchange:
             **{name: value for name, value in (("infra_error", self.infra_error), ("cut_short", self.cut_short),
                                                ("body_not_evaluated", self.body_not_evaluated),
                                                ("direction", self.direction),
-                                               ("response_after_s", self._response_after_s()))
+                                               ("response_after_s", self._response_after_s()),
+                                               ("websocket", self.websocket and self.websocket.to_record(_plain)))
                if value is not None},
         }
 

@@ -29,6 +29,8 @@ from faultproxy.proxy.perturb import perturb_response
 from faultproxy.proxy.relay import Relay
 from faultproxy.proxy.sse import EventSplitter, data_payloads, is_event_stream
 from faultproxy.proxy.usage import tokens_in_body, tokens_in_events
+from faultproxy.proxy.websocket import MessageFault, WsSession, message_json
+from faultproxy.formats.model_apis import live_api_of
 from faultproxy.scenarios import FAULT_KINDS, Rule, Scenario, ScenarioError, load_scenario
 from mitmproxy import ctx, exceptions, http
 from mitmproxy import flow as flow_module
@@ -154,6 +156,9 @@ class FaultInjector:
                 rule.match, ex.method, host, port, path, request.headers, ex.body_for_rules
             ):
                 continue
+            if rule.match.websocket is not None:  # it selects this session's messages, not the request
+                ex.message_rules.append(rule)
+                continue
             ex.matched.append(rule.name)
             index = ex.episode.calls[rule.name] = ex.episode.calls[rule.name] + 1
             if FAULT_KINDS[rule.fault.type].remembers_reads and REMEMBER_KEY not in flow.metadata:
@@ -207,6 +212,66 @@ class FaultInjector:
             await self.fault(ex.scenario, ex.rule).response(flow, ex)
         elif ex.upstream is not None and not flow.response.stream:
             self._perturb(flow, ex)
+        if flow.websocket is not None and not ex.written:
+            # A WebSocket session follows: the line is written when it ends, with its messages.
+            ex.websocket = WsSession(tuple(ex.message_rules), live_api_of(flow.request.path))
+            return
+        self._finish(flow, ex)
+
+    async def websocket_message(self, flow: http.HTTPFlow) -> None:
+        ex = flow.metadata.get(EXCHANGE_KEY)
+        session = ex.websocket if ex is not None and not ex.written else None
+        if session is None:
+            return
+        message = flow.websocket.messages[-1]
+        entry = session.record(message, self.redactor, self.limits.trace_body_bytes)
+        if message.injected:
+            session.injected_arrived(message, entry)
+            return
+        if session.closing is not None:  # the proxy is ending the session: nothing more goes through
+            message.drop()
+            entry["dropped"] = True
+            return
+        fault = self._decide_message(ex, session, message)
+        if fault is not None:
+            session.fired(entry, fault)
+            ex.episode.fired[fault.rule.name] += 1
+            await self.fault(ex.scenario, fault.rule).message(flow, session, message, fault)
+        if message.dropped:
+            if not entry.get("held"):  # held: withheld only to be sent again behind an injection
+                entry["dropped"] = True
+        elif session.expected:  # injections on their way: this message goes behind them
+            session.resend(flow, message)
+
+    def _decide_message(self, ex: FlowExchange, session: WsSession, message) -> MessageFault | None:
+        """Count the message for every message rule it matches; the first that the rule's `when`
+        admits and whose keyed-hash draw falls under its probability fires."""
+        chosen = None
+        body = None
+        for rule in session.rules:
+            if body is None:
+                body = message_json(message)
+            if not rule.match.websocket.matches(message.from_client, body):
+                continue
+            index = ex.episode.calls[rule.name] = ex.episode.calls[rule.name] + 1
+            if chosen is not None or not rule.when.admits(index, ex.episode.fired[rule.name]):
+                continue
+            value = decide.decision_value(ex.scenario.seed, ex.episode.key, rule.name, index)
+            if decide.fires(ex.scenario.probability(rule), value):
+                chosen = MessageFault(rule, ex.episode.key, index, value)
+        return chosen
+
+    def websocket_end(self, flow: http.HTTPFlow) -> None:
+        ex = flow.metadata.get(EXCHANGE_KEY)
+        session = ex.websocket if ex is not None else None
+        if session is None or ex.written:
+            return
+        if session.closing is not None:
+            session.closing.deliver(f"the proxy ended the session ({'abort' if session.close['code'] is None else 'close ' + str(session.close['code'])})")
+        else:
+            ws = flow.websocket
+            session.close = {"by": "client" if ws.closed_by_client else "server", "code": ws.close_code,
+                             "reason": ws.close_reason or "", "t": session.offset()}
         self._finish(flow, ex)
 
     def _perturb(self, flow: http.HTTPFlow, ex: FlowExchange) -> None:
@@ -314,6 +379,8 @@ class FaultInjector:
         ex.episode.tokens += ex.tokens
         if ex.rule and ex.delivered:
             ex.episode.faults += 1
+        if ex.websocket is not None:
+            ex.episode.faults += sum(1 for _, fault in ex.websocket.faults if fault.delivered)
         if ex.rule:
             log.info(
                 "fault", episode=ex.episode.key, seq=ex.seq, rule=ex.rule.name, type=ex.rule.fault.type,

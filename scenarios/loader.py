@@ -199,6 +199,12 @@ def _read_fault(r: YamlReader, node: Node, field: str, match: MatchSpec) -> Faul
                       f"unknown fault type '{fault_type}'; expected one of {', '.join(FAULT_KINDS)}"
                       + suggest(fault_type, FAULT_KINDS))
     kind = FAULT_KINDS[fault_type]
+    if kind.on_messages != (match.websocket is not None):
+        raise r.error(present["type"], f"{field}.type",
+                      f"{fault_type} acts on WebSocket messages: its match needs a websocket: block"
+                      if kind.on_messages else
+                      f"{fault_type} acts on requests; a match with a websocket: block selects messages "
+                      "(use ws_drop, ws_delay, ws_close or ws_inject)")
     r.check_keys(node, field, present, ("type", *kind.params),
                  required=[key for key, spec in kind.params.items() if spec.required])
     params = {key: _read_fault_param(r, present[key], f"{field}.{key}", spec) if key in present else spec.default

@@ -16,11 +16,12 @@ import yaml
 from faultproxy.formats.errors import InputError
 from faultproxy.formats.model_apis import ModelApi
 from faultproxy.formats.yaml_input import YamlReader, suggest
-from faultproxy.scenarios.model import BodyPredicate, MatchSpec, TextPattern
+from faultproxy.scenarios.model import BodyPredicate, MatchSpec, MessageMatch, TextPattern
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 _METHOD = re.compile(r"[A-Za-z]+")
-MATCH_FIELDS = ("host", "path", "method", "headers", "body", "api", "stream")
+MATCH_FIELDS = ("host", "path", "method", "headers", "body", "api", "stream", "websocket")
+SENDERS = ("client", "server")
 ANY_MODEL_API = "model"  # `api: model`: a call of any model API formats.model_apis knows
 MCP_PREFIX = "mcp:"  # "mcp:refund_order": a tools/call of that MCP tool, over HTTP or stdio
 
@@ -44,13 +45,25 @@ def read_match(r: YamlReader, node: Node, field: str) -> MatchSpec:
     if "headers" in present:
         for name, value_node in r.fields(present["headers"], f"{field}.headers").items():
             headers[name.lower()] = _read_pattern(r, value_node, f"{field}.headers.{name}")
-    body: tuple[BodyPredicate, ...] = ()
-    if "body" in present:
-        body = tuple(_read_body_predicate(r, key, value_node, f"{field}.body.{key}")
-                     for key, value_node in r.fields(present["body"], f"{field}.body").items())
+    body = _read_body(r, present["body"], f"{field}.body") if "body" in present else ()
     apis = _read_apis(r, present["api"], f"{field}.api") if "api" in present else None
     stream = _read_stream(r, present, field)
-    return MatchSpec(host, path, methods, headers, body, apis, stream)
+    websocket = _read_websocket(r, present["websocket"], f"{field}.websocket") if "websocket" in present else None
+    return MatchSpec(host, path, methods, headers, body, apis, stream, websocket)
+
+
+def _read_body(r: YamlReader, node: Node, field: str) -> tuple[BodyPredicate, ...]:
+    return tuple(_read_body_predicate(r, key, value_node, f"{field}.{key}")
+                 for key, value_node in r.fields(node, field).items())
+
+
+def _read_websocket(r: YamlReader, node: Node, field: str) -> MessageMatch:
+    """`websocket: {from: server, body: {...}}`; `websocket: {}` matches every message."""
+    present = r.mapping(node, field, ("from", "body"))
+    sender = r.choice(present["from"], f"{field}.from", r.string(present["from"], f"{field}.from"),
+                      SENDERS) if "from" in present else None
+    body = _read_body(r, present["body"], f"{field}.body") if "body" in present else ()
+    return MessageMatch(sender, body)
 
 
 def _read_apis(r: YamlReader, node: Node, field: str) -> frozenset[ModelApi]:

@@ -90,12 +90,29 @@ class BodyPredicate:
 
 
 @dataclass(frozen=True)
+class MessageMatch:
+    """A match's `websocket:` block: the rule selects the messages of WebSocket sessions (whose
+    upgrade request the rest of the match selects), not requests. `sender`: "client", "server"
+    or None (either); `body`: predicates on text messages that parse as JSON."""
+
+    sender: str | None = None
+    body: tuple[BodyPredicate, ...] = ()
+
+    def matches(self, from_client: bool, body: Any) -> bool:
+        """`body`: the message as JSON, or a value no predicate matches (binary, not JSON)."""
+        if self.sender is not None and (self.sender == "client") != from_client:
+            return False
+        return all(predicate.matches(body) for predicate in self.body)
+
+
+@dataclass(frozen=True)
 class MatchSpec:
     """Which requests a rule applies to; every given part must match. Empty parts match anything.
 
     `apis`: the request must be a call of one of these model APIs, as formats.model_apis detects
     it (None: any request). `stream`: it must (or must not) ask for a streamed answer, in the way
-    its API says so; only given together with `apis`.
+    its API says so; only given together with `apis`. `websocket`: the rule matches messages
+    of the sessions the rest selects (MessageMatch), never a request.
     """
 
     host: TextPattern | None = None
@@ -105,6 +122,7 @@ class MatchSpec:
     body: tuple[BodyPredicate, ...] = ()
     apis: frozenset[ModelApi] | None = None
     stream: bool | None = None
+    websocket: MessageMatch | None = None
 
 
 @dataclass(frozen=True)

@@ -30,8 +30,9 @@ def shown(value: float) -> str:
 
 
 def fault_yaml(fault_type: str, param: str, value: object) -> str:
+    match = "    match: {websocket: {}}\n" if FAULT_KINDS[fault_type].on_messages else ""  # a message fault's rule
     return (f"name: t\ndescription: d\nrules:\n  - name: r\n    fault:\n      type: {fault_type}\n"
-            f"      {param}: {value}\n")
+            f"      {param}: {value}\n" + match)
 
 
 def test_every_numeric_fault_param_has_both_bounds():

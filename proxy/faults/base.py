@@ -17,8 +17,10 @@ from faultproxy.proxy import responses
 from faultproxy.proxy.exchange import FlowExchange
 from faultproxy.proxy.relay import Relay
 from faultproxy.proxy.sse import is_event_stream
+from faultproxy.proxy.websocket import MessageFault, WsSession
 from faultproxy.scenarios import FaultKind
 from mitmproxy import http
+from mitmproxy.websocket import WebSocketMessage
 
 SUPPLIED_KEY = "faultproxy_supplied"  # flow.metadata: the upstream response came from supply_response, not the network
 
@@ -66,6 +68,11 @@ class Fault:
 
     async def response(self, flow: http.HTTPFlow, ex: FlowExchange) -> None:
         pass
+
+    async def message(self, flow: http.HTTPFlow, session: WsSession, message: WebSocketMessage,
+                      fault: MessageFault) -> None:
+        """For a kind that acts on WebSocket messages: the matching message, before it is sent
+        on (it may drop it, hold it, or queue others around it)."""
 
     def buffers_events(self) -> bool:
         """Must an event stream be buffered whole (the fault acts on the finished response)?"""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from faultproxy.proxy import decide
 from faultproxy.proxy.exchange import FlowExchange
@@ -16,16 +17,7 @@ class DelayFault(Fault):
 
     def seconds(self, ex: FlowExchange) -> float:
         """This exchange's delay: fixed, or drawn from a keyed hash (never shared randomness)."""
-        p = self.params
-        if p["distribution"] == "fixed":
-            ms = p["ms"]
-        else:
-            u = decide.decision_value(self.seed, ex.episode.key, ex.rule.name, ex.seq, stream="delay")
-            if p["distribution"] == "uniform":
-                ms = decide.uniform(u, p["min_ms"], p["max_ms"])
-            else:
-                ms = decide.lognormal(u, p["median_ms"], p["sigma"])
-        return min(ms, delay.MAX_DELAY_MS) / 1000  # a lognormal tail is unbounded; the documented range is not
+        return drawn_ms(self.params, self.seed, ex.episode.key, ex.rule.name, ex.seq) / 1000
 
     async def _wait(self, ex: FlowExchange) -> None:
         seconds = self.seconds(ex)
@@ -44,3 +36,17 @@ class DelayFault(Fault):
     async def response(self, flow: http.HTTPFlow, ex: FlowExchange) -> None:
         if self.params["at"] == "response" and not ex.delivered:
             await self._wait(ex)
+
+
+def drawn_ms(p: dict[str, Any], seed: str, episode: str, rule: str, index: int) -> float:
+    """A delay in ms as `p` (delay's distribution parameters) says: fixed, or drawn from a keyed
+    hash of (seed, episode, rule, index)."""
+    if p["distribution"] == "fixed":
+        ms = p["ms"]
+    else:
+        u = decide.decision_value(seed, episode, rule, index, stream="delay")
+        if p["distribution"] == "uniform":
+            ms = decide.uniform(u, p["min_ms"], p["max_ms"])
+        else:
+            ms = decide.lognormal(u, p["median_ms"], p["sigma"])
+    return min(ms, delay.MAX_DELAY_MS)  # a lognormal tail is unbounded; the documented range is not

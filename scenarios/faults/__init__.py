@@ -41,6 +41,10 @@ from faultproxy.scenarios.faults import (
     stale_state,
     timeout,
     truncated,
+    ws_close,
+    ws_delay,
+    ws_drop,
+    ws_inject,
 )
 from faultproxy.scenarios.faults.base import FaultKind, ParamProblem, ParamSpec
 from faultproxy.scenarios.faults.schema_drift import DriftOp
@@ -61,6 +65,7 @@ FAULT_KINDS: Mapping[str, FaultKind] = _catalogue(
     response_lost.KIND, partial_response.KIND, slow_stream.KIND, schema_drift.KIND,
     stale_state.KIND, jsonrpc_error.KIND, server_exit.KIND,
     truncated.KIND, malformed_tool_call.KIND, refusal.KIND, empty_response.KIND, prompt_injection.KIND,
+    ws_drop.KIND, ws_delay.KIND, ws_close.KIND, ws_inject.KIND,
 )
 # Each fault type's parameter schema, by name: what `fault:` blocks are validated against.
 FAULT_TYPES: Mapping[str, Mapping[str, ParamSpec]] = {name: kind.params for name, kind in FAULT_KINDS.items()}

@@ -70,6 +70,9 @@ class FaultKind:
       others) or raises ParamProblem.
     match_check: rules across the parameters and the rule's match block (a model-answer fault
       whose mode no API the rule can reach carries); raises ParamProblem.
+    on_messages: the fault acts on WebSocket messages: its rules need a `websocket:` block in
+      their match, and only such faults may have one; `forwards` then says whether the matching
+      message still reaches the other side.
     """
 
     name: str
@@ -78,6 +81,7 @@ class FaultKind:
     remembers_reads: bool = False
     cross_check: CrossCheck | None = None
     match_check: MatchCheck | None = None
+    on_messages: bool = False
 
     def settle(self, params: dict[str, Any], given: frozenset[str], match: Any = None) -> dict[str, Any]:
         """The parameters once the cross-field rules (and, given the rule's match block, the

@@ -1,0 +1,7 @@
+"""ws_drop: a WebSocket message is not delivered (the other side never sees it)."""
+
+from __future__ import annotations
+
+from faultproxy.scenarios.faults.base import FaultKind
+
+KIND = FaultKind(name="ws_drop", params={}, forwards=False, on_messages=True)

@@ -1,0 +1,221 @@
+"""WebSocket sessions through the proxy: every message in the trace, and the message faults,
+seen by the `websockets` client library (CONNECT through the proxy) against an aiohttp server."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import aiohttp
+import pytest
+from aiohttp import web
+from websockets.asyncio.client import connect
+from websockets.exceptions import ConnectionClosed
+
+from faultproxy.cli.main import main
+from faultproxy.formats.trace import read_trace, trace_path
+from tests.conftest import scenario
+from tests.upstream import ServerThread
+
+DELTAS = 5
+
+
+def realtime_app() -> web.Application:
+    """A Realtime-like text session: `response.create` streams DELTAS deltas and a done event;
+    any other text is echoed; a binary frame is echoed as binary."""
+
+    async def session(request: web.Request) -> web.WebSocketResponse:
+        ws = web.WebSocketResponse()
+        await ws.prepare(request)
+        await ws.send_json({"type": "session.created", "session": {"id": "sess_1"}})
+        async for message in ws:
+            if message.type == aiohttp.WSMsgType.BINARY:
+                await ws.send_bytes(message.data)
+                continue
+            event = json.loads(message.data)
+            if event.get("type") == "response.create":
+                for i in range(DELTAS):
+                    await ws.send_json({"type": "response.output_text.delta", "delta": f"d{i} "})
+                await ws.send_json({"type": "response.done"})
+            else:
+                await ws.send_json({"type": "echo", "of": event})
+        return ws
+
+    app = web.Application()
+    app.router.add_get("/v1/realtime", session)
+    app.router.add_get("/{lane}/v1/realtime", session)  # one lane per fault in the fault scenario
+    return app
+
+
+@pytest.fixture
+def realtime_server():
+    with ServerThread(realtime_app()) as server:
+        yield server
+
+
+def run_session(proxy, server: ServerThread, episode: str, script, lane: str = "") -> object:
+    async def main():
+        async with connect(f"ws://127.0.0.1:{server.port}{lane}/v1/realtime", proxy=proxy.proxy_url(episode),
+                           open_timeout=20) as ws:
+            return await script(ws)
+    result = asyncio.run(main())
+    proxy.end_episode(episode)
+    return result
+
+
+async def one_answer(ws) -> list[dict]:
+    """Read the session's greeting, ask for an answer, read events until response.done."""
+    seen = [json.loads(await ws.recv())]
+    await ws.send(json.dumps({"type": "response.create", "api_key": "sk-secret-in-a-message-0123456789"}))
+    while seen[-1]["type"] != "response.done":
+        seen.append(json.loads(await asyncio.wait_for(ws.recv(), 20)))
+    return seen
+
+
+def session_line(tmp_path: Path, episode: str) -> dict:
+    lines = [line for line in read_trace(trace_path(tmp_path / "flows", episode)) if "websocket" in line]
+    assert len(lines) == 1
+    return lines[0]["websocket"]
+
+
+def test_every_message_both_ways_is_in_the_trace(make_proxy, realtime_server, tmp_path):
+    proxy = make_proxy(scenario("""
+        - name: never
+          match: {path: "/v1/realtime", websocket: {body: {type: no.such.event}}}
+          fault: {type: ws_drop}
+    """))
+
+    async def script(ws):
+        seen = await one_answer(ws)
+        await ws.send(b"\x00\x01audio")
+        assert await ws.recv() == b"\x00\x01audio"
+        return seen
+
+    seen = run_session(proxy, realtime_server, "ep", script)
+    assert [e["type"] for e in seen][-1] == "response.done"
+    record = session_line(tmp_path, "ep")
+    messages = record["messages"]
+    assert [m["from"] for m in messages] == ["server", "client", *["server"] * (DELTAS + 1), "client", "server"]
+    client_text = messages[1]
+    assert client_text["type"] == "text" and "sk-secret-in-a-message" not in client_text["text"]
+    assert json.loads(client_text["text"])["type"] == "response.create"
+    binary = messages[-1]
+    assert binary["type"] == "binary" and binary["size"] == 7 and len(binary["sha256"]) == 64 and "text" not in binary
+    offsets = [m["t"] for m in messages]
+    assert offsets == sorted(offsets) and offsets[0] >= 0
+    assert record["close"]["by"] == "client" and record["close"]["code"] == 1000
+
+
+FAULTS = """
+    - name: drop-third-delta
+      match: {path: "/drop/*", websocket: {from: server, body: {type: response.output_text.delta}}}
+      fault: {type: ws_drop}
+      when: {calls: [3]}
+    - name: close-after-second
+      match: {path: "/close/*", websocket: {from: server, body: {type: response.output_text.delta}}}
+      fault: {type: ws_close, code: 1011, reason: "upstream went away"}
+      when: {calls: [2]}
+    - name: abort-after-second
+      match: {path: "/abort/*", websocket: {from: server, body: {type: response.output_text.delta}}}
+      fault: {type: ws_close, mode: abort}
+      when: {calls: [2]}
+    - name: rate-limit-before-first
+      match: {path: "/inject/*", websocket: {from: server, body: {type: response.output_text.delta}}}
+      fault: {type: ws_inject, preset: rate_limit, position: before}
+      when: {calls: [1]}
+    - name: tell-the-server
+      match: {path: "/inject/*", websocket: {from: client}}
+      fault: {type: ws_inject, to: server, message: {type: injected.by.proxy}}
+      when: {calls: [1]}
+    - name: hold-the-done
+      match: {path: "/delay/*", websocket: {from: server, body: {type: response.done}}}
+      fault: {type: ws_delay, ms: 400}
+"""
+
+
+@pytest.fixture
+def fault_proxy(make_proxy):
+    return make_proxy(scenario(FAULTS))
+
+
+def faults_of(record: dict) -> list[dict]:
+    return [m for m in record["messages"] if "fault" in m]
+
+
+def test_ws_drop_withholds_the_matching_message(fault_proxy, realtime_server, tmp_path):
+    seen = run_session(fault_proxy, realtime_server, "drop", one_answer, lane="/drop")
+    deltas = [e["delta"] for e in seen if e["type"] == "response.output_text.delta"]
+    assert deltas == ["d0 ", "d1 ", "d3 ", "d4 "]
+    record = session_line(tmp_path, "drop")
+    [faulted] = faults_of(record)
+    assert faulted["dropped"] is True and json.loads(faulted["text"])["delta"] == "d2 "
+    assert faulted["fault"]["type"] == "ws_drop" and faulted["fault"]["delivered"] is True
+
+
+async def read_until_closed(ws):
+    seen = [json.loads(await ws.recv())]
+    await ws.send(json.dumps({"type": "response.create"}))
+    try:
+        while True:
+            seen.append(json.loads(await asyncio.wait_for(ws.recv(), 20)))
+    except ConnectionClosed as closed:
+        return seen, closed.rcvd.code if closed.rcvd else 1006, closed.rcvd.reason if closed.rcvd else ""
+
+
+@pytest.mark.parametrize(("lane", "code", "reason"), [("close", 1011, "upstream went away"), ("abort", 1006, "")])
+def test_ws_close_ends_the_session_right_after_the_matching_message(fault_proxy, realtime_server, tmp_path,
+                                                                    lane, code, reason):
+    seen, got_code, got_reason = run_session(fault_proxy, realtime_server, lane, read_until_closed, lane=f"/{lane}")
+    assert [e.get("delta") for e in seen[1:]] == ["d0 ", "d1 "]  # the matching message, then nothing
+    assert (got_code, got_reason) == (code, reason)
+    record = session_line(tmp_path, lane)
+    [faulted] = faults_of(record)
+    assert faulted["fault"]["delivered"] is True and json.loads(faulted["text"])["delta"] == "d1 "
+    assert record["close"]["by"] == "proxy" and record["close"]["code"] == (None if lane == "abort" else 1011)
+
+
+def test_ws_inject_sends_a_realtime_error_before_the_message_and_a_literal_to_the_server(
+        fault_proxy, realtime_server, tmp_path):
+    async def answer_and_echo(ws):
+        return [*await one_answer(ws), json.loads(await asyncio.wait_for(ws.recv(), 20))]
+
+    seen = run_session(fault_proxy, realtime_server, "inject", answer_and_echo, lane="/inject")
+    types = [e["type"] for e in seen]
+    assert types[:3] == ["session.created", "error", "response.output_text.delta"]
+    assert {"type": "echo", "of": {"type": "injected.by.proxy"}} == seen[-1]  # sent after response.create
+    assert seen[1]["error"]["code"] == "rate_limit_exceeded" and seen[1]["error"]["type"] == "rate_limit_error"
+    assert [e["delta"] for e in seen if e["type"] == "response.output_text.delta"] == [f"d{i} " for i in range(DELTAS)]
+    record = session_line(tmp_path, "inject")
+    assert [m["fault"]["rule"] for m in faults_of(record)] == ["tell-the-server", "rate-limit-before-first"]
+    assert all(m["fault"]["delivered"] for m in faults_of(record))
+    injected = [m for m in record["messages"] if m.get("injected")]
+    assert [m["from"] for m in injected] == ["client", "server"]
+    assert [json.loads(m["text"])["delta"] for m in record["messages"] if m.get("resent") and "delta" in m["text"]] == [f"d{i} " for i in range(DELTAS)]
+    assert not [m for m in record["messages"] if m.get("dropped")]
+
+
+def test_ws_delay_holds_the_matching_message(fault_proxy, realtime_server, tmp_path):
+    run_session(fault_proxy, realtime_server, "delay", one_answer, lane="/delay")
+    messages = session_line(tmp_path, "delay")["messages"]
+    done = next(m for m in messages if "response.done" in m.get("text", ""))
+    assert done["fault"]["delivered"] is True and done["fault"]["detail"] == "400 ms before the message"
+
+
+@pytest.mark.parametrize(("rule", "field", "says"), [
+    ("match: {path: /x}\n    fault: {type: ws_drop}", "rules[0].fault.type", "needs a websocket: block"),
+    ("match: {websocket: {from: server}}\n    fault: {type: delay}", "rules[0].fault.type", "acts on requests"),
+    ("match: {websocket: {from: nobody}}\n    fault: {type: ws_drop}", "rules[0].match.websocket.from",
+     "must be one of client, server"),
+    ("match: {websocket: {}}\n    fault: {type: ws_close, code: 1006}", "rules[0].fault.code", "use mode: abort"),
+    ("match: {websocket: {}}\n    fault: {type: ws_inject, preset: go_away, message: {a: 1}}",
+     "rules[0].fault.preset", "exactly one of message"),
+    ("match: {websocket: {}}\n    fault: {type: ws_inject, preset: teapot}", "rules[0].fault.preset",
+     "rate_limit, server_error, session_expired, go_away"),
+])
+def test_check_refuses_a_bad_message_rule_in_one_line(tmp_path, capsys, rule, field, says):
+    path = tmp_path / "s.yaml"
+    path.write_text(f"name: t\ndescription: d\nrules:\n  - name: r\n    {rule}\n")
+    assert main(["check", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.splitlines() == [err.strip()] and f": {field}: " in err and says in err
