@@ -10,6 +10,7 @@ import pytest
 
 from faultproxy.scenarios import (
     BUNDLED_DIR,
+    FAULT_KINDS,
     FAULT_TYPES,
     BodyPredicate,
     DriftOp,
@@ -297,12 +298,17 @@ def test_rule_without_match_matches_everything(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("fault_type", [t for t in FAULT_TYPES if t != "schema_drift"])
 def test_every_fault_type_fills_its_defaults(fault_type: str, tmp_path: Path) -> None:
-    fault = one_rule(tmp_path, f"fault: {{type: {fault_type}}}").rules[0].fault
+    on_messages = FAULT_KINDS[fault_type].on_messages  # its rule needs a websocket: block
+    given = ", preset: go_away" if fault_type == "ws_inject" else ""  # it needs a message or a preset
+    rule = ("match: {websocket: {}}\n" if on_messages else "") + f"fault: {{type: {fault_type}{given}}}"
+    fault = one_rule(tmp_path, rule).rules[0].fault
     assert fault.type == fault_type
     assert set(fault.params) == set(FAULT_TYPES[fault_type])
     defaults = {name: spec.default for name, spec in FAULT_TYPES[fault_type].items()}
     if fault_type == "partial_response":
         defaults["events"] = 1  # the one cut point used when none is given
+    if given:
+        defaults["preset"] = "go_away"
     assert fault.params == defaults
 
 
