@@ -29,7 +29,8 @@ A line:
   websocket: only on a WebSocket upgrade that succeeded (101); the line is written when the session
             ends. messages: [{from: client | server, t: seconds since the upgrade, type: text |
             binary, size: bytes, text (redacted, cut to the body limit with text_truncated and
-            sha256 of the whole) | sha256 (binary: never the bytes), injected / dropped: true
+            sha256 of the whole; base64 audio in `audio`, `delta` or `data` fields replaced by
+            {base64_length, sha256}) | sha256 (binary: never the bytes), injected / dropped: true
             when the proxy made or withheld it, fault: {rule, type, params, decision, delivered,
             detail} when a rule fired on it}], close: {by: client | server | proxy, code, reason,
             t} or null if the session was still open when the episode ended
@@ -101,13 +102,46 @@ def encode_ws_message(content: bytes, is_text: bool, redactor: Redactor, limit: 
     binary (audio, mostly) as its sha256 only, so traces of voice sessions stay small."""
     if not is_text:
         return {"type": "binary", "size": len(content), "sha256": hashlib.sha256(content).hexdigest()}
-    text = redactor.body(content.decode("utf-8", "replace"))
+    text = redactor.body(_audio_hashed(content.decode("utf-8", "replace")))
     data = text.encode("utf-8")
     record: dict[str, Any] = {"type": "text", "size": len(content)}
     if limit is None or len(data) <= limit:
         return record | {"text": text}
     return record | {"text": data[:limit].decode("utf-8", "ignore"), "text_truncated": True,
                      "sha256": hashlib.sha256(data).hexdigest()}
+
+
+_AUDIO_MARK = re.compile(r'"(audio|delta|data)"\s*:\s*"[A-Za-z0-9+/=]{256,}"')
+
+
+def _audio_hashed(text: str) -> str:
+    """Base64 audio inside a JSON event (OpenAI Realtime `audio` and `*.audio.delta` deltas,
+    Gemini Live's `data` of media chunks) replaced by its length and sha256, as binary is."""
+    if not _AUDIO_MARK.search(text):
+        return text
+    try:
+        event = json.loads(text)
+    except ValueError:
+        return text
+    return json.dumps(_hash_audio(event), ensure_ascii=False, separators=(",", ":"))
+
+
+def _hash_audio(node: Any) -> Any:
+    if isinstance(node, dict):
+        return {k: _base64_summary(v) if k in ("audio", "delta", "data") and _is_long_base64(v) else _hash_audio(v)
+                for k, v in node.items()}
+    if isinstance(node, list):
+        return [_hash_audio(v) for v in node]
+    return node
+
+
+def _is_long_base64(value: Any) -> bool:
+    return isinstance(value, str) and len(value) >= 256 and re.fullmatch(r"[A-Za-z0-9+/]+={0,2}", value) is not None
+
+
+def _base64_summary(value: str) -> dict[str, Any]:
+    raw = base64.b64decode(value + "=" * (-len(value) % 4))
+    return {"base64_length": len(raw), "sha256": hashlib.sha256(raw).hexdigest()}
 
 
 def _cut(whole: bytes) -> dict[str, Any]:

@@ -4,6 +4,8 @@ seen by the `websockets` client library (CONNECT through the proxy) against an a
 from __future__ import annotations
 
 import asyncio
+import base64
+import hashlib
 import json
 from pathlib import Path
 
@@ -19,6 +21,7 @@ from tests.conftest import scenario
 from tests.upstream import ServerThread
 
 DELTAS = 5
+AUDIO = bytes(range(256)) * 8  # 2 KiB of "audio"
 
 
 def realtime_app() -> web.Application:
@@ -90,16 +93,22 @@ def test_every_message_both_ways_is_in_the_trace(make_proxy, realtime_server, tm
         seen = await one_answer(ws)
         await ws.send(b"\x00\x01audio")
         assert await ws.recv() == b"\x00\x01audio"
+        await ws.send(json.dumps({"type": "input_audio_buffer.append", "audio": base64.b64encode(AUDIO).decode()}))
+        await ws.recv()  # its echo
         return seen
 
     seen = run_session(proxy, realtime_server, "ep", script)
     assert [e["type"] for e in seen][-1] == "response.done"
     record = session_line(tmp_path, "ep")
     messages = record["messages"]
-    assert [m["from"] for m in messages] == ["server", "client", *["server"] * (DELTAS + 1), "client", "server"]
+    assert [m["from"] for m in messages] == ["server", "client", *["server"] * (DELTAS + 1), *["client", "server"] * 2]
     client_text = messages[1]
     assert client_text["type"] == "text" and "sk-secret-in-a-message" not in client_text["text"]
     assert json.loads(client_text["text"])["type"] == "response.create"
+    appended, echoed = (json.loads(m["text"]) for m in messages[-2:])
+    hashed = {"base64_length": len(AUDIO), "sha256": hashlib.sha256(AUDIO).hexdigest()}
+    assert appended["audio"] == hashed and echoed["of"]["audio"] == hashed  # never the audio itself
+    messages = messages[:-2]
     binary = messages[-1]
     assert binary["type"] == "binary" and binary["size"] == 7 and len(binary["sha256"]) == 64 and "text" not in binary
     offsets = [m["t"] for m in messages]
@@ -191,7 +200,10 @@ def test_ws_inject_sends_a_realtime_error_before_the_message_and_a_literal_to_th
     assert all(m["fault"]["delivered"] for m in faults_of(record))
     injected = [m for m in record["messages"] if m.get("injected")]
     assert [m["from"] for m in injected] == ["client", "server"]
-    assert [json.loads(m["text"])["delta"] for m in record["messages"] if m.get("resent") and "delta" in m["text"]] == [f"d{i} " for i in range(DELTAS)]
+    held = [m["text"] for m in record["messages"] if m.get("held")]
+    # each matching message went through the injections' queue: after its injection, or before it
+    assert [json.loads(t).get("type") for t in held[:2]] == ["response.create", "response.output_text.delta"]
+    assert held == [m["text"] for m in record["messages"] if m.get("resent")]  # each held one sent once
     assert not [m for m in record["messages"] if m.get("dropped")]
 
 
@@ -219,3 +231,39 @@ def test_check_refuses_a_bad_message_rule_in_one_line(tmp_path, capsys, rule, fi
     assert main(["check", str(path)]) == 2
     err = capsys.readouterr().err
     assert err.splitlines() == [err.strip()] and f": {field}: " in err and says in err
+
+
+def test_the_openai_realtime_client_reads_an_injected_rate_limit_error_event(make_proxy, realtime_server, tmp_path):
+    """The openai SDK's realtime client (on `websockets`, through the proxy with CONNECT) gets the
+    preset as the Realtime API's own `error` event, between the deltas of the answer."""
+    from openai import AsyncOpenAI
+
+    proxy = make_proxy(scenario("""
+        - name: rate-limit-mid-answer
+          match: {path: "*/realtime", websocket: {from: server, body: {type: response.output_text.delta}}}
+          fault: {type: ws_inject, preset: rate_limit}
+          when: {calls: [2]}
+    """))
+
+    async def main():
+        client = AsyncOpenAI(api_key="sk-realtime-test-key-0123456789abcdef",
+                             base_url=f"http://127.0.0.1:{realtime_server.port}/v1")
+        async with client.realtime.connect(model="gpt-realtime",
+                                           websocket_connection_options={"proxy": proxy.proxy_url("sdk"),
+                                                                         "open_timeout": 20}) as conn:
+            await conn.response.create()
+            events = []
+            async for event in conn:
+                events.append(event)
+                if event.type == "response.done":
+                    return events
+
+    events = asyncio.run(asyncio.wait_for(main(), 60))
+    proxy.end_episode("sdk")
+    types = [e.type for e in events]
+    assert types[types.index("response.output_text.delta") + 2] == "error"  # right after the second delta
+    error = next(e for e in events if e.type == "error")
+    assert (error.error.type, error.error.code) == ("rate_limit_error", "rate_limit_exceeded")
+    [line] = [line for line in read_trace(trace_path(tmp_path / "flows", "sdk")) if "websocket" in line]
+    assert "sk-realtime-test-key" not in json.dumps(line)  # the upgrade's Authorization header is redacted
+    assert [m["fault"]["delivered"] for m in line["websocket"]["messages"] if "fault" in m] == [True]

@@ -11,7 +11,7 @@ from typing import Any
 
 from faultproxy.formats.model_apis import LiveApi
 from faultproxy.proxy.faults.base import Fault
-from faultproxy.proxy.websocket import MessageFault, WsSession, after_this_hook, inject
+from faultproxy.proxy.websocket import MessageFault, WsSession, inject
 from faultproxy.scenarios.faults import ws_inject
 from mitmproxy import http
 from mitmproxy.websocket import WebSocketMessage
@@ -47,9 +47,12 @@ class WsInjectFault(Fault):
         body = p["message"] if p["preset"] is None else preset_message(p["preset"], session.api, event_id)
         content = json.dumps(body, separators=(",", ":")).encode()
         to_client = p["to"] == "client"
-        session.expected.append((content, fault))
+        # mitmproxy sends an injection before the message in hand, and before the rest of what it
+        # already read: holding the message back and sending it again through the same queue
+        # (WsSession.resend; the injector does the same to what follows) puts each where it belongs.
         if p["position"] == "after":
-            after_this_hook(lambda: inject(flow, to_client, content))
-            return
+            session.resend(flow, message)
+        session.expected.append((content, fault))
         inject(flow, to_client, content)
-        session.resend(flow, message)  # behind the injection, with what follows it (the injector)
+        if p["position"] == "before":
+            session.resend(flow, message)
