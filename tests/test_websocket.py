@@ -7,6 +7,7 @@ import asyncio
 import base64
 import hashlib
 import json
+import ssl
 from pathlib import Path
 
 import aiohttp
@@ -267,3 +268,27 @@ def test_the_openai_realtime_client_reads_an_injected_rate_limit_error_event(mak
     [line] = [line for line in read_trace(trace_path(tmp_path / "flows", "sdk")) if "websocket" in line]
     assert "sk-realtime-test-key" not in json.dumps(line)  # the upgrade's Authorization header is redacted
     assert [m["fault"]["delivered"] for m in line["websocket"]["messages"] if "fault" in m] == [True]
+
+
+def test_aiohttp_reaches_a_wss_session_through_the_proxy(make_proxy, upstream_certificate, tmp_path):
+    """aiohttp tunnels wss:// with CONNECT (its ws:// goes in absolute form, which mitmproxy
+    refuses: docs/websocket.md)."""
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(*upstream_certificate)
+    proxy = make_proxy(scenario("""
+        - name: drop-the-greeting
+          match: {websocket: {from: server, body: {type: session.created}}}
+          fault: {type: ws_drop}
+    """))
+
+    async def main():
+        client_ssl = ssl.create_default_context(cafile=str(proxy.ca_bundle))
+        async with aiohttp.ClientSession() as session, session.ws_connect(
+                f"wss://127.0.0.1:{server.port}/v1/realtime", proxy=proxy.proxy_url("aio"), ssl=client_ssl) as ws:
+            await ws.send_json({"type": "ping"})
+            return await asyncio.wait_for(ws.receive_json(), 20)
+
+    with ServerThread(realtime_app(), context) as server:
+        assert asyncio.run(main()) == {"type": "echo", "of": {"type": "ping"}}  # the greeting was dropped
+    proxy.end_episode("aio")
+    assert [m.get("dropped", False) for m in session_line(tmp_path, "aio")["messages"]] == [True, False, False]
