@@ -124,7 +124,10 @@ def jsonrpc_error(request_id: object, code: int, message: str) -> bytes:
 
 
 def jsonrpc_tool_error(request_id: object, message: str) -> bytes:
-    result = {"content": [{"type": "text", "text": message}], "isError": True}
+    return jsonrpc_result(request_id, {"content": [{"type": "text", "text": message}], "isError": True})
+
+
+def jsonrpc_result(request_id: object, result: dict) -> bytes:
     return json.dumps({"jsonrpc": "2.0", "id": request_id, "result": result}).encode()
 
 

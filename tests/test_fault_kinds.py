@@ -106,6 +106,9 @@ PROBES: dict[str, tuple[str, list[tuple[str, str, dict | None]]]] = {
     "jsonrpc_error": ("{type: jsonrpc_error}",
                       [("POST", "/mcp", {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
                                          "params": {"name": "refund", "arguments": {}}})]),
+    "elicitation_declined": ("{type: elicitation_declined}",
+                             [("POST", "/mcp", {"jsonrpc": "2.0", "id": 1, "method": "elicitation/create",
+                                                "params": {"message": "Refund?", "requestedSchema": {}}})]),
     "server_exit": ("{type: server_exit}",  # when: after — the server executed the call, then died
                     [("POST", "/mcp", {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
                                        "params": {"name": "refund", "arguments": {}}})]),

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from mcp import types
+from mcp.shared.exceptions import MCPError
 
 from faultproxy.formats.trace import read_trace
 from faultproxy.proxy.episodes import EpisodeLimits
@@ -102,3 +103,44 @@ async def test_progress_past_the_cap_is_counted_not_recorded(tmp_path: Path) -> 
     assert sum(method(line) == "notifications/progress" for line in lines) == cap
     [call] = [line for line in lines if method(line) == "tools/call"]
     assert ["x-faultproxy-stdio-unrecorded", "3"] in call["upstream"]["headers"]
+
+
+def rule(name: str, method_name: str, call: int, fault: str) -> str:
+    return (f"  - name: {name}\n    match: {{body: {{method: {method_name}}}}}\n"
+            f"    when: {{calls: [{call}]}}\n    fault: {fault}\n")
+
+
+async def test_faults_on_the_servers_messages_act_in_the_clients_place(tmp_path: Path) -> None:
+    state, flows, scenario = tmp_path / "refunds", tmp_path / "flows", tmp_path / "scenario.yaml"
+    scenario.write_text("name: both_ways\ndescription: faults on server messages\nseed: 3\nrules:\n" + "".join([
+        rule("declined", "elicitation/create", 1, "{type: elicitation_declined}"),
+        rule("cancelled", "elicitation/create", 2, "{type: elicitation_declined, action: cancel}"),
+        rule("refused", "elicitation/create", 3, "{type: jsonrpc_error, code: -32001, message: no UI}"),
+        rule("lost", "elicitation/create", 4, "{type: response_lost}"),
+        rule("slow", "sampling/createMessage", 1, "{type: delay, ms: 50}"),
+        rule("dropped", "notifications/progress", 1, "{type: timeout, hold_s: 0, then: close}"),
+    ]))
+    client = Client()
+    parameters = shim_parameters([sys.executable, str(ASKING_SERVER), str(state)],
+                                 "--scenario", str(scenario), "--trace-dir", str(flows))
+    async with session(parameters, **client.callbacks()) as mcp:
+        said = [(await mcp.call_tool("confirm_refund", {"order": f"A{n}"})) for n in (1, 2)]
+        with pytest.raises(MCPError, match="no UI"):  # the server's elicit raised the error it got
+            await mcp.call_tool("confirm_refund", {"order": "A3"})
+        assert client.asked == []  # the user's answer came from the faults: the client was never asked
+        with pytest.raises(Exception, match="(?i)timed out|timeout"):  # the client said yes; the server never heard
+            await mcp.call_tool("confirm_refund", {"order": "A4"}, read_timeout_seconds=2)
+        assert client.asked == ["elicitation"]
+        summary = await mcp.call_tool("summarize_order", {"order": "A5", "steps": 2},
+                                      progress_callback=client.on_progress)
+    assert [answer.content[0].text for answer in said] == ["not refunded: decline", "not refunded: cancel"]
+    assert not state.exists()  # no refund: the only yes never reached the server
+    assert summary.content[0].text == "summary: two widgets, paid" and client.progress == [2]  # the first was dropped
+
+    faults = {line["fault"]["rule"]: line for line in trace_lines(flows) if line["fault"]}
+    assert set(faults) == {"declined", "cancelled", "refused", "lost", "slow", "dropped"}
+    assert all(line["fault"]["delivered"] and line["direction"] == SERVER_TO_CLIENT for line in faults.values())
+    assert {name: line["forwarded"] for name, line in faults.items()} == {
+        "declined": False, "cancelled": False, "refused": False, "lost": True, "slow": True, "dropped": False}
+    assert json.loads(faults["declined"]["client"]["body"])["result"] == {"action": "decline"}  # what the server got
+    assert json.loads(faults["lost"]["upstream"]["body"])["result"]["content"] == {"confirm": True}  # the client's yes
