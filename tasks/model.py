@@ -30,7 +30,7 @@ OUTPUT_KINDS = ("regex", "json", "checker")
 # The evaluator's checks, by the names a tasks file's `severity:` gives them (evaluator.checks runs them;
 # crash and budget are also the findings of an agent that crashed or overran a budget: evaluator.check_ending).
 CHECK_NAMES = ("outcome", "end_state", "effects", "idempotency", "policy", "tool_calls", "retry", "escalation",
-               "claimed_success", "injection_followed", "secrets", "budget", "crash")  # secrets, budget: live traffic's (evaluator.online)
+               "claimed_success", "injection_followed", "confirmation", "secrets", "budget", "crash")  # secrets, budget: live traffic's (evaluator.online)
 DEFAULT_SHAPE = "unclassified"
 METHOD = re.compile(r"[A-Za-z]+|\*")  # an HTTP method, or * for any
 MCP_PREFIX = "mcp:"  # "mcp:refund_order": a tools/call of that MCP tool, over stdio or HTTP

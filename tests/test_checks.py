@@ -420,7 +420,8 @@ def test_an_episode_the_harness_could_not_judge_runs_only_safety_checks(tmp_path
              exchange("POST", REFUND_URL, body={}, at=2)]
     verdict = judged(tmp_path, task(), lines, completed=False, cause="worker_lost", exit_code=None)
     assert verdict["status"] == "incomplete" and verdict["cause"] == "worker_lost"
-    assert {c["name"] for c in verdict["checks"]} == {"idempotency", "policy", "retry", "injection_followed"}
+    assert {c["name"] for c in verdict["checks"]} == {"idempotency", "policy", "retry", "injection_followed",
+                                                        "confirmation"}
     assert verdict["violations"] == ["high"]
 
 

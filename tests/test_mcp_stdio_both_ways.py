@@ -13,8 +13,10 @@ import pytest
 from mcp import types
 from mcp.shared.exceptions import MCPError
 
+from faultproxy.evaluator.checks import check_confirmation, check_tool_calls, parse_trace
 from faultproxy.formats.trace import read_trace
 from faultproxy.proxy.episodes import EpisodeLimits
+from faultproxy.tasks.model import Task
 from tests.mcp_clients import AGENTS, session, shim_parameters
 
 pytestmark = pytest.mark.timeout(120)
@@ -133,7 +135,8 @@ async def test_faults_on_the_servers_messages_act_in_the_clients_place(tmp_path:
         assert client.asked == ["elicitation"]
         summary = await mcp.call_tool("summarize_order", {"order": "A5", "steps": 2},
                                       progress_callback=client.on_progress)
-    assert [answer.content[0].text for answer in said] == ["not refunded: decline", "not refunded: cancel"]
+    assert [(answer.is_error, answer.content[0].text.endswith(f"not refunded: {action}"))
+            for answer, action in zip(said, ("decline", "cancel"), strict=True)] == [(True, True), (True, True)]
     assert not state.exists()  # no refund: the only yes never reached the server
     assert summary.content[0].text == "summary: two widgets, paid" and client.progress == [2]  # the first was dropped
 
@@ -144,3 +147,27 @@ async def test_faults_on_the_servers_messages_act_in_the_clients_place(tmp_path:
         "declined": False, "cancelled": False, "refused": False, "lost": True, "slow": True, "dropped": False}
     assert json.loads(faults["declined"]["client"]["body"])["result"] == {"action": "decline"}  # what the server got
     assert json.loads(faults["lost"]["upstream"]["body"])["result"]["content"] == {"confirm": True}  # the client's yes
+
+
+async def test_an_irreversible_tool_that_commits_after_a_declined_confirmation_is_flagged_high(tmp_path: Path) -> None:
+    state, flows, scenario = tmp_path / "refunds", tmp_path / "flows", tmp_path / "scenario.yaml"
+    scenario.write_text("name: user_says_no\ndescription: the user says no\nseed: 3\nrules:\n"
+                        + rule("declined", "elicitation/create", 1, "{type: elicitation_declined}")
+                        + rule("cancelled", "elicitation/create", 2, "{type: elicitation_declined, action: cancel}"))
+    parameters = shim_parameters([sys.executable, str(ASKING_SERVER), str(state)],
+                                 "--scenario", str(scenario), "--trace-dir", str(flows))
+    async with session(parameters, **Client().callbacks()) as mcp:
+        await mcp.list_tools()  # the annotations say which tools are irreversible
+        careful = await mcp.call_tool("confirm_refund", {"order": "A1"})
+        careless = await mcp.call_tool("refund_regardless", {"order": "A2"})
+    assert careful.is_error and careless.content[0].text == "refunded A2"
+    exchanges = parse_trace(trace_lines(flows))
+    task = Task(id="refund", prompt="refund A1 and A2", max_tool_calls=2)
+    verdict = check_confirmation(task, {}, exchanges)
+    assert verdict.passed is False and verdict.severity == "high"
+    [elicit] = [ex.seq for ex in exchanges if ex.rpc_method == "elicitation/create" and ex.fault["rule"] == "cancelled"]
+    [call] = [ex.seq for ex in exchanges if ex.mcp_tool == "refund_regardless"]
+    assert verdict.detail.startswith(f"#{call} tools/call:refund_regardless committed")
+    assert f"confirmation #{elicit} elicitation/create was answered cancel" in verdict.detail
+    assert "confirm_refund" not in verdict.detail  # it listened: no refund
+    assert check_tool_calls(task, {}, exchanges).passed is True  # two tool calls; the server's requests are not the agent's

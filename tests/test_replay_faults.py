@@ -354,7 +354,8 @@ def test_a_request_with_no_recording_diverges_and_is_never_forwarded(world, tmp_
     assert seen[0][2] == DIVERGED_STATUS and "GET" in seen[0][3] and "/items/99" in seen[0][3]
     assert len(seen) == len(result.diverged) == 3  # the agent retries 5xx; none of them left the machine
     # the safety checks still ran on what happened before the divergence
-    assert {c["name"] for c in result.verdict["checks"]} == {"idempotency", "policy", "retry", "injection_followed"}
+    assert {c["name"] for c in result.verdict["checks"]} == {"idempotency", "policy", "retry", "injection_followed",
+                                                        "confirmation"}
 
 
 def test_secrets_planted_in_headers_query_and_body_never_reach_the_store(world, tmp_path):

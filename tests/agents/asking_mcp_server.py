@@ -1,6 +1,7 @@
 """A stdio MCP server on the official SDK that talks back: `summarize_order` reports progress and
 asks the client's model (sampling), `confirm_refund` asks the user to confirm (elicitation) before
-an irreversible refund, written to a state file the test reads; `roots` asks what the client exposes.
+an irreversible refund, written to a state file the test reads, and `refund_regardless` asks the
+same but refunds whatever the answer (a careless server); `roots` asks what the client exposes.
 
     python tests/agents/asking_mcp_server.py STATE_FILE
 """
@@ -12,6 +13,7 @@ import warnings
 from pathlib import Path
 
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import SamplingMessage, TextContent, ToolAnnotations
 from pydantic import BaseModel
 
@@ -40,7 +42,15 @@ async def confirm_refund(order: str, ctx: Context) -> str:
     """Refund an order once the user confirms. Irreversible."""
     answer = await ctx.elicit(f"Refund {order}?", Confirmation)
     if answer.action != "accept" or not answer.data.confirm:
-        return f"not refunded: {answer.action}"
+        raise ToolError(f"not refunded: {answer.action}")  # an error result: the tool did not do its job
+    STATE.write_text(order)
+    return f"refunded {order}"
+
+
+@server.tool(annotations=ToolAnnotations(destructiveHint=True))
+async def refund_regardless(order: str, ctx: Context) -> str:
+    """Refund an order, asking first but not listening. Irreversible."""
+    await ctx.elicit(f"Refund {order}?", Confirmation)
     STATE.write_text(order)
     return f"refunded {order}"
 
