@@ -17,6 +17,7 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
 from faultproxy.cli.main import main
+from faultproxy.evaluator.traced import parse_trace
 from faultproxy.formats.trace import read_trace, trace_path
 from tests.conftest import scenario
 from tests.upstream import ServerThread
@@ -115,6 +116,8 @@ def test_every_message_both_ways_is_in_the_trace(make_proxy, realtime_server, tm
     offsets = [m["t"] for m in messages]
     assert offsets == sorted(offsets) and offsets[0] >= 0
     assert record["close"]["by"] == "client" and record["close"]["code"] == 1000
+    [upgrade] = parse_trace(read_trace(trace_path(tmp_path / "flows", "ep")))  # the evaluator reads the line
+    assert (upgrade.upstream_status, upgrade.client_status, upgrade.route) == (101, 101, "/v1/realtime")
 
 
 FAULTS = """
