@@ -28,3 +28,15 @@ class InputError(UserError):
 
     def __reduce__(self) -> tuple[Any, ...]:  # keep it picklable for process and Dask executors
         return type(self), (self.path, self.line, self.field, self.message)
+
+
+class DiskFull(Exception):
+    """A file that could not be written for want of space: one line naming it, exit status 1
+    (not bad input: free some space and run the same command again)."""
+
+    def __init__(self, path: object) -> None:
+        self.path = str(path)
+        super().__init__(f"{path}: no space left on device")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return type(self), (self.path,)

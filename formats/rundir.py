@@ -70,6 +70,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from faultproxy.formats.errors import UserError
+from faultproxy.formats.files import append_line, no_space, open_lines, write_whole
 from faultproxy.formats.paths import refuse_links_out, relative_file
 from faultproxy.formats.trace import trace_path
 
@@ -190,10 +191,9 @@ def run_digest(run_dir: Path | str) -> str:
 
 
 def write_atomic(path: Path, text: str) -> None:
-    """A file of the run directory (plan, report, page), written whole or not at all."""
-    scratch = path.with_suffix(path.suffix + ".tmp")
-    scratch.write_text(text, encoding="utf-8")
-    os.replace(scratch, path)
+    """A file of the run directory (plan, report, page), written whole or not at all
+    (formats.files; DiskFull when the disk is full)."""
+    write_whole(path, text)
 
 
 def trace_file(run_dir: Path, episode: Mapping[str, Any]) -> Path | None:
@@ -303,16 +303,20 @@ class EpisodeLog:
         for episode in episodes:  # a duplicated line counts once, the first (as reports read it)
             self.done.setdefault(episode["key"], self._kept(episode))
         self._truncate_torn_tail()
-        self._file: IO[str] = self.path.open("a", encoding="utf-8")
+        try:
+            self._file: IO[bytes] = open_lines(self.path)
+        except OSError as error:
+            raise no_space(error, self.path) from None
         if not logged_header:
             self._write(json.dumps({"type": "header", **header}, ensure_ascii=False) + "\n")
 
     def append(self, record: dict[str, Any]) -> None:
-        """Log one finished episode (its verdict, when it has one, as the line's last key)."""
+        """Log one finished episode (its verdict, when it has one, as the line's last key); on
+        DiskFull the line is not in the log and the episode not done (it runs on resume)."""
         if record["key"] in self.done:
             raise RunDirError(f"episode {record['key']} is already logged")
-        self.done[record["key"]] = self._kept(record)
         self._write(episode_line(record))
+        self.done[record["key"]] = self._kept(record)
 
     def _kept(self, record: dict[str, Any]) -> dict[str, Any]:
         return {"key": record["key"], "trial": record.get("trial")} if self._slim else record
@@ -335,14 +339,14 @@ class EpisodeLog:
             os.fsync(out.fileno())
         self._file.close()
         os.replace(scratch, self.path)
-        self._file = self.path.open("a", encoding="utf-8")
+        self._file = open_lines(self.path)
         for key in gone:
             del self.done[key]
         return dropped
 
     def _write(self, line: str) -> None:
-        self._file.write(line)
-        self._file.flush()  # a killed runner loses nothing written; the OS holds the page
+        """One line, whole or not at all (unbuffered: a killed runner loses nothing written)."""
+        append_line(self._file, line, self.path)
 
     def _truncate_torn_tail(self) -> None:
         """Cut a torn last line so the next record starts on a line of its own."""

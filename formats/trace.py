@@ -52,6 +52,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
+from faultproxy.formats.errors import DiskFull
+from faultproxy.formats.files import append_line, open_lines
 from faultproxy.formats.redact import Redactor
 
 FORMAT_VERSION = 1
@@ -165,17 +167,27 @@ def decode_body(message: dict[str, Any]) -> bytes | None:
 
 
 class TraceWriter:
-    """Appends one episode's exchanges; the file stays open for the episode's lifetime."""
+    """Appends one episode's exchanges, each line whole or not at all; the file stays open for the
+    episode's lifetime. A line that finds the disk full is not written and `disk_full` is set (the
+    proxy must not fail the agent's request over it); nothing more is written after it, and
+    whoever ends the episode reports it (a trace with a line missing cannot be judged)."""
 
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
-        self._file: IO[str] = path.open("a", encoding="utf-8")
+        self._file: IO[bytes] = open_lines(path)
         self.lines = 0
+        self.disk_full = False
 
     def write(self, record: dict[str, Any]) -> None:
-        self._file.write(json.dumps({"v": FORMAT_VERSION, **record}, ensure_ascii=False, separators=(",", ":")) + "\n")
-        self._file.flush()
+        if self.disk_full:
+            return
+        line = json.dumps({"v": FORMAT_VERSION, **record}, ensure_ascii=False, separators=(",", ":")) + "\n"
+        try:
+            append_line(self._file, line, self.path)
+        except DiskFull:
+            self.disk_full = True
+            return
         self.lines += 1
 
     def close(self) -> None:

@@ -51,11 +51,13 @@ class ProxyStartError(RuntimeError):
 
 @dataclass(frozen=True)
 class EpisodeStats:
-    """What the proxy counted for one episode: exchanges, model tokens and injected faults."""
+    """What the proxy counted for one episode: exchanges, model tokens and injected faults; and
+    the trace that lost a line to a full disk, if one did (formats.trace.TraceWriter.disk_full)."""
 
     exchanges: int
     tokens: int
     faults: int
+    trace_disk_full: str | None = None
 
 
 @dataclass(frozen=True)
@@ -197,7 +199,10 @@ class ProxyServer:
         asyncio.run_coroutine_threadsafe(self.injector.settle_episode(episode), self._loop).result(
             timeout=SETTLE_S + 10)
         state = self._call(self.injector.end_episode, episode)
-        return EpisodeStats(state.exchanges, state.tokens, state.faults) if state else None
+        if state is None:
+            return None
+        full = str(state.trace.path) if state.trace and state.trace.disk_full else None
+        return EpisodeStats(state.exchanges, state.tokens, state.faults, full)
 
     def episode_stats(self, episode: str) -> EpisodeStats | None:
         """What the proxy has counted so far for a live episode; None if it knows no such episode."""

@@ -20,6 +20,8 @@ import httpx
 from faultproxy.evaluator.judge import judge_episode
 from faultproxy.evaluator.side_channels import task_hosts
 from faultproxy.evaluator.sweep import level_text
+from faultproxy.formats.errors import DiskFull
+from faultproxy.formats.files import write_whole
 from faultproxy.formats.rundir import FLOWS_DIR, EpisodeLog
 from faultproxy.formats.trace import read_trace, trace_path
 from faultproxy.proxy.server import ProxyServer
@@ -71,7 +73,7 @@ class EpisodeRunner:
         files.mkdir(parents=True, exist_ok=True)
         task_file, output_file = files / "task.json", files / "output.json"
         output_file.unlink(missing_ok=True)
-        task_file.write_text(json.dumps(redactor.document({
+        write_whole(task_file, json.dumps(redactor.document({
             "task": task.to_json(), "variant": variant.index, "prompt": variant.prompt, "state": variant.state,
             "seed": variant.seed})))
         reset_error = await self._reset(task, variant.state, url_env)
@@ -90,6 +92,8 @@ class EpisodeRunner:
         result = await self.launch(episode, environment)
         redact_output_file(output_file, redactor)
         stats = await asyncio.to_thread(self.proxy.end_episode, episode.key)
+        if stats and stats.trace_disk_full:  # a trace with lines missing cannot be judged: stop, resume later
+            raise DiskFull(stats.trace_disk_full)
         end_state, state_error = await self._fetch_state(task, url_env)
         record = {
             **episode_identity(episode),

@@ -49,7 +49,8 @@ from typing import Any
 
 import structlog
 from faultproxy.formats import __version__
-from faultproxy.formats.errors import UsageError
+from faultproxy.formats.errors import DiskFull, UsageError
+from faultproxy.formats.files import no_space
 from faultproxy.formats.rundir import FLOWS_DIR, EpisodeLog
 from faultproxy.formats.trace import trace_path
 from faultproxy.proxy.auth import new_token
@@ -80,6 +81,7 @@ class Finished:
     record: dict[str, Any] | None  # the episode line, verdict included; None: not run (error says why)
     trace: str | None = None  # the trace's text when it was recorded elsewhere; None: already in flows/
     error: str | None = None
+    disk_full: DiskFull | None = None  # not run because the run directory's disk is full: the run stops
 
 
 class Executor(abc.ABC):
@@ -152,7 +154,9 @@ class LocalExecutor(Executor):
                 async with slots:
                     record = await self.runner.run_episode(episode)
             except Exception as error:  # noqa: BLE001 — reported by the driver; the episode stays NotRun
-                await finished.put(Finished(episode, None, error=f"{type(error).__name__}: {error}"))
+                full = disk_full(error, self.options.out)  # then nothing can be recorded: the driver stops
+                await finished.put(Finished(episode, None, error=str(full or f"{type(error).__name__}: {error}"),
+                                            disk_full=full))
             else:
                 await finished.put(Finished(episode, record))
 
@@ -289,6 +293,15 @@ def worker_payload(options: RunOptions, runner_class: type[EpisodeRunner]) -> by
         variant_function=None, show_progress=False, executor="local", scheduler=None,
     )
     return cloudpickle.dumps((worker_options, runner_class))
+
+
+def disk_full(error: BaseException, out: Path) -> DiskFull | None:
+    """The full disk behind an episode's failure, if that is what it was (named by the file, or
+    else by the run directory)."""
+    if isinstance(error, DiskFull):
+        return error
+    found = no_space(error, error.filename or out) if isinstance(error, OSError) else None
+    return found if isinstance(found, DiskFull) else None
 
 
 def one_line(error: BaseException) -> str:

@@ -23,6 +23,7 @@ import structlog
 from faultproxy.evaluator.sequential import PLAN_KEY, Design
 from faultproxy.formats import __version__
 from faultproxy.formats.errors import UsageError
+from faultproxy.formats.files import write_whole
 from faultproxy.formats.redact import Redactor
 from faultproxy.formats.rundir import EpisodeLog, read_plan, write_plan
 from faultproxy.replay_store.freeze import base_url_variables
@@ -134,6 +135,8 @@ async def drive(options: RunOptions, executor: Executor, todo: list[PlannedEpiso
                     nonlocal ran
                     async for finished in executor.run(todo):
                         key = finished.episode.key
+                        if finished.disk_full is not None:  # nothing more can be recorded: stop here
+                            raise finished.disk_full
                         if finished.record is None:  # the harness failed: not logged, so it runs on resume
                             errors.append(f"{key}: {finished.error}")
                             log.warning("episode_not_run", episode=key, error=finished.error)
@@ -170,9 +173,7 @@ def write_trace_text(out: Path, record: dict[str, Any], text: str) -> None:
     """Write a trace that was recorded elsewhere; whole or not at all (a rerun replaces it)."""
     target = out / record["trace"]
     target.parent.mkdir(parents=True, exist_ok=True)
-    scratch = target.with_name(target.name + ".tmp")
-    scratch.write_text(text, encoding="utf-8")
-    os.replace(scratch, target)
+    write_whole(target, text)
 
 
 def resume_command(argv: Sequence[str] | None = None) -> str:

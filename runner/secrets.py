@@ -12,6 +12,8 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
+from faultproxy.formats.errors import DiskFull
+from faultproxy.formats.files import write_whole
 from faultproxy.formats.redact import Redactor
 from faultproxy.formats.secret_names import is_secret_name
 from faultproxy.runner.options import RunOptions
@@ -45,4 +47,8 @@ def run_redactor(options: RunOptions) -> Redactor:
 def redact_output_file(path: Path, redactor: Redactor) -> None:
     """The agent's FAULTPROXY_OUTPUT file, once read: its answer may quote a secret."""
     if path.exists():
-        path.write_text(redactor.body(path.read_text(encoding="utf-8", errors="replace")), encoding="utf-8")
+        try:
+            write_whole(path, redactor.body(path.read_text(encoding="utf-8", errors="replace")))
+        except DiskFull:
+            path.unlink()  # no room for the redacted copy: the unredacted one must not stay either
+            raise

@@ -8,10 +8,10 @@ import importlib
 import sys
 from collections.abc import Callable, Sequence
 
-from faultproxy.formats.errors import UserError
+from faultproxy.formats.errors import DiskFull, UserError
 from faultproxy.formats.logs import configure_logging
 
-EXIT_BAD_INPUT = 2
+EXIT_DISK_FULL, EXIT_BAD_INPUT = 1, 2
 
 
 def new_parser() -> tuple[argparse.ArgumentParser, argparse._SubParsersAction]:
@@ -33,6 +33,9 @@ def dispatch(parser: argparse.ArgumentParser, argv: Sequence[str] | None = None)
     except UserError as error:
         print(f"faultproxy: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except DiskFull as error:  # what was written is whole: free space and run the same command again
+        print(f"faultproxy: {error}", file=sys.stderr)
+        return EXIT_DISK_FULL
     except KeyboardInterrupt:
         return 130
 

@@ -22,6 +22,7 @@ from faultproxy.cli.otel import close_export, open_export, run_attributes
 from faultproxy.evaluator.report import build_report
 from faultproxy.evaluator.sequential import Design, evaluate_sequential
 from faultproxy.formats.errors import UsageError
+from faultproxy.formats.files import LineFile
 from faultproxy.formats.logs import configure_logging
 from faultproxy.proxy.server import ProxyStartError
 from faultproxy.runner.options import RunOptions, RunResult
@@ -40,7 +41,7 @@ def run_and_tell(options: RunOptions, args: argparse.Namespace, mode: str = "run
     log_file = options.out / "faultproxy.log"
     try:
         options.out.mkdir(parents=True, exist_ok=True)
-        configure_logging(json_lines=True, file=log_file.open("a"), redactor=run_redactor(options))
+        configure_logging(json_lines=True, file=LineFile(log_file), redactor=run_redactor(options))
     except OSError as error:
         raise UsageError(f"--out {options.out}: cannot write the run directory there "
                          f"({error.strerror or error})") from None
