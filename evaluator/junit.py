@@ -132,15 +132,19 @@ class JUnitWriter(EpisodeSink):
         counts = (f'tests="{self.tests}" failures="{self.failures}" errors="{self.errors}" '
                   f'skipped="{self.skipped}" time="{self.seconds:.3f}"')
         scratch = self.path.with_name(self.path.name + ".tmp")
-        with scratch.open("w", encoding="utf-8") as out:
-            out.write('<?xml version="1.0" encoding="UTF-8"?>\n')
-            out.write(f"<testsuites name={_attr(self.suite)} {counts}>\n")
-            out.write(f"<testsuite name={_attr(self.suite)} {counts}>\n")
-            if self.scratch.exists():
-                with self.scratch.open(encoding="utf-8") as part:
-                    shutil.copyfileobj(part, out, 1 << 20)
-            out.write("</testsuite>\n</testsuites>\n")
-        scratch.replace(self.path)
+        try:
+            with scratch.open("w", encoding="utf-8") as out:
+                out.write('<?xml version="1.0" encoding="UTF-8"?>\n')
+                out.write(f"<testsuites name={_attr(self.suite)} {counts}>\n")
+                out.write(f"<testsuite name={_attr(self.suite)} {counts}>\n")
+                if self.scratch.exists():
+                    with self.scratch.open(encoding="utf-8") as part:
+                        shutil.copyfileobj(part, out, 1 << 20)
+                out.write("</testsuite>\n</testsuites>\n")
+            scratch.replace(self.path)
+        except OSError:
+            scratch.unlink(missing_ok=True)  # junit.xml whole or not at all (a full disk, say)
+            raise
         self.scratch.unlink(missing_ok=True)
 
     def abort(self) -> None:

@@ -16,6 +16,7 @@ from faultproxy.evaluator.report import build_report, write_json
 from faultproxy.evaluator.sequential import Design, check_design, evaluate_sequential, report_section, sealed_design
 from faultproxy.evaluator.terminal import print_summary
 from faultproxy.formats.errors import UsageError
+from faultproxy.formats.files import no_space
 from faultproxy.formats.rundir import PLAN_FILE, read_plan, run_digest
 
 EXIT_OK = 0
@@ -42,9 +43,11 @@ def cmd_report(args: argparse.Namespace) -> int:
     sinks = [] if args.no_junit else [JUnitWriter(out / "junit.xml")]
     try:
         report = _build(run_dir, rejudge=args.rejudge, sinks=sinks, jobs=args.jobs)
-    except BaseException:
+    except BaseException as error:
         for sink in sinks:
             sink.abort()
+        if isinstance(error, OSError):  # reading errors are _build's; this one is writing junit.xml
+            raise no_space(error, out / "junit.xml") from None
         raise
     sequential = report_section(run_dir, jobs=args.jobs)  # a run made with --until-decided
     if sequential:
