@@ -133,26 +133,30 @@ async def drive(options: RunOptions, executor: Executor, todo: list[PlannedEpiso
 
                 async def consume() -> None:
                     nonlocal ran
-                    async for finished in executor.run(todo):
-                        key = finished.episode.key
-                        if finished.disk_full is not None:  # nothing more can be recorded: stop here
-                            raise finished.disk_full
-                        if finished.record is None:  # the harness failed: not logged, so it runs on resume
-                            errors.append(f"{key}: {finished.error}")
-                            log.warning("episode_not_run", episode=key, error=finished.error)
-                            continue
-                        if key in episode_log.done:  # e.g. an executor that ran it twice: log it once
-                            log.warning("episode_already_logged", episode=key)
-                            continue
-                        if finished.trace is not None:  # run elsewhere: its trace travelled with it
-                            write_trace_text(options.out, finished.record, redactor.text(finished.trace))
-                        logged = redactor.document(finished.record)
-                        episode_log.append(logged)
-                        if export is not None:
-                            await asyncio.to_thread(export.export_logged, options.out, logged)
-                        ran += 1
-                        counts[finished.record["verdict"]["status"]] += 1
-                        progress.advance()
+                    episodes = executor.run(todo)
+                    try:
+                        async for finished in episodes:
+                            key = finished.episode.key
+                            if finished.disk_full is not None:  # nothing more can be recorded: stop here
+                                raise finished.disk_full
+                            if finished.record is None:  # the harness failed: not logged, so it runs on resume
+                                errors.append(f"{key}: {finished.error}")
+                                log.warning("episode_not_run", episode=key, error=finished.error)
+                                continue
+                            if key in episode_log.done:  # e.g. an executor that ran it twice: log it once
+                                log.warning("episode_already_logged", episode=key)
+                                continue
+                            if finished.trace is not None:  # run elsewhere: its trace travelled with it
+                                write_trace_text(options.out, finished.record, redactor.text(finished.trace))
+                            logged = redactor.document(finished.record)
+                            episode_log.append(logged)
+                            if export is not None:
+                                await asyncio.to_thread(export.export_logged, options.out, logged)
+                            ran += 1
+                            counts[finished.record["verdict"]["status"]] += 1
+                            progress.advance()
+                    finally:  # what still runs ends before the run does (a full disk stops it mid-way)
+                        await episodes.aclose()
 
                 consumer = asyncio.create_task(consume())
                 stopper = asyncio.create_task(stop.wait())
