@@ -23,6 +23,7 @@ from tests.conftest import scenario
 from tests.upstream import ServerThread
 
 DELTAS = 5
+GEMINI_LIVE = "google.ai.generativelanguage.v1beta.GenerativeService.BidiGenerateContent"
 AUDIO = bytes(range(256)) * 8  # 2 KiB of "audio"
 
 
@@ -50,6 +51,7 @@ def realtime_app() -> web.Application:
     app = web.Application()
     app.router.add_get("/v1/realtime", session)
     app.router.add_get("/{lane}/v1/realtime", session)  # one lane per fault in the fault scenario
+    app.router.add_get(f"/ws/{GEMINI_LIVE}", session)  # a Gemini Live path: presets in Gemini's shape
     return app
 
 
@@ -73,7 +75,7 @@ async def one_answer(ws) -> list[dict]:
     """Read the session's greeting, ask for an answer, read events until response.done."""
     seen = [json.loads(await ws.recv())]
     await ws.send(json.dumps({"type": "response.create", "api_key": "sk-secret-in-a-message-0123456789"}))
-    while seen[-1]["type"] != "response.done":
+    while seen[-1].get("type") != "response.done":
         seen.append(json.loads(await asyncio.wait_for(ws.recv(), 20)))
     return seen
 
@@ -295,3 +297,28 @@ def test_aiohttp_reaches_a_wss_session_through_the_proxy(make_proxy, upstream_ce
         assert asyncio.run(main()) == {"type": "echo", "of": {"type": "ping"}}  # the greeting was dropped
     proxy.end_episode("aio")
     assert [m.get("dropped", False) for m in session_line(tmp_path, "aio")["messages"]] == [True, False, False]
+
+
+def test_presets_take_the_gemini_live_shape_on_a_gemini_live_session(make_proxy, realtime_server, tmp_path):
+    from google.genai import types
+
+    proxy = make_proxy(scenario("""
+        - name: go-away-first
+          match: {path: "*BidiGenerateContent", websocket: {from: server, body: {type: session.created}}}
+          fault: {type: ws_inject, preset: go_away}
+        - name: exhausted
+          match: {path: "*BidiGenerateContent", websocket: {from: server, body: {type: response.done}}}
+          fault: {type: ws_inject, preset: rate_limit}
+    """))
+
+    async def main():
+        async with connect(f"ws://127.0.0.1:{realtime_server.port}/ws/{GEMINI_LIVE}", proxy=proxy.proxy_url("live"),
+                           open_timeout=20) as ws:
+            seen = await one_answer(ws)
+            return seen, [json.loads(await asyncio.wait_for(ws.recv(), 20))]
+
+    seen, after = asyncio.run(main())
+    proxy.end_episode("live")
+    assert types.LiveServerMessage.model_validate(seen[1]).go_away.time_left == "10s"  # as Google's SDK reads it
+    assert after == [{"error": {"code": 429, "status": "RESOURCE_EXHAUSTED",
+                                "message": "Rate limit reached. Please try again later."}}]
