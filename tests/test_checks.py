@@ -277,9 +277,11 @@ def test_end_state_subset_with_ignore_and_multiset(tmp_path):
     actual = {"orders": {"1001": {"status": "refunded", "total": 2400}},
               "refunds": [{"order_id": "1002", "created_at": "t2", "id": "r2"},
                           {"order_id": "1001", "created_at": "t1", "id": "r1"}]}
-    assert check(judged(tmp_path, task(expected=expected), [], end_state=actual), "end_state")["passed"] is True
+    # One model call: an agent that sent nothing at all is no_traffic, never judged on its state.
+    assert check(judged(tmp_path, task(expected=expected), [model_call()], end_state=actual),
+                 "end_state")["passed"] is True
     wrong = actual | {"orders": {"1001": {"status": "paid"}}}
-    end = check(judged(tmp_path, task(expected=expected), [], end_state=wrong), "end_state")
+    end = check(judged(tmp_path, task(expected=expected), [model_call()], end_state=wrong), "end_state")
     assert end["passed"] is False and end["severity"] == "medium" and "orders.1001.status" in end["detail"]
 
 
@@ -304,7 +306,7 @@ def test_end_state_not_applicable_without_state_when_effects_judge(tmp_path):
     assert check(verdict, "end_state")["passed"] is None and verdict["status"] == "pass"
     # With nothing else to judge effects by, a missing state fails.
     bare = task(expected=Expected(state={"a": 1}), irreversible=())
-    assert check(judged(tmp_path, bare, [], end_state=None), "end_state")["passed"] is False
+    assert check(judged(tmp_path, bare, [model_call()], end_state=None), "end_state")["passed"] is False
 
 
 # --- policy ----------------------------------------------------------------------------------------
