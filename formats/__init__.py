@@ -4,9 +4,14 @@ layout), redaction, the line-aware YAML input reader and the user-error base cla
 The bottom layer: it imports nothing else of faultproxy and never mitmproxy.
 """
 
-from importlib.metadata import PackageNotFoundError, version
+def __getattr__(name: str) -> str:
+    """`__version__`, read from the installed metadata on first use: importlib.metadata costs
+    about 45 ms, which every `faultproxy report` would pay before parsing its arguments."""
+    if name != "__version__":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from importlib.metadata import PackageNotFoundError, version
 
-try:
-    __version__ = version("faultproxy")
-except PackageNotFoundError:  # running from a checkout that was never installed
-    __version__ = "0+unknown"
+    try:
+        return version("faultproxy")
+    except PackageNotFoundError:  # running from a checkout that was never installed
+        return "0+unknown"

@@ -9,13 +9,16 @@ import sys
 from collections.abc import MutableMapping
 from typing import Any, TextIO
 
-import structlog
 from faultproxy.formats.redact import Redactor
 
 
 def configure_logging(json_lines: bool = False, file: TextIO = sys.stderr, redactor: Redactor | None = None) -> None:
     """Log events to `file`, redacted by `redactor` (by default: secret-named fields and
     well-known key shapes; a run passes its own, which knows the run's secret values)."""
+    # Imported here, not at the top: structlog brings rich's traceback and pretty-printer
+    # (about 170 ms), which `faultproxy report --help` would otherwise pay before it prints.
+    import structlog
+
     renderer = structlog.processors.JSONRenderer() if json_lines else structlog.dev.ConsoleRenderer(colors=file.isatty())
     structlog.configure(
         processors=[
