@@ -208,9 +208,9 @@ INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
 @pytest.mark.parametrize("flags", [[], ["--trace-dir", "FLOWS"]], ids=["relay", "proxied"])
 def test_stdin_and_stdout_that_cannot_be_polled_work(tmp_path: Path, flags: list[str]) -> None:
     """Requests from a file, answers into a file (the event loop cannot poll either): the session
-    runs and ends at the file's end; /dev/null ends it at once; a missing server is status 2.
-    (A plain relay ends the session at the client's end of input, MCP's shutdown, without waiting
-    for answers; through a proxy, requests in flight are answered first.)"""
+    runs and ends at the file's end, once the requests in flight are answered (a plain relay
+    closes the server's input, MCP's shutdown, and relays its answers until it exits); /dev/null
+    ends it at once; a missing server is status 2."""
     flags = [str(tmp_path / "flows") if flag == "FLOWS" else flag for flag in flags]
     shim = [sys.executable, "-m", "faultproxy", "mcp", *flags, "--"]
     (tmp_path / "requests.jsonl").write_text(json.dumps(INITIALIZE) + "\n")
@@ -218,9 +218,9 @@ def test_stdin_and_stdout_that_cannot_be_polled_work(tmp_path: Path, flags: list
         done = subprocess.run([*shim, *counter_server(tmp_path / "state")], stdin=requests, stdout=answers,
                               stderr=subprocess.PIPE, timeout=120)
     assert done.returncode == 0 and b"Traceback" not in done.stderr, done.stderr.decode()[-2000:]
+    [answer] = [json.loads(line) for line in (tmp_path / "answers.jsonl").read_text().splitlines()]
+    assert answer["id"] == 1 and answer["result"]["serverInfo"]["name"] == "counter"
     if flags:
-        [answer] = [json.loads(line) for line in (tmp_path / "answers.jsonl").read_text().splitlines()]
-        assert answer["id"] == 1 and answer["result"]["serverInfo"]["name"] == "counter"
         assert [line["request"]["body"] for line in trace_lines(tmp_path / "flows")] == [json.dumps(INITIALIZE)]
     with open(os.devnull, "rb") as nothing:
         done = subprocess.run([*shim, *counter_server(tmp_path / "state")], stdin=nothing, capture_output=True,

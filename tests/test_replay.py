@@ -63,7 +63,8 @@ def test_the_live_naive_episode_failed_and_was_frozen(frozen):
                                                                     "claimed_success"}
     assert entry.expect == "fail" and entry.expect_failed == ["effects", "idempotency", "claimed_success"]
     assert [d.ident for d in entry.fired] == [("refund_lost", 1)]
-    assert set(entry.env) == {"SHOP_ROOT", "OPENAI_BASE_URL"}  # enough to reach the same URLs again
+    # enough to reach the same URLs again (the world names its model for the Gemini SDK too)
+    assert set(entry.env) == {"SHOP_ROOT", "OPENAI_BASE_URL", "GOOGLE_GEMINI_BASE_URL"}
     assert len(entry.exchanges) == record["stats"]["exchanges"] == 6
     lost = next(e for e in entry.exchanges if e.fault)
     assert lost.status == 201 and lost.client["outcome"] == "reset"  # the upstream's answer, not the client's

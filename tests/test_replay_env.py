@@ -50,9 +50,9 @@ def replay(store: Path, *options: str) -> subprocess.CompletedProcess:
 
 def test_freeze_stores_the_model_base_url_the_run_used(store):
     _, entry, world = store
-    assert entry.env == {"OPENAI_BASE_URL": world.model_url}  # SHOP_ROOT was not set where freeze ran
-    assert json.loads((entry.path.parent.parent / "run" / "plan.json").read_text())["base_urls"] == {
-        "OPENAI_BASE_URL": world.model_url}
+    model_urls = {"OPENAI_BASE_URL": world.model_url, "GOOGLE_GEMINI_BASE_URL": world.model_url.removesuffix("/v1")}
+    assert entry.env == model_urls  # SHOP_ROOT was not set where freeze ran
+    assert json.loads((entry.path.parent.parent / "run" / "plan.json").read_text())["base_urls"] == model_urls
 
 
 def test_a_variable_the_entry_lacks_is_named_before_anything_replays(store):

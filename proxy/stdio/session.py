@@ -35,6 +35,7 @@ from faultproxy.proxy.stdio.upstream import EXITED_HEADER, Delivered, ServerSide
 log = structlog.get_logger("faultproxy.mcp")
 
 EXIT_CANNOT_START = 2
+SHUTDOWN_GRACE_S = 5.0  # how long a relayed server may take to answer and exit once its input closes
 
 
 class ServerProcess(Protocol):
@@ -65,6 +66,7 @@ class StdioSession:
         self.passage = passage
         self.inflight: set[asyncio.Task] = set()
         self.done = asyncio.Event()
+        self.server_finished = asyncio.Event()  # the server's output ended
         self.exit_status = 0
         self._closing = False
 
@@ -104,7 +106,17 @@ class StdioSession:
         self.client.ended("the client closed its stream")  # no answer will come to the server's requests
         if self.inflight:
             await asyncio.wait(set(self.inflight))
+        if self.passage is None and self.server.stdin is not None:
+            await self._shut_down_server()
         self.done.set()
+
+    async def _shut_down_server(self) -> None:
+        """MCP's stdio shutdown, for a plain relay: the server's input closes, and it answers what
+        it still has and exits; the end of its output (or the grace period) ends the session.
+        Ending at once would close the pipe it is still writing its last answers to."""
+        self.server.stdin.close()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.server_finished.wait(), SHUTDOWN_GRACE_S)
 
     async def _from_client(self, message: Message) -> None:
         if message.kind == "response" and self.client.take_answer(message.id_key, message.raw):
@@ -200,6 +212,7 @@ class StdioSession:
                 await self._pass(message, SERVER_TO_CLIENT)
             else:
                 await self._write(line + b"\n")
+        self.server_finished.set()
         status = await self.process.wait_exit()
         self.server.ended(self.process.exit_reason())
         if self.process.killed_by is None and not self._closing:
