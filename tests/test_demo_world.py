@@ -293,10 +293,10 @@ def test_lost_refund_response_naive_refunds_twice_careful_once(tmp_path):
 
 
 @pytest.mark.usefixtures("agents_world")
-def test_without_faults_careful_passes_every_task_in_8_of_8_trials(tmp_path):
-    episodes = run_agent(tmp_path, "careful", [task.id for task in TASKS], k=8)
-    assert len(episodes) == 8 * len(TASKS) == 96
-    assert len({(r["task_id"], r["prompt"]) for r in episodes}) > 12 * 4  # honest variants, not one prompt 8 times
+def test_without_faults_careful_passes_every_task_in_every_trial(tmp_path):
+    episodes = run_agent(tmp_path, "careful", [task.id for task in TASKS], k=3)
+    assert len(episodes) == 3 * len(TASKS) == 36
+    assert len({(r["task_id"], r["prompt"]) for r in episodes}) > 12 * 2  # honest variants, not one prompt 3 times
     assert not failures(episodes), failures(episodes)
 
 
