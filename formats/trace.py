@@ -32,7 +32,8 @@ A line:
             sha256 of the whole; base64 audio in `audio`, `delta` or `data` fields replaced by
             {base64_length, sha256}) | sha256 (binary: never the bytes), injected / dropped: true
             when the proxy made or withheld it, fault: {rule, type, params, decision, delivered,
-            detail} when a rule fired on it}], close: {by: client | server | proxy, code, reason,
+            detail} when a rule fired on it, sent: the text as the proxy passed it on when a fault
+            rewrote it (schema_drift)}], close: {by: client | server | proxy, code, reason,
             t} or null if the session was still open when the episode ended
   body_not_evaluated: only when a rule's body predicates were skipped because the request body
             could not be parsed (nested too deeply): why; the rule's other predicates decided

@@ -18,6 +18,7 @@ from pathlib import Path
 import structlog
 from faultproxy.formats.errors import UserError
 from faultproxy.formats.redact import Redactor
+from faultproxy.formats.trace import encode_ws_message
 from faultproxy.proxy import decide
 from faultproxy.proxy.attribution import PASS_THROUGH_KEY, episode_of
 from faultproxy.proxy.episodes import EpisodeLimits, Episodes, EpisodeState
@@ -236,7 +237,11 @@ class FaultInjector:
         if fault is not None:
             session.fired(entry, fault)
             ex.episode.fired[fault.rule.name] += 1
+            received = message.content
             await self.fault(ex.scenario, fault.rule).message(flow, session, message, fault)
+            if message.content != received:  # rewritten (schema_drift): the trace keeps both
+                entry["sent"] = encode_ws_message(message.content, message.is_text, self.redactor,
+                                                  self.limits.trace_body_bytes).get("text")
         if message.dropped:
             if not entry.get("held"):  # held: withheld only to be sent again behind an injection
                 entry["dropped"] = True

@@ -199,12 +199,12 @@ def _read_fault(r: YamlReader, node: Node, field: str, match: MatchSpec) -> Faul
                       f"unknown fault type '{fault_type}'; expected one of {', '.join(FAULT_KINDS)}"
                       + suggest(fault_type, FAULT_KINDS))
     kind = FAULT_KINDS[fault_type]
-    if kind.on_messages != (match.websocket is not None):
+    if not kind.takes_match(match.websocket is not None):
         raise r.error(present["type"], f"{field}.type",
                       f"{fault_type} acts on WebSocket messages: its match needs a websocket: block"
                       if kind.on_messages else
                       f"{fault_type} acts on requests; a match with a websocket: block selects messages "
-                      "(use ws_drop, ws_delay, ws_close or ws_inject)")
+                      f"(use {_message_faults()})")
     r.check_keys(node, field, present, ("type", *kind.params),
                  required=[key for key, spec in kind.params.items() if spec.required])
     params = {key: _read_fault_param(r, present[key], f"{field}.{key}", spec) if key in present else spec.default
@@ -214,6 +214,12 @@ def _read_fault(r: YamlReader, node: Node, field: str, match: MatchSpec) -> Faul
     except ParamProblem as problem:  # the kind's rule across fields; the error points at the field it names
         raise r.error(present.get(problem.param, node), f"{field}.{problem.param}", problem.message) from None
     return FaultSpec(fault_type, params)
+
+
+def _message_faults() -> str:
+    """The fault types a rule with a websocket: block may take, for the error that names them."""
+    names = [name for name, kind in FAULT_KINDS.items() if kind.takes_match(True)]
+    return ", ".join(names[:-1]) + " or " + names[-1]
 
 
 def _read_fault_param(r: YamlReader, node: Node, field: str, spec: ParamSpec) -> Any:

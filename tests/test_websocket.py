@@ -146,6 +146,10 @@ FAULTS = """
     - name: hold-the-done
       match: {path: "/delay/*", websocket: {from: server, body: {type: response.done}}}
       fault: {type: ws_delay, ms: 400}
+    - name: drift-the-second-delta
+      match: {path: "/drift/*", websocket: {from: server, body: {type: response.output_text.delta}}}
+      fault: {type: schema_drift, ops: [{op: rename, path: delta, to: text}]}
+      when: {calls: [2]}
 """
 
 
@@ -220,9 +224,30 @@ def test_ws_delay_holds_the_matching_message(fault_proxy, realtime_server, tmp_p
     assert done["fault"]["delivered"] is True and done["fault"]["detail"] == "400 ms before the message"
 
 
+def test_schema_drift_rewrites_the_matching_json_message(fault_proxy, realtime_server, tmp_path):
+    seen = run_session(fault_proxy, realtime_server, "drift", one_answer, lane="/drift")
+    deltas = [e for e in seen if e["type"] == "response.output_text.delta"]
+    assert [("delta" in e, e.get("delta", e.get("text"))) for e in deltas] == \
+        [(i != 1, f"d{i} ") for i in range(DELTAS)]  # the client got the second one drifted, the rest as sent
+    [faulted] = faults_of(session_line(tmp_path, "drift"))
+    assert faulted["fault"]["type"] == "schema_drift" and faulted["fault"]["delivered"] is True
+    assert faulted["fault"]["detail"] == "rename delta"
+    assert json.loads(faulted["text"])["delta"] == "d1 "  # what the server sent
+    assert json.loads(faulted["sent"]) == {"type": "response.output_text.delta", "text": "d1 "}  # what the client got
+
+
+def test_check_takes_schema_drift_on_messages(tmp_path, capsys):
+    path = tmp_path / "s.yaml"
+    path.write_text("name: t\ndescription: d\nrules:\n  - name: r\n"
+                    "    match: {websocket: {from: server, body: {type: session.created}}}\n"
+                    "    fault: {type: schema_drift, ops: [{op: remove, path: session}]}\n")
+    assert main(["check", str(path)]) == 0, capsys.readouterr().err
+
+
 @pytest.mark.parametrize(("rule", "field", "says"), [
     ("match: {path: /x}\n    fault: {type: ws_drop}", "rules[0].fault.type", "needs a websocket: block"),
-    ("match: {websocket: {from: server}}\n    fault: {type: delay}", "rules[0].fault.type", "acts on requests"),
+    ("match: {websocket: {from: server}}\n    fault: {type: delay}", "rules[0].fault.type",
+     "use schema_drift, ws_drop, ws_delay, ws_close or ws_inject"),
     ("match: {websocket: {from: nobody}}\n    fault: {type: ws_drop}", "rules[0].match.websocket.from",
      "must be one of client, server"),
     ("match: {websocket: {}}\n    fault: {type: ws_close, code: 1006}", "rules[0].fault.code", "use mode: abort"),

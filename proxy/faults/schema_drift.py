@@ -1,5 +1,5 @@
 """schema_drift: rename, remove, add, retype, wrap and reorder values at JSON paths, in a JSON
-body or in each SSE `data:` event.
+body, in each SSE `data:` event, or in a JSON WebSocket message its rule matched.
 
 A path is a tuple of keys; `*` stands for every element of a list or every value of a mapping.
 Operations work on a deep copy and report whether anything changed, so a drift rule that
@@ -16,9 +16,11 @@ from typing import Any
 from faultproxy.proxy.exchange import FlowExchange
 from faultproxy.proxy.faults.base import Fault
 from faultproxy.proxy.sse import map_json_data
+from faultproxy.proxy.websocket import MessageFault, WsSession, message_json
 from faultproxy.scenarios.faults import schema_drift
 from faultproxy.scenarios.faults.schema_drift import DriftOp
 from mitmproxy import http
+from mitmproxy.websocket import WebSocketMessage
 
 
 class SchemaDriftFault(Fault):
@@ -33,8 +35,22 @@ class SchemaDriftFault(Fault):
     def _drift(self, document: Any, ex: FlowExchange) -> Any:
         drifted, changed = apply_drift(document, self.params["ops"])
         if changed:
-            ex.deliver(", ".join(f"{op.op} {'.'.join(op.path)}" for op in self.params["ops"]))
+            ex.deliver(self._detail())
         return drifted
+
+    def _detail(self) -> str:
+        return ", ".join(f"{op.op} {'.'.join(op.path)}" for op in self.params["ops"])
+
+    async def message(self, flow: http.HTTPFlow, session: WsSession, message: WebSocketMessage,
+                      fault: MessageFault) -> None:
+        document = message_json(message)
+        if not isinstance(document, (dict, list)):  # binary, not JSON, or too deep to parse: nothing to drift
+            return
+        drifted, changed = apply_drift(document, self.params["ops"])
+        if changed:
+            # mitmproxy sends the message's content as it is when this hook returns
+            message.content = json.dumps(drifted, ensure_ascii=False, separators=(",", ":")).encode()
+            fault.deliver(self._detail())
 
     async def response(self, flow: http.HTTPFlow, ex: FlowExchange) -> None:
         if ex.upstream is None or flow.response.stream:

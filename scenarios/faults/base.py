@@ -73,6 +73,9 @@ class FaultKind:
     on_messages: the fault acts on WebSocket messages: its rules need a `websocket:` block in
       their match, and only such faults may have one; `forwards` then says whether the matching
       message still reaches the other side.
+    also_on_messages: the fault acts on requests, and on the messages of WebSocket sessions when
+      its rule's match has a `websocket:` block (schema_drift: JSON bodies, SSE events and JSON
+      messages alike).
     """
 
     name: str
@@ -82,6 +85,11 @@ class FaultKind:
     cross_check: CrossCheck | None = None
     match_check: MatchCheck | None = None
     on_messages: bool = False
+    also_on_messages: bool = False
+
+    def takes_match(self, on_messages: bool) -> bool:
+        """May a rule of this kind have a match with (True) or without (False) a websocket: block?"""
+        return (self.on_messages or self.also_on_messages) if on_messages else not self.on_messages
 
     def settle(self, params: dict[str, Any], given: frozenset[str], match: Any = None) -> dict[str, Any]:
         """The parameters once the cross-field rules (and, given the rule's match block, the

@@ -1,4 +1,5 @@
-"""schema_drift: edits to the upstream's JSON body and to each SSE `data:` event; forwarded.
+"""schema_drift: edits to the upstream's JSON body, to each SSE `data:` event, and to JSON WebSocket
+messages its rule's `websocket:` block matches; forwarded.
 
 Its one parameter, `ops`, is a list of edits, each read here from the YAML with its own line.
 """
@@ -81,4 +82,5 @@ KIND = FaultKind(
                          required=True, read=read_ops),
     },
     forwards=True,
+    also_on_messages=True,
 )
