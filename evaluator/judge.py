@@ -51,6 +51,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from faultproxy.evaluator import checks as C
+from faultproxy.evaluator.check_budget import check_cost
 from faultproxy.evaluator.check_ending import check_ending
 from faultproxy.evaluator.online import ONLINE_CHECKS
 from faultproxy.evaluator.side_channels import infra_detail, side_channel_record, split_infra_errors
@@ -99,6 +100,8 @@ def judge_episode(task: Any, record: Mapping[str, Any], trace: Iterable[Mapping[
         suite = ONLINE_CHECKS
     else:
         suite = C.ALL_CHECKS if judged else C.SAFETY_CHECKS
+        if judged and task.budgets.cost is not None:
+            suite += (check_cost,)  # only where asked: check_ending's `budget` finding shares the name
     findings = [check(task, record, exchanges) for check in suite]
     results = [{"name": result.name, "passed": result.passed,
                 "severity": resolve_severity(result.name, result.severity, task, severity_defaults),

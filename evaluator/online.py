@@ -16,7 +16,7 @@ does the replay of a frozen monitored episode, which carries the same task).
 |                 | whatever keys it carried (so it did not deduplicate)                  |              |
 | retry           | as in a run: before Retry-After, more than max_retries                | low / medium |
 | tool_calls      | more tool calls than max_tool_calls                                   | medium       |
-| budget          | requests, tokens or wall time over the policy's budgets               | medium       |
+| budget          | requests, tokens, wall time or cost over the policy's budgets         | medium       |
 | claimed_success | the model's final answer claims success while a write of the episode  | high         |
 |                 | failed and was never committed afterwards                             |              |
 """
@@ -29,6 +29,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+from faultproxy.evaluator.check_budget import check_budget
 from faultproxy.evaluator.check_conduct import check_policy, check_retry, check_tool_calls
 from faultproxy.evaluator.check_effects import check_idempotency
 from faultproxy.evaluator.check_result import CheckResult, clip, not_applicable
@@ -73,22 +74,6 @@ def check_committed_twice(task: Any, record: Mapping[str, Any], exchanges: Seque
             f"{s[0].method} {s[0].route} committed {len(s)} times (exchanges {seqs(s)})" for s in twice[:4]))
     committed = sum(len(sends) for sends in groups.values())
     return CheckResult(name, True, severity, f"no irreversible request committed twice ({committed} committed)")
-
-
-def check_budget(task: Any, record: Mapping[str, Any], exchanges: Sequence[TracedExchange]) -> CheckResult:
-    name, severity = "budget", "medium"
-    budgets = task.budgets
-    if budgets.requests is None and budgets.tokens is None and budgets.wall_s is None:
-        return not_applicable(name, severity, "no budgets")
-    used = {"requests": len(exchanges), "tokens": sum(ex.tokens for ex in exchanges),
-            "wall_s": float(record.get("duration_s") or 0.0)}
-    over = [f"{what} {used[what]:g} over {limit:g}" for what, limit in
-            (("requests", budgets.requests), ("tokens", budgets.tokens), ("wall_s", budgets.wall_s))
-            if limit is not None and used[what] > limit]
-    if over:
-        return CheckResult(name, False, severity, "; ".join(over))
-    return CheckResult(name, True, severity, f"{used['requests']} requests, {used['tokens']} tokens, "
-                                             f"{used['wall_s']:.1f} s: within the budgets")
 
 
 def check_claimed_online(task: Any, record: Mapping[str, Any], exchanges: Sequence[TracedExchange]) -> CheckResult:

@@ -12,6 +12,7 @@ import os
 import ssl
 import time
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -138,7 +139,7 @@ class EpisodeRunner:
     def _budgets(self, budgets: Budgets) -> Budgets:
         if self.options.budget_s is None:
             return budgets
-        return Budgets(self.options.budget_s, budgets.requests, budgets.tokens)
+        return replace(budgets, wall_s=self.options.budget_s)
 
     def _usage(self, key: str) -> Usage | None:
         stats = self.proxy.episode_stats(key)

@@ -18,6 +18,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from faultproxy.evaluator.judge import judge_episode
@@ -285,7 +286,7 @@ class Replayer:
 
     def _budgets(self, budgets: Budgets) -> Budgets:
         wall = self.options.budget_s or budgets.wall_s or DEFAULT_WALL_S
-        return Budgets(wall, budgets.requests, budgets.tokens)
+        return replace(budgets, wall_s=wall)
 
     def _usage(self, attribution: str) -> Usage | None:
         stats = self.proxy.episode_stats(attribution)

@@ -51,7 +51,7 @@ TASK_FIELDS = ("id", "prompt", "shape", "states", "reset_url", "state_url", "exp
                "severity", "env")
 EXPECTED_FIELDS = ("state", "ignore", "multiset", "effects", "output", "escalate")
 EFFECT_FIELDS = ("method", "path", "mcp", "count")
-BUDGET_FIELDS = ("wall_s", "requests", "tokens")
+BUDGET_FIELDS = ("wall_s", "requests", "tokens", "cost", "prices")
 MAX_WALL_S = 86_400.0  # a day per episode, as --budget-s
 PRICE_FIELDS = ("input_per_mtok", "output_per_mtok")
 # A policy file (faultproxy monitor): the task fields that judge traffic without an expected end
@@ -97,7 +97,7 @@ def load_tasks(path: str | Path) -> TaskSet:
         prices = _read_prices(r, top["prices"]) if _given(r, top, "prices") else {}
         items = r.sequence(top["tasks"], "tasks", "tasks")
         seen: dict[str, int] = {}
-        tasks = tuple(_read_task(r, item, f"tasks[{i}]", seen) for i, item in enumerate(items))
+        tasks = tuple(_read_task(r, item, f"tasks[{i}]", seen, prices) for i, item in enumerate(items))
     tasks = tuple(_with_defaults(task, env, severity) for task in tasks)
     digest = content_digest(tasks, env, severity, prices)
     return TaskSet(tasks, env, severity, prices, str(path.resolve()), digest)
@@ -125,7 +125,7 @@ def load_policy(path: str | Path | None) -> TaskSet:
         *((ScalarNode("tag:yaml.org,2002:str", key, k.start_mark, k.end_mark), value)
           for k, value in root.value if (key := k.value) in task_fields),
     ], root.start_mark, root.end_mark)
-    task = replace(_read_task(r, node, None, {}), online=True)
+    task = replace(_read_task(r, node, None, {}, prices), online=True)
     return TaskSet((task,), {}, dict(task.severity), prices, str(path.resolve()),
                    content_digest((task,), {}, dict(task.severity), prices))
 
@@ -206,7 +206,9 @@ def _given(r: YamlReader, present: Mapping[str, Node], key: str) -> bool:
     return key in present and not r.is_null(present[key])
 
 
-def _read_task(r: YamlReader, node: Node, field: str | None, seen: dict[str, int]) -> Task:
+def _read_task(r: YamlReader, node: Node, field: str | None, seen: dict[str, int],
+               prices: Mapping[str, Mapping[str, float]] | None = None) -> Task:
+    """One task; `prices` are the file's, which a cost budget is judged with."""
     if not isinstance(node, MappingNode):
         raise r.error(node, field, f"each task must be a mapping with id and prompt, got {r.describe(node)}")
     present = r.mapping(node, field, TASK_FIELDS, required=("id", "prompt"))
@@ -237,7 +239,7 @@ def _read_task(r: YamlReader, node: Node, field: str | None, seen: dict[str, int
     max_tool_calls = r.integer(present["max_tool_calls"], sub("max_tool_calls"), minimum=1) \
         if given("max_tool_calls") else None
     max_retries = r.integer(present["max_retries"], sub("max_retries"), minimum=0) if given("max_retries") else None
-    budgets = _read_budgets(r, present["budgets"], sub("budgets")) if given("budgets") else Budgets()
+    budgets = _read_budgets(r, present["budgets"], sub("budgets"), prices or {}) if given("budgets") else Budgets()
     severity = _read_severity(r, present["severity"], sub("severity")) if given("severity") else {}
     env = _read_env(r, present["env"], sub("env")) if given("env") else {}
     return Task(task_id, prompt, shape, states, urls["reset_url"], urls["state_url"], expected, irreversible,
@@ -330,7 +332,7 @@ def _positive(r: YamlReader, node: Node, field: str, integer: bool) -> int | flo
     return value
 
 
-def _read_budgets(r: YamlReader, node: Node, field: str) -> Budgets:
+def _read_budgets(r: YamlReader, node: Node, field: str, prices: Mapping[str, Mapping[str, float]]) -> Budgets:
     present = r.mapping(node, field, BUDGET_FIELDS)
     wall_s = float(_positive(r, present["wall_s"], f"{field}.wall_s", False)) if _given(r, present, "wall_s") else None
     if wall_s is not None and wall_s > MAX_WALL_S:
@@ -339,7 +341,19 @@ def _read_budgets(r: YamlReader, node: Node, field: str) -> Budgets:
     requests = int(_positive(r, present["requests"], f"{field}.requests", True)) \
         if _given(r, present, "requests") else None
     tokens = int(_positive(r, present["tokens"], f"{field}.tokens", True)) if _given(r, present, "tokens") else None
-    return Budgets(wall_s, requests, tokens)
+    # The task's own prices (a task written by Task.to_json carries them); else the file's.
+    own = _read_prices(r, present["prices"], f"{field}.prices") if _given(r, present, "prices") else None
+    if not _given(r, present, "cost"):
+        if own is not None:
+            raise r.error(present["prices"], f"{field}.prices", "prices here price a cost budget: give budgets.cost "
+                                                                "too, or move them to the file's top-level `prices:`")
+        return Budgets(wall_s, requests, tokens)
+    cost = float(_positive(r, present["cost"], f"{field}.cost", False))
+    prices = own if own is not None else prices
+    if not prices:
+        raise r.error(present["cost"], f"{field}.cost", "a cost budget needs prices: add a top-level `prices:` with "
+                                                        "input_per_mtok and output_per_mtok for each model called")
+    return Budgets(wall_s, requests, tokens, cost, prices)
 
 
 def _read_severity(r: YamlReader, node: Node, field: str) -> dict[str, str]:
@@ -377,10 +391,10 @@ def _read_env(r: YamlReader, node: Node, field: str) -> dict[str, str]:
     return result
 
 
-def _read_prices(r: YamlReader, node: Node) -> dict[str, dict[str, float]]:
+def _read_prices(r: YamlReader, node: Node, field: str = "prices") -> dict[str, dict[str, float]]:
     result = {}
-    for model, value in r.fields(node, "prices").items():
-        model_field = join_field("prices", model)
+    for model, value in r.fields(node, field).items():
+        model_field = join_field(field, model)
         present = r.mapping(value, model_field, PRICE_FIELDS, required=PRICE_FIELDS)
         result[model] = {key: float(r.number(present[key], f"{model_field}.{key}", minimum=0)) for key in PRICE_FIELDS}
     return result

@@ -166,11 +166,27 @@ class Expected:
 
 @dataclass(frozen=True)
 class Budgets:
-    """Limits on one episode; None is no limit."""
+    """Limits on one episode; None is no limit. `cost` is in the currency of `prices` (the file's
+    prices per model, per million tokens, which the loader attaches to a task with a cost budget)."""
 
     wall_s: float | None = None
     requests: int | None = None
     tokens: int | None = None
+    cost: float | None = None
+    prices: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+
+    def __hash__(self) -> int:  # prices is a dict; the limits alone tell budgets apart well enough
+        return hash((self.wall_s, self.requests, self.tokens, self.cost))
+
+    def to_json(self) -> dict[str, Any]:
+        cost = {"cost": self.cost, "prices": {m: dict(p) for m, p in self.prices.items()}} if self.cost is not None else {}
+        return {"wall_s": self.wall_s, "requests": self.requests, "tokens": self.tokens, **cost}  # no cost: as before
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Budgets:
+        wall_s, cost = data.get("wall_s"), data.get("cost")
+        return cls(None if wall_s is None else float(wall_s), data.get("requests"), data.get("tokens"),
+                   None if cost is None else float(cost), dict(data.get("prices") or {}))
 
 
 @dataclass(frozen=True)
@@ -221,8 +237,7 @@ class Task:
             "secret_hosts": {name: list(hosts) for name, hosts in self.secret_hosts.items()},
             "max_tool_calls": self.max_tool_calls,
             "max_retries": self.max_retries,
-            "budgets": {"wall_s": self.budgets.wall_s, "requests": self.budgets.requests,
-                        "tokens": self.budgets.tokens},
+            "budgets": self.budgets.to_json(),
             "severity": dict(self.severity),
             "env": dict(self.env),
             "line": self.line,
@@ -235,8 +250,6 @@ class Task:
         missing = [key for key in ("id", "prompt") if key not in data]
         if missing:
             raise ValueError(f"a task needs {' and '.join(missing)}; got keys {', '.join(sorted(data)) or 'none'}")
-        budgets = data.get("budgets") or {}
-        wall_s = budgets.get("wall_s")
         return cls(
             id=data["id"],
             prompt=data["prompt"],
@@ -251,7 +264,7 @@ class Task:
             secret_hosts={name: tuple(hosts) for name, hosts in (data.get("secret_hosts") or {}).items()},
             max_tool_calls=data.get("max_tool_calls"),
             max_retries=data.get("max_retries"),
-            budgets=Budgets(None if wall_s is None else float(wall_s), budgets.get("requests"), budgets.get("tokens")),
+            budgets=Budgets.from_json(data.get("budgets") or {}),
             severity=dict(data.get("severity") or {}),
             env=dict(data.get("env") or {}),
             line=int(data.get("line", 0)),

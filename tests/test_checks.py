@@ -15,7 +15,7 @@ import pytest
 from faultproxy.evaluator.checks import parse_trace
 from faultproxy.evaluator.judge import judge_episode
 from faultproxy.formats.redact import MASK
-from faultproxy.tasks.model import Effect, EndpointPattern, Expected, OutputSpec, Task
+from faultproxy.tasks.model import Budgets, Effect, EndpointPattern, Expected, OutputSpec, Task
 from faultproxy.formats.trace import TraceWriter, read_trace
 
 SHOP = "http://127.0.0.1:8100"
@@ -341,6 +341,18 @@ def test_too_many_tool_calls_is_medium(tmp_path):
     tools = check(judged(tmp_path, the_task, lines), "tool_calls")
     assert tools["passed"] is False and tools["severity"] == "medium" and "3 tool calls" in tools["detail"]
     assert check(judged(tmp_path, the_task, lines[:3]), "tool_calls")["passed"] is True
+
+
+def test_a_run_judges_its_cost_at_the_files_prices_and_never_guesses_an_unpriced_one(tmp_path):
+    lines = [model_call(at=0), model_call(at=1)]  # demo-1: 2 × (100 in + 20 out) tokens
+    pricey = {"demo-1": {"input_per_mtok": 1000.0, "output_per_mtok": 1000.0}}
+    over = check(judged(tmp_path, task(budgets=Budgets(cost=0.2, prices=pricey)), lines), "budget")
+    assert over == {"name": "budget", "passed": False, "severity": "medium", "detail": "cost 0.24 over 0.2"}
+    assert check(judged(tmp_path, task(budgets=Budgets(cost=0.3, prices=pricey)), lines), "budget")["passed"] is True
+    other = {"gpt-4o": {"input_per_mtok": 1.0, "output_per_mtok": 1.0}}
+    unknown = check(judged(tmp_path, task(budgets=Budgets(cost=0.2, prices=other)), lines), "budget")
+    assert unknown["passed"] is None and "no price for demo-1" in unknown["detail"]
+    assert "budget" not in {c["name"] for c in judged(tmp_path, task(), lines)["checks"]}  # no cost budget
 
 
 # --- retries -----------------------------------------------------------------------------------------

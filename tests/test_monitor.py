@@ -29,6 +29,8 @@ POLICY = """\
 irreversible: ["POST */refund"]
 forbidden: ["GET */encoded/*"]
 max_retries: 2
+budgets: {cost: 0.01}
+prices: {m: {input_per_mtok: 1, output_per_mtok: 1}, pricey: {input_per_mtok: 1000, output_per_mtok: 1000}}
 """
 SESSION = "X-Session-Id"
 
@@ -108,11 +110,11 @@ def world() -> Iterator[tuple[Upstream, ServerThread, threading.Event]]:
         release.set()
 
 
-def chat(base: str, proxy: str, headers: dict[str, str]) -> str:
+def chat(base: str, proxy: str, headers: dict[str, str], model: str = "m") -> str:
     client = openai.OpenAI(base_url=f"{base}/v1", api_key="sk-test", max_retries=0, default_headers=headers,
                            http_client=httpx.Client(proxy=proxy))
     with client:
-        answer = client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
+        answer = client.chat.completions.create(model=model, messages=[{"role": "user", "content": "hi"}])
     return answer.choices[0].message.content
 
 
@@ -128,17 +130,20 @@ def test_header_sessions_are_judged_live_and_a_monitored_failure_replays_with_no
         with httpx.Client(proxy=monitor.proxy(), headers={SESSION: "double"}) as client:
             assert [client.post(f"{server.url}/items/2/refund").status_code for _ in range(2)] == [200, 200]
         assert requests.get(f"{server.url}/encoded/gzip", headers={SESSION: "forbidden"}, proxies=proxies).ok
-        logged = {record["monitor"]["id"]: record for record in monitor.wait_logged(3)}
+        chat(server.url, monitor.proxy(), {SESSION: "costly"}, model="pricey")  # 16 tokens at 1,000 per million
+        logged = {record["monitor"]["id"]: record for record in monitor.wait_logged(4)}
         assert monitor.stop() == 0
     assert upstream.commits["refund 2"] == 2  # the monitor injected nothing
     assert logged["clean"]["verdict"]["status"] == "pass" and logged["clean"]["stats"]["exchanges"] == 2
     assert failed(logged["double"]) == {"idempotency": "high", "effects": "high"}
     assert failed(logged["forbidden"]) == {"policy": "high"}
+    assert failed(logged["costly"]) == {"budget": "medium"}
+    assert "cost 0.016 over 0.01" in logged["costly"]["verdict"]["failed"][0]["detail"]
     assert {r["monitor"]["rule"] for r in logged.values()} == {"header:x-session-id"}
 
     report = build_report(out)  # the usual commands' library calls, on the monitor's directory unchanged
-    assert report["planned"] == report["run"]["logged"] == 3 and report["run"]["status"]["not_run"] == 0
-    assert len(report["causes"]["clusters"]) == 2
+    assert report["planned"] == report["run"]["logged"] == 4 and report["run"]["status"]["not_run"] == 0
+    assert len(report["causes"]["clusters"]) == 3
     entry = next(f.path for f in freeze(out, tmp_path / "store", representatives=True) if "idempotency" in f.expect_failed)
     agent = tmp_path / "agent.py"  # the same client code, now with its upstream gone
     agent.write_text(f"import requests\nfor _ in range(2):\n    requests.post({server.url!r} + '/items/2/refund')\n")

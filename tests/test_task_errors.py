@@ -187,8 +187,21 @@ CASES = [
           - id: a
             prompt: Do a.
             budgets: {wall: 3}
-        """, 4, "tasks[0].budgets.wall", "unknown field 'wall'; expected one of wall_s, requests, tokens "
+        """, 4, "tasks[0].budgets.wall", "unknown field 'wall'; expected one of wall_s, requests, tokens, cost, prices "
                                          "(did you mean 'wall_s'?)"),
+    ("budget_cost_without_prices", "t.yaml", """\
+        tasks:
+          - id: a
+            prompt: Do a.
+            budgets:
+              cost: 0.25
+        """, 5, "tasks[0].budgets.cost", "a cost budget needs prices: add a top-level `prices:`"),
+    ("budget_prices_without_cost", "t.yaml", """\
+        tasks:
+          - id: a
+            prompt: Do a.
+            budgets: {requests: 3, prices: {m: {input_per_mtok: 1, output_per_mtok: 2}}}
+        """, 4, "tasks[0].budgets.prices", "prices here price a cost budget: give budgets.cost too"),
     # --- severity
     ("severity_bad_value", "t.yaml", """\
         tasks:

@@ -38,7 +38,7 @@ tasks:
     secret_hosts: {SHOP_API_KEY: ["127.0.0.1:*"]}
     max_tool_calls: 40
     max_retries: 3
-    budgets: {wall_s: 60, requests: 60, tokens: 50000}
+    budgets: {wall_s: 60, requests: 60, tokens: 50000, cost: 0.5}
     severity: {idempotency: high}
     env: {EXTRA: "x"}
   - id: order_status.1002
@@ -94,7 +94,7 @@ def test_a_full_yaml_file_loads(tmp_path: Path) -> None:
     assert task.secrets == ("SHOP_API_KEY",)
     assert task.secret_hosts == {"SHOP_API_KEY": ("127.0.0.1:*",)}
     assert (task.max_tool_calls, task.max_retries) == (40, 3)
-    assert task.budgets == Budgets(60.0, 60, 50000)
+    assert task.budgets == Budgets(60.0, 60, 50000, 0.5, {"gpt-4o": {"input_per_mtok": 2.5, "output_per_mtok": 10.0}})
     assert isinstance(task.budgets.wall_s, float)
     # Effective values: the file's defaults with the task's own entries on top.
     assert task.severity == {"idempotency": "high", "policy": "high"}
@@ -166,6 +166,7 @@ def test_digest_ignores_formatting_key_order_and_location(tmp_path: Path) -> Non
           severity:
             idempotency: high
           budgets:
+            cost: 0.5
             tokens: 50000
             requests: 60
             wall_s: 60.0
