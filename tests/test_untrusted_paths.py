@@ -153,6 +153,20 @@ def test_a_resumed_run_never_appends_through_a_log_linked_out_of_the_run_directo
     assert not (run / "plan.json").exists()
 
 
+
+@pytest.mark.parametrize("command", [("proxy", "--scenario", "rate_limit", "--port", "0"), ("mcp", "--", "true")])
+def test_a_trace_folder_with_a_link_out_is_refused_before_anything_is_appended(faultproxy, tmp_path, command):
+    outside = tmp_path / "outside.jsonl"
+    outside.write_text("precious\n")
+    flows = tmp_path / "flows"
+    flows.mkdir()
+    (flows / "ep.jsonl").symlink_to(outside)
+    name, *rest = command
+    line = one_line(faultproxy(name, "--trace-dir", str(flows), *rest))
+    assert line == (f"faultproxy: {flows / 'ep.jsonl'}: is a symbolic link leading out of the trace folder "
+                    f"(to {outside}); faultproxy never writes through one: remove it")
+    assert outside.read_text() == "precious\n"
+
 # --- scenarios and --out -------------------------------------------------------------------------
 
 

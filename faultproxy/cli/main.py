@@ -23,7 +23,7 @@ from faultproxy.cli.options import (
 )
 from faultproxy.cli.run import proxy_start_problem, run_command
 from faultproxy.formats.errors import UsageError
-from faultproxy.formats.paths import folder_option
+from faultproxy.formats.paths import folder_option, refuse_links_out
 from faultproxy.formats.redact import Redactor
 from faultproxy.proxy.ca import ca_bundle
 from faultproxy.proxy.server import ProxyServer, ProxyStartError
@@ -89,6 +89,7 @@ def cmd_proxy(args: argparse.Namespace) -> int:
     token = proxy_token(args)
     scenario = load_scenario(args.scenario, proxy_params(args))
     Redactor.from_env(args.secret_env)  # a too-short secret: one clear line before the proxy starts
+    refuse_links_out(args.trace_dir, "trace folder")  # traces are appended: never through a link out of it
     server = ProxyServer(
         scenario, trace_dir=args.trace_dir, host=args.host, port=args.port, reverse_port=args.reverse_port,
         upstreams=upstreams, secret_env=check_secret_env(args.secret_env), ssl_insecure=args.insecure_upstream,

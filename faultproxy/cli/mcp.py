@@ -19,7 +19,7 @@ from pathlib import Path
 import structlog
 from faultproxy.cli.options import agent_command, proxy_params
 from faultproxy.formats.errors import UsageError
-from faultproxy.formats.paths import folder_option
+from faultproxy.formats.paths import folder_option, refuse_links_out
 from faultproxy.proxy.server import ProxyServer
 from faultproxy.proxy.stdio.locate import locate
 from faultproxy.proxy.stdio.route import server_name
@@ -62,6 +62,8 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     if not (args.scenario or args.trace_dir):
         return asyncio.run(run_shim(command, None, interactive))
     episode = args.episode or name
+    if args.trace_dir:
+        refuse_links_out(args.trace_dir, "trace folder")  # traces are appended: never through a link out of it
     with ProxyServer(args.scenario or NO_FAULTS, trace_dir=args.trace_dir, params=proxy_params(args)) as proxy:
         proxy.begin_episode(episode)
         return asyncio.run(run_shim(command, ProxyLink(proxy.proxy_url(episode), name), interactive))
