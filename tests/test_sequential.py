@@ -8,6 +8,7 @@ import dataclasses
 import json
 import math
 import random
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -149,11 +150,17 @@ def test_a_regression_blocks_at_the_second_round_and_gate_reproduces_it(world, c
 
     code, again = call(["gate", str(out), "--baseline", str(base)], capsys)
     assert code == 1 and gate_block(again) == gate_block(text)
-    code, shown = call(["report", str(out), "--no-html", "--no-junit", "--quiet"], capsys)
+    code, shown = call(["report", str(out), "--no-junit", "--quiet"], capsys)
     section = json.loads((out / "report.json").read_text())["sequential"]
     assert code == 0 and "sequential: stopped at round 2 of 3" in shown and "verdict BLOCK" in shown
     assert (section["verdict"], section["round"], section["k"], section["episodes_used"]) == ("BLOCK", 2, 4, 4)
     assert 1 <= section["fixed_k"] <= 8 and section["baseline"] == str(base.resolve())
+    page = (out / "report.html").read_text()  # the looks, where it stopped, and what it saved
+    assert '<h2>Sequential gate</h2><p><span class="badge b-fail">BLOCK</span> sequential: stopped at round 2' in page
+    section_html = page.split("<h2>Sequential gate</h2>")[1].split("<h2>")[0]
+    looks = re.findall(r"<tr><td class=\"n\">(\d)</td><td class=\"n\">(\d)</td>.*?<td>([^<]*)</td></tr>", section_html)
+    assert looks == [("1", "2", "no decision: went on"), ("2", "4", "decided: BLOCK"), ("3", "8", "not needed")]
+    assert re.search(r">decided on</text><rect [^>]*/><text [^>]*>4</text>.*>at max-k</text>", section_html)
 
     # Another design, or another baseline, is refused in one line: the error rates are the sealed design's.
     for args in (["gate", str(out), "--baseline", str(base), "--alpha", "0.1"],

@@ -13,6 +13,7 @@ from faultproxy.evaluator.gate import GateResult, evaluate_gate
 from faultproxy.evaluator.junit import JUnitWriter
 from faultproxy.cli.evaluate import gate_options
 from faultproxy.evaluator.report import build_report, write_json
+from faultproxy.evaluator.sequential_html import sequential_section
 from faultproxy.evaluator.sequential import Design, check_design, evaluate_sequential, report_section, sealed_design
 from faultproxy.evaluator.terminal import print_summary
 from faultproxy.formats.errors import UsageError
@@ -55,7 +56,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     written = [out / "report.json"]
     write_json(out / "report.json", report)
     if not args.no_html:
-        html.write_html(out / "report.html", report, run_dir, _sweep_sections(run_dir))
+        sections = _sweep_sections(run_dir) + ([sequential_section(sequential)] if sequential else [])
+        html.write_html(out / "report.html", report, run_dir, sections)
         written.append(out / "report.html")
     if not args.no_junit:
         written.append(out / "junit.xml")
