@@ -54,7 +54,7 @@ def committed_effects(exchanges: Sequence[TracedExchange],
             continue
         key, resource = ex.idempotency_key, ex.resource_id
         if key is not None and resource is not None:
-            ident = (ex.method, ex.route + (f" {ex.mcp_tool}" if ex.mcp_tool else ""), key, resource)
+            ident = (ex.method, ex.route + (f" {ex.tool_name}" if ex.tool_name else ""), key, resource)
             if ident in seen:
                 continue
             seen.add(ident)
@@ -143,7 +143,7 @@ def check_idempotency(task: Any, record: Mapping[str, Any], exchanges: Sequence[
             for earlier in sends[:i]:
                 key_a, key_b = earlier.idempotency_key, later.idempotency_key
                 how = "committed" if earlier.committed else "may have committed (no answer recorded)"
-                what = f"{later.method} {later.route}" + (f" {later.mcp_tool}" if later.mcp_tool else "")
+                what = f"{later.method} {later.route}" + (f" {later.tool_name}" if later.tool_name else "")
                 if key_a is None or key_b is None:
                     findings.append(f"{what} #{later.seq} repeats #{earlier.seq}, which {how}, "
                                     "without an idempotency key")

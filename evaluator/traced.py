@@ -16,6 +16,10 @@ Vocabulary (the checks' own, see evaluator.checks):
 
 MCP: the trace's tools/list answers give each tool's annotations (mcp_tool_hints). Endpoint
 patterns name an MCP tool call only when their glob contains "tools/" (matches_any).
+
+Live model sessions (OpenAI Realtime, Gemini Live over a WebSocket): parse_trace adds the model
+calls (one per turn) and the function calls of each session as exchanges of their own
+(evaluator.sessions); a function call is named by tool patterns as an MCP tool call is.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from urllib.parse import urlsplit
 
 from faultproxy.evaluator.identity import Identity, identity_of, idempotency_key_of
 from faultproxy.evaluator.metrics import endpoint_class
+from faultproxy.evaluator.sessions import session_api, session_lines
 from faultproxy.formats.model_apis import is_model_call
 from faultproxy.scenarios import trace_forwarded
 
@@ -69,8 +74,26 @@ class TracedExchange:
     raw: Mapping[str, Any]
 
     @cached_property
+    def session_kind(self) -> str | None:
+        """For an exchange derived from a live session (evaluator.sessions): model_call or function_call."""
+        session = self.raw.get("session")
+        return session.get("kind") if isinstance(session, dict) else None
+
+    @cached_property
     def is_model(self) -> bool:
+        if self.session_kind is not None:
+            return self.session_kind == "model_call"
         return is_model_call(self.route)
+
+    @property
+    def function_call(self) -> str | None:
+        """The function a live session's function call names, else None."""
+        return str(self.raw["session"].get("name") or "?") if self.session_kind == "function_call" else None
+
+    @property
+    def tool_name(self) -> str | None:
+        """The tool an MCP tools/call or a live session's function call names, else None."""
+        return self.mcp_tool or self.function_call
 
     @cached_property
     def rpc_method(self) -> str | None:
@@ -82,9 +105,19 @@ class TracedExchange:
 
     @property
     def is_protocol(self) -> bool:
-        """An MCP message that is not a tool call (initialize, tools/list, notifications, ...)."""
+        """An MCP message that is not a tool call (initialize, tools/list, notifications, ...), or
+        the upgrade of a live model session (its turns and function calls are exchanges of their own)."""
         method = self.rpc_method
+        if self.session_kind is None and session_api(self.raw) is not None:
+            return True
         return method is not None and method != "tools/call"
+
+    @property
+    def _reported_failure(self) -> bool:
+        """An MCP answer that is an error, or a function call whose output reports one."""
+        if self.session_kind == "function_call":
+            return self.raw["session"].get("failed") is True
+        return self.mcp_tool is not None and self.rpc_failed
 
     @property
     def is_tool_call(self) -> bool:
@@ -123,14 +156,16 @@ class TracedExchange:
         status = self.upstream_status
         if status is None or not 200 <= status < 300:
             return False
-        if self.mcp_tool is not None and self.rpc_failed:
+        if self._reported_failure:
             return False
         return not any(v.strip().lower() == "true" for v in self.upstream_headers.get("idempotent-replayed", ()))
 
     @property
     def tool_path(self) -> str | None:
-        """For an MCP tool call, <path>/tools/<name>: what tool patterns match."""
-        return None if self.mcp_tool is None else f"{self.route.rstrip('/')}/tools/{self.mcp_tool}"
+        """For an MCP tool call or a live session's function call, <path>/tools/<name>: what tool
+        patterns match."""
+        name = self.tool_name
+        return None if name is None else f"{self.route.rstrip('/')}/tools/{name}"
 
     @property
     def maybe_committed(self) -> bool:
@@ -149,7 +184,7 @@ class TracedExchange:
         status = self.client_status
         if self.client_outcome in _FAILED_OUTCOMES or status is None or status >= 400:
             return True
-        return self.mcp_tool is not None and self.rpc_failed
+        return self._reported_failure
 
     @cached_property
     def resource_id(self) -> str | None:
@@ -189,7 +224,9 @@ class TracedExchange:
         else:
             raw = None
         content_type = self.headers.get("content-type", ("",))[0]
-        return identity_of(self.method, self.url, (("content-type", content_type),), raw)
+        # a live session's function calls share the upgrade's URL: the function's name tells them apart
+        url = self.url if self.function_call is None else f"{self.url.split('?')[0]}/tools/{self.function_call}"
+        return identity_of(self.method, url, (("content-type", content_type),), raw)
 
     def endpoint(self, episode: str | None = None) -> str:
         """The endpoint class (metrics.endpoint_class) of this call, for trajectory consistency.
@@ -201,6 +238,8 @@ class TracedExchange:
         cls = endpoint_class(self.method, route)
         if self.mcp_tool is not None:
             return f"{cls} tools/call:{self.mcp_tool}"
+        if self.function_call is not None:
+            return f"{cls} function_call:{self.function_call}"
         return f"{cls} {self.rpc_method}" if self.rpc_method else cls
 
     @property
@@ -288,7 +327,9 @@ def parse_exchange(line: Mapping[str, Any]) -> TracedExchange:
 
 
 def parse_trace(trace: Iterable[Mapping[str, Any]]) -> list[TracedExchange]:
-    exchanges = [parse_exchange(line) for line in trace]
+    """The trace's exchanges in the order they started, a live session's turns and function
+    calls among them (evaluator.sessions)."""
+    exchanges = [parse_exchange(derived) for line in trace for derived in (line, *session_lines(line))]
     exchanges.sort(key=lambda ex: (ex.started, ex.seq))
     return exchanges
 

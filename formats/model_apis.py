@@ -16,12 +16,18 @@ decide where the path alone does not. A rule or fault may name the API outright 
 | `openai_responses`   | `/responses`                                      | `api.openai.com`                         |
 | `anthropic_messages` | `/v1/messages`                                    | `api.anthropic.com`, `anthropic-version` |
 | `gemini`             | `/models/M:generateContent`, `:streamGenerateContent` | `*.googleapis.com`, `x-goog-api-key` |
+
+Live APIs talk over a WebSocket: `openai_realtime` (`.../realtime`) and `gemini_live`
+(`...BidiGenerateContent`); the events of theirs the evaluator reads are named at the end of
+this module.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
@@ -137,3 +143,85 @@ def request_model(api: ModelApi, path: str, body: Any) -> str | None:
         return match.group("model") if match else None
     model = body.get("model") if isinstance(body, dict) else None
     return model if isinstance(model, str) else None
+
+
+# ---------------------------------------------------------------- live (WebSocket) sessions
+#
+# The events of a live session that the evaluator reads, per API (the message shapes; what a
+# message fault injects is in proxy/faults/ws_inject.py):
+#
+# | API               | a turn starts (client)                        | a turn ends (server)                 |
+# |-------------------|-----------------------------------------------|--------------------------------------|
+# | `openai_realtime` | `response.create`                             | `response.done`                      |
+# | `gemini_live`     | `clientContent` with `turnComplete`, `toolResponse` | `serverContent.turnComplete`, `toolCall` |
+#
+# A function call: OpenAI Realtime `response.function_call_arguments.done` {call_id, name,
+# arguments} and `response.output_item.done` with a `function_call` item (the same call twice,
+# told apart by call_id); Gemini Live `toolCall.functionCalls[]` {id, name, args}. Its result,
+# from the client: OpenAI `conversation.item.create` with a `function_call_output` item {call_id,
+# output}; Gemini `toolResponse.functionResponses[]` {id, name, response}.
+
+
+@dataclass(frozen=True)
+class LiveFunctionCall:
+    call_id: str
+    name: str
+    arguments: str  # JSON text, as the model wrote it (Gemini's args object is serialised)
+
+
+def live_api_of_session(path: str) -> LiveApi | None:
+    """The live model API a WebSocket upgrade path names (`.../realtime`, `...BidiGenerateContent`);
+    None for a session of anything else (a tool server's events)."""
+    route = _route(path)
+    if "BidiGenerateContent" in route:
+        return LiveApi.GEMINI_LIVE
+    return LiveApi.OPENAI_REALTIME if route.endswith("/realtime") else None
+
+
+# who sends it -> (Gemini's holder of `turnComplete`, Gemini's event that is a turn edge too, OpenAI's type)
+_TURN_EDGES = {"client": ("clientContent", "toolResponse", "response.create"),
+               "server": ("serverContent", "toolCall", "response.done")}
+
+
+def live_turn_edge(api: LiveApi, event: Any, sender: str) -> bool:
+    """Does this event start a model turn (sent by the client) or end one (by the server)?"""
+    if not isinstance(event, dict):
+        return False
+    holder, other, openai_type = _TURN_EDGES[sender]
+    if api is LiveApi.GEMINI_LIVE:
+        content = event.get(holder)
+        return other in event or (isinstance(content, dict) and content.get("turnComplete") is True)
+    return event.get("type") == openai_type
+
+
+def live_function_calls(api: LiveApi, event: Any) -> list[LiveFunctionCall]:
+    """The function calls a server event carries (an OpenAI call may come twice: same call_id)."""
+    if not isinstance(event, dict):
+        return []
+    if api is LiveApi.GEMINI_LIVE:
+        calls = (event.get("toolCall") or {}).get("functionCalls") if isinstance(event.get("toolCall"), dict) else None
+        return [LiveFunctionCall(str(c.get("id") or c.get("name")), str(c.get("name") or ""),
+                                 json.dumps(c.get("args") or {}, separators=(",", ":")))
+                for c in calls or () if isinstance(c, dict)]
+    if event.get("type") == "response.function_call_arguments.done":
+        call = event
+    elif event.get("type") == "response.output_item.done" and isinstance(event.get("item"), dict) \
+            and event["item"].get("type") == "function_call":
+        call = event["item"]
+    else:
+        return []
+    return [LiveFunctionCall(str(call.get("call_id") or ""), str(call.get("name") or ""), str(call.get("arguments") or ""))]
+
+
+def live_function_outputs(api: LiveApi, event: Any) -> list[tuple[str, Any]]:
+    """(call_id, output) for each function result a client event sends back to the model."""
+    if not isinstance(event, dict):
+        return []
+    if api is LiveApi.GEMINI_LIVE:
+        response = event.get("toolResponse")
+        answers = response.get("functionResponses") if isinstance(response, dict) else None
+        return [(str(a.get("id") or a.get("name")), a.get("response")) for a in answers or () if isinstance(a, dict)]
+    item = event.get("item") if event.get("type") == "conversation.item.create" else None
+    if isinstance(item, dict) and item.get("type") == "function_call_output":
+        return [(str(item.get("call_id") or ""), item.get("output"))]
+    return []

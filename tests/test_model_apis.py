@@ -3,7 +3,9 @@ header where the path alone could be another API."""
 
 import pytest
 
-from faultproxy.formats.model_apis import ModelApi, api_of_path, detect_api, is_streamed, provider_of, request_model
+from faultproxy.formats.model_apis import (LiveApi, LiveFunctionCall, ModelApi, api_of_path, detect_api, is_streamed,
+                                           live_api_of_session, live_function_calls, live_function_outputs,
+                                           live_turn_edge, provider_of, request_model)
 
 
 @pytest.mark.parametrize(("path", "api"), [
@@ -43,3 +45,29 @@ def test_streaming_and_model_are_read_where_each_api_keeps_them() -> None:
     assert is_streamed(ModelApi.OPENAI_CHAT, "/v1/chat/completions", {}) is False
     assert request_model(ModelApi.GEMINI, gemini, {}) == "gemini-2.5-flash"
     assert request_model(ModelApi.OPENAI_CHAT, "/v1/chat/completions", {"model": "gpt-x"}) == "gpt-x"
+
+
+def test_live_session_shapes_of_both_apis():
+    """The events the evaluator reads in a live session, as each API sends them."""
+    gemini, openai = LiveApi.GEMINI_LIVE, LiveApi.OPENAI_REALTIME
+    assert live_api_of_session("/ws/google.ai.generativelanguage.v1beta.GenerativeService.BidiGenerateContent?key=k") \
+        is gemini
+    assert live_api_of_session("/v1/realtime?model=gpt-realtime") is openai
+    assert live_api_of_session("/events") is None  # a tool server's push channel is no model session
+    assert live_function_calls(gemini, {"toolCall": {"functionCalls": [
+        {"id": "f1", "name": "refund_order", "args": {"order_id": "1001"}}]}}) == \
+        [LiveFunctionCall("f1", "refund_order", '{"order_id":"1001"}')]
+    assert live_function_outputs(gemini, {"toolResponse": {"functionResponses": [
+        {"id": "f1", "name": "refund_order", "response": {"ok": True}}]}}) == [("f1", {"ok": True})]
+    assert live_turn_edge(gemini, {"clientContent": {"turns": [], "turnComplete": True}}, "client")
+    assert live_turn_edge(gemini, {"toolCall": {}}, "server")
+    assert live_turn_edge(gemini, {"serverContent": {"turnComplete": True}}, "server")
+    assert not live_turn_edge(gemini, {"serverContent": {"modelTurn": {}}}, "server")
+    item = {"type": "function_call", "call_id": "c1", "name": "get_order", "arguments": "{}"}
+    assert live_function_calls(openai, {"type": "response.output_item.done", "item": item}) == \
+        live_function_calls(openai, {**item, "type": "response.function_call_arguments.done"}) == \
+        [LiveFunctionCall("c1", "get_order", "{}")]
+    assert live_function_outputs(openai, {"type": "conversation.item.create", "item": {
+        "type": "function_call_output", "call_id": "c1", "output": "{}"}}) == [("c1", "{}")]
+    assert live_turn_edge(openai, {"type": "response.create"}, "client")
+    assert not live_turn_edge(openai, {"type": "response.create"}, "server")

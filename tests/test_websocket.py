@@ -17,8 +17,11 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
 from faultproxy.cli.main import main
+from faultproxy.evaluator.final_answer import final_answer
+from faultproxy.evaluator.judge import judge_episode
 from faultproxy.evaluator.traced import parse_trace
 from faultproxy.formats.trace import read_trace, trace_path
+from faultproxy.tasks.model import Effect, EndpointPattern, Expected, Task
 from tests.conftest import scenario
 from tests.upstream import ServerThread
 
@@ -118,8 +121,9 @@ def test_every_message_both_ways_is_in_the_trace(make_proxy, realtime_server, tm
     offsets = [m["t"] for m in messages]
     assert offsets == sorted(offsets) and offsets[0] >= 0
     assert record["close"]["by"] == "client" and record["close"]["code"] == 1000
-    [upgrade] = parse_trace(read_trace(trace_path(tmp_path / "flows", "ep")))  # the evaluator reads the line
+    upgrade, turn = parse_trace(read_trace(trace_path(tmp_path / "flows", "ep")))  # the evaluator reads the line
     assert (upgrade.upstream_status, upgrade.client_status, upgrade.route) == (101, 101, "/v1/realtime")
+    assert upgrade.is_protocol and turn.is_model and not turn.failed  # the session's one turn, a model call
 
 
 FAULTS = """
@@ -347,3 +351,81 @@ def test_presets_take_the_gemini_live_shape_on_a_gemini_live_session(make_proxy,
     assert types.LiveServerMessage.model_validate(seen[1]).go_away.time_left == "10s"  # as Google's SDK reads it
     assert after == [{"error": {"code": 429, "status": "RESOURCE_EXHAUSTED",
                                 "message": "Rate limit reached. Please try again later."}}]
+
+
+# ---------------------------------------------------------------- the evaluator reads a live session
+
+TURNS = [("get_order", {"order_id": "1001"}), ("refund_order", {"order_id": "1001"}),
+         ("refund_order", {"order_id": "1001"}), None]  # the model repeats the refund, then answers
+
+
+def function_calling_app() -> web.Application:
+    """A Realtime-like session whose model calls TURNS' functions, one per `response.create`, in the
+    two events the Realtime API announces a call with, then answers in text."""
+
+    async def session(request: web.Request) -> web.WebSocketResponse:
+        ws = web.WebSocketResponse()
+        await ws.prepare(request)
+        await ws.send_json({"type": "session.created", "session": {"id": "sess_fc"}})
+        turns = iter(enumerate(TURNS))
+        async for message in ws:
+            if json.loads(message.data).get("type") != "response.create":
+                continue
+            index, turn = next(turns)
+            if turn is None:
+                for piece in ("Refun", "ded."):
+                    await ws.send_json({"type": "response.output_text.delta", "delta": piece})
+            else:
+                call = {"call_id": f"call_{index}", "name": turn[0], "arguments": json.dumps(turn[1])}
+                await ws.send_json({"type": "response.function_call_arguments.done", **call})
+                await ws.send_json({"type": "response.output_item.done", "item": {"type": "function_call", **call}})
+            await ws.send_json({"type": "response.done", "response": {"status": "completed"}})
+        return ws
+
+    app = web.Application()
+    app.router.add_get("/v1/realtime", session)
+    return app
+
+
+def test_the_evaluator_reads_turns_and_function_calls_of_a_realtime_session(make_proxy, tmp_path):
+    """A real session through the proxy: each turn is a model call, each function call a tool call
+    that tool patterns name, so tool_calls, policy, idempotency and effects judge them."""
+    proxy = make_proxy(scenario("""
+        - name: hold-the-last-answer
+          match: {path: "*/realtime", websocket: {from: server, body: {type: response.done}}}
+          fault: {type: ws_delay, ms: 5}
+          when: {calls: [4]}
+    """))
+
+    async def script(ws):
+        await ws.recv()  # session.created
+        await ws.send(json.dumps({"type": "conversation.item.create", "item": {
+            "type": "message", "role": "user", "content": [{"type": "input_text", "text": "Refund order 1001."}]}}))
+        for _ in TURNS:
+            await ws.send(json.dumps({"type": "response.create"}))
+            while (event := json.loads(await asyncio.wait_for(ws.recv(), 20)))["type"] != "response.done":
+                if event["type"] == "response.function_call_arguments.done":  # carried out: its output goes back
+                    output = {"id": f"re_{event['call_id']}", "status": "refunded"}
+                    await ws.send(json.dumps({"type": "conversation.item.create", "item": {
+                        "type": "function_call_output", "call_id": event["call_id"], "output": json.dumps(output)}}))
+
+    with ServerThread(function_calling_app()) as server:
+        run_session(proxy, server, "fc", script)
+    the_task = Task(id="t", prompt="Refund order 1001.", max_tool_calls=2,
+                    irreversible=(EndpointPattern.parse("POST */tools/refund_order"),),
+                    forbidden=(EndpointPattern.parse("mcp:delete_*"), EndpointPattern.parse("POST */tools/get_order")),
+                    expected=Expected(effects=(Effect("POST", "*/tools/refund_order", 1),)))
+    verdict = judge_episode(the_task, {"key": "fc", "completed": True, "exit_code": 0, "output": {"answer": "x"}},
+                            read_trace(trace_path(tmp_path / "flows", "fc")))
+    assert (verdict["model_calls"], verdict["tool_calls"]) == (4, 3)
+    assert [e.split(" ", 1)[1] for e in verdict["endpoints"] if "function_call" in e] == \
+        ["/v1/realtime function_call:get_order", "/v1/realtime function_call:refund_order",
+         "/v1/realtime function_call:refund_order"]
+    failed = {c["name"]: c["detail"] for c in verdict["checks"] if c["passed"] is False}
+    assert set(failed) == {"tool_calls", "policy", "idempotency", "effects", "claimed_success"}, failed
+    assert "3 tool calls" in failed["tool_calls"] and "POST */tools/get_order" in failed["policy"]
+    assert "refund_order" in failed["idempotency"] and "without an idempotency key" in failed["idempotency"]
+    assert "2 committed, expected 1" in failed["effects"]
+    assert verdict["faults"] and {f["type"] for f in verdict["faults"]} == {"ws_delay"}  # on the fourth turn
+    exchanges = parse_trace(read_trace(trace_path(tmp_path / "flows", "fc")))
+    assert final_answer(exchanges) == "Refunded."
