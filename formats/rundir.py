@@ -11,6 +11,8 @@ plan.json: {"faultproxy_version", "scenario": {"name", "digest", "path", "params
   "tasks": {"path", "digest", "severity", "prices", "items": [Task.to_json(), ...]},
   "k", "grid": [{"label", "params": {name: level, a number or a word}, "model"}], "command": [...], "created",
   "upstreams": {name: url} (reverse mode, `--upstream`),
+  "base_url_env": {VAR: upstream name} (only with `--reverse VAR`: VAR led the agent to that
+               upstream's reverse-mode URL; a replay points it at the replay proxy's),
   "rewrites": {field: template} (`--rewrite`: fields the proxy set in model API requests; each
                episode's line has them resolved as "rewrites": {field: value}),
   "faults_possible": {grid label: bool} (could some rule fire there: a probability above zero),

@@ -18,6 +18,8 @@ episode.json — what the episode was and what its replay must show:
                 expecting "fail" must fail exactly these,
    "command": the agent command it ran with, "env": {NAME: value} the agent needs (no secrets),
    "upstreams": {name: url}: the run's reverse-mode upstreams (the agent's base URLs lead there),
+   "base_url_env": {VAR: upstream name}: variables `--reverse VAR` pointed at an upstream's
+                reverse-mode URL; replay points them at its own proxy's (absent: none),
    "rewrites": {field: value} the proxy set in every model API request (`--rewrite`, resolved
                 for this episode's grid point; proxy.models.FIELDS),
    "severity_defaults", "secret_env": names of variables whose values replay redacts,
@@ -168,6 +170,10 @@ class Entry:
     @property
     def upstreams(self) -> dict[str, str]:
         return dict(self.episode.get("upstreams") or {})
+
+    @property
+    def base_url_env(self) -> dict[str, str]:
+        return dict(self.episode.get("base_url_env") or {})
 
     @property
     def rewrites(self) -> dict[str, str | int]:

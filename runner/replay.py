@@ -224,7 +224,7 @@ class Replayer:
             task_file=task_file, output_file=output_file, prompt=episode["prompt"],
             seed=episode.get("seed") or 0, model=episode.get("model"), params=episode.get("params") or {},
             base_urls={name: self.proxy.reverse_url(attribution, name) for name in self.upstreams},
-            extra=task_env,
+            base_url_env=entry.base_url_env, extra=task_env,
         )
         if agent is not None:
             result = await call_agent(agent, function_episode(entry, environment),

@@ -55,6 +55,7 @@ def plan_document(options: RunOptions, redactor: Redactor | None = None) -> tupl
                   "items": [task.to_json() for task in options.tasks.tasks]},
         "k": options.k, "grid": grid, "command": options.command, "created": created,
         "upstreams": dict(options.upstreams), "rewrites": dict(options.rewrites),
+        **({"base_url_env": dict(options.base_url_env)} if options.base_url_env else {}),
         "faults_possible": options.faults_possible(),
         "base_urls": base_url_variables(os.environ),  # what a frozen episode's agent needs to reach the same URLs
         **({PLAN_KEY: options.sequential} if options.sequential else {}),

@@ -14,11 +14,14 @@ from pathlib import Path
 import pytest
 
 from examples.world import world_in_thread
-from faultproxy import RunOptions, run
+from faultproxy import RunOptions, replay, run
+from faultproxy.formats.rundir import read_run
 from faultproxy.replay_store import har
 from faultproxy.replay_store.freeze import freeze
+from faultproxy.runner.options import reverse_variables
 from faultproxy.scenarios import load_scenario
-from faultproxy.tasks.loader import load_tasks
+from faultproxy.tasks.loader import load_tasks, single_task
+from tests.upstream import ServerThread, Upstream
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 NAIVE = [sys.executable, str(EXAMPLES / "naive_agent.py")]
@@ -42,7 +45,7 @@ def store(tmp_path_factory):
     return folder / "store", har.read_entry(frozen.path), world
 
 
-def replay(store: Path, *options: str) -> subprocess.CompletedProcess:
+def replay_cli(store: Path, *options: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "faultproxy", "replay", str(store), *options, "--", *NAIVE],
                           capture_output=True, text=True, timeout=180,
                           env={k: v for k, v in os.environ.items() if k not in ("SHOP_ROOT", "OPENAI_BASE_URL")})
@@ -57,7 +60,7 @@ def test_freeze_stores_the_model_base_url_the_run_used(store):
 
 def test_a_variable_the_entry_lacks_is_named_before_anything_replays(store):
     path, entry, _ = store
-    result = replay(path, "--env", "OPENAI_API_KEY=replay")
+    result = replay_cli(path, "--env", "OPENAI_API_KEY=replay")
     assert result.returncode == 2
     assert result.stderr.splitlines() == [
         f"faultproxy: {entry.path / 'episode.json'}: task.env: ${{SHOP_ROOT}} is not set (needed by "
@@ -66,6 +69,36 @@ def test_a_variable_the_entry_lacks_is_named_before_anything_replays(store):
 
 def test_given_that_variable_the_entry_replays_without_being_told_the_model_url(store):
     path, _, world = store  # the world is stopped; OPENAI_BASE_URL comes from the entry
-    result = replay(path, "--env", f"SHOP_ROOT={world.shop_url}", "--env", "OPENAI_API_KEY=replay")
+    result = replay_cli(path, "--env", f"SHOP_ROOT={world.shop_url}", "--env", "OPENAI_API_KEY=replay")
     assert result.returncode == 0, result.stdout + result.stderr
     assert "1/1 replay(s) as expected; upstream connections attempted: 0" in result.stdout
+
+
+# An agent that ignores HTTPS_PROXY and reaches its model only through OPENAI_BASE_URL (what
+# `--reverse OPENAI_BASE_URL` is for): at replay the variable must lead to the replay proxy.
+PROXYLESS_AGENT = """\
+import os, httpx
+with httpx.Client(trust_env=False) as client:
+    answer = client.post(os.environ["OPENAI_BASE_URL"] + "/chat/completions",
+                         json={"model": "m", "messages": [{"role": "user", "content": "hi"}]})
+    answer.raise_for_status()
+print(answer.json()["choices"][0]["message"]["content"])
+"""
+
+
+def test_a_reverse_variable_leads_to_the_replay_proxy_with_the_upstream_gone(tmp_path, monkeypatch):
+    agent = tmp_path / "agent.py"
+    agent.write_text(PROXYLESS_AGENT)
+    command = [sys.executable, str(agent)]
+    with ServerThread(Upstream().app()) as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", f"{server.url}/v1")
+        upstreams, base_url_env = reverse_variables(["OPENAI_BASE_URL"], os.environ, {})
+        run(RunOptions(scenario=load_scenario("rate_limit", {"lambda": 0.0}), tasks=single_task("Say hi."), out=tmp_path / "run", command=command,
+                       upstreams=upstreams, base_url_env=base_url_env, show_progress=False))
+        [record] = read_run(tmp_path / "run").episodes
+        [frozen] = freeze(tmp_path / "run", tmp_path / "store", episodes=[record["key"]])
+    assert record["verdict"]["status"] == "pass" and record["stats"]["exchanges"] == 1
+    assert har.read_entry(frozen.path).base_url_env == {"OPENAI_BASE_URL": "openai"}
+    [result] = replay(frozen.path, command)  # the model server is gone: only the recording answers
+    assert result.status == "pass" and result.meets_expectation, result.explain()
+    assert [s["how"] for s in result.served] == ["exact"] and not result.blocked and not result.unserved
