@@ -9,7 +9,9 @@ from the trace (every rule that matched each request, the index of that call, wh
 fired — cross-checked against the decision value the trace recorded); the checks it failed; and
 the expectation. The replay of an entry is judged without an end state, so the expectation is
 the verdict and, for a failure, the failed checks that can be judged from the trace alone
-(`expect_failed`).
+(`expect_failed`). A WebSocket session is kept whole with its upgrade (har.py), its message
+faults in its messages rather than in the decisions; a server message the replay cannot send
+again (binary, or cut by the trace body limit) is a warning.
 
 With `representatives`, one entry per failure cause (evaluator.causes): the cluster's
 representative episode, in a folder named after the cause (`cause-<slug>--<scenario>`), its
@@ -44,6 +46,7 @@ from faultproxy.scenarios.selection import parse_json_body, request_matches
 from faultproxy.replay_store import har
 from faultproxy.replay_store.har import StoreError
 from faultproxy.replay_store.replay import NO_END_STATE, UNJUDGEABLE
+from faultproxy.replay_store.ws_replay import unreplayable, upstream_script
 from faultproxy.scenarios import Scenario, ScenarioError, load_scenario
 from faultproxy.tasks.model import Task
 from faultproxy.tasks.templates import template_variables
@@ -106,6 +109,7 @@ def freeze(run_dir: Path, store: Path, *, failing: bool = False, representatives
         scenario = _episode_scenario(plan, record, base_scenario)
         trace = list(read_trace(trace_file(Path(run_dir), record)))
         decisions, warnings = compute_decisions(scenario, record["key"], trace)
+        warnings += unreplayable_messages(trace)
         status = record["verdict"]["status"]
         rejudged = judge_episode(task, {**record, "end_state": None, "state_error": NO_END_STATE}, trace,
                                  plan["tasks"].get("severity") or {})
@@ -272,6 +276,8 @@ def compute_decisions(scenario: Scenario, key: str, trace: Iterable[Mapping[str,
             if rule.name != forced and not request_matches(rule.match, str(request.get("method") or "GET"),
                                                            parts.hostname or "", port, path, headers, body):
                 continue
+            if rule.match.websocket is not None:  # a rule on the session's messages: the session records them
+                continue
             calls[rule.name] += 1
             index = calls[rule.name]
             fired = rule.name == applied
@@ -286,6 +292,19 @@ def compute_decisions(scenario: Scenario, key: str, trace: Iterable[Mapping[str,
             decisions.append({"seq": line.get("seq"), "rule": applied, "index": index, "fired": True,
                               "type": rule.fault.type if rule else fault.get("type")})
     return decisions, warnings
+
+
+def unreplayable_messages(trace: Iterable[Mapping[str, Any]]) -> list[str]:
+    """Warnings for recorded server messages a replay cannot send again (ws_replay.unreplayable):
+    replaying their session ends it there, reported as diverged."""
+    warnings = []
+    for line in trace:
+        for step, message in upstream_script(line.get("websocket") or {}):
+            why = unreplayable(message) if step == "send" else None
+            if why:
+                warnings.append(f"exchange {line.get('seq')}: a WebSocket server message cannot be replayed ({why})")
+                break
+    return warnings
 
 
 def _checked_index(scenario: Scenario, key: str, rule: str, index: int | None, fault: Mapping[str, Any],

@@ -11,7 +11,8 @@ episode.json — what the episode was and what its replay must show:
    "scenario": {"name", "digest", "path" (where it was), "params" (effective), "source" (its YAML
                 text, so the entry reloads it without the file)},
    "decisions": [{"seq", "rule", "index", "fired", "type"}]: every rule that matched a request,
-                with the index of that call among the rule's matches and whether it fired,
+                with the index of that call among the rule's matches and whether it fired
+                (rules on WebSocket messages are not here: their faults are in the session),
    "failed": [{"name", "severity", "detail"}]: the checks the live episode failed,
    "expect": "fail" | "pass": the live verdict; replay must show the same,
    "expect_failed": [check names]: the failed checks replay can judge (not end_state); an entry
@@ -39,7 +40,12 @@ faultproxy's own data is in custom fields:
                                  "client": {"outcome", "status"} (what the agent got),
                                  "tokens", "sse": [[offset_s, event], ...] | null (the
                                  upstream's events with their time offsets), "truncated":
-                                 {"request"|"response": {"length", "sha256"}} for cut bodies}
+                                 {"request"|"response": {"length", "sha256"}} for cut bodies,
+                                 "websocket": only on a WebSocket upgrade (response status 101):
+                                 the session as the trace holds it (formats.trace: `messages`
+                                 both ways with their faults and injected / dropped / held /
+                                 resent marks, `close`), redacted again; absent in entries
+                                 frozen before sessions were kept (replay then says so)}
   request.postData._encoding:   "base64" for a binary request body.
 
 Secrets never reach the store: traces are redacted when written, and everything copied into an
@@ -68,7 +74,7 @@ from faultproxy.formats.paths import path_component, refuse_links_out
 from faultproxy.formats.redact import MIN_SECRET_LENGTH, Redactor
 from faultproxy.formats.trace import body_cut
 from faultproxy.replay_store.har_checks import (StoreError, absolute_http_url, body_bytes, header_pairs, is_object,
-                                                 json_object, optional_value, sse_events)
+                                                 json_object, optional_value, sse_events, ws_session)
 from faultproxy.formats.yaml_input import is_int
 from faultproxy.scenarios import trace_forwarded
 from faultproxy.tasks.model import Task
@@ -102,6 +108,7 @@ class Recorded:
     fault: Mapping[str, Any] | None
     client: Mapping[str, Any]
     truncated: Mapping[str, Any] = field(default_factory=dict)  # "request"/"response": the trace cut that body
+    websocket: Mapping[str, Any] | None = None  # the session a 101 upgrade opened: {"messages", "close"}
 
 
 @dataclass(frozen=True)
@@ -349,8 +356,24 @@ def _har_entry(line: Mapping[str, Any], redactor: Redactor) -> dict[str, Any]:
             "tokens": line.get("tokens") or 0,
             "sse": sse,
             **({"truncated": cut} if cut else {}),
+            **({"websocket": _session_json(line["websocket"], redactor)} if line.get("websocket") else {}),
         },
     }
+
+
+def _session_json(session: Mapping[str, Any], redactor: Redactor) -> dict[str, Any]:
+    """A trace's WebSocket session, with each message's text and fault redacted again."""
+    def message(m: Mapping[str, Any]) -> dict[str, Any]:
+        copy = dict(m)
+        if isinstance(copy.get("text"), str):
+            copy["text"] = redactor.body(copy["text"])
+        if copy.get("fault"):
+            copy["fault"] = redactor.document(copy["fault"])
+        return copy
+
+    close = session.get("close")
+    return {"messages": [message(m) for m in session.get("messages") or ()],
+            "close": {**close, "reason": redactor.text(str(close.get("reason") or ""))} if close else None}
 
 
 
@@ -475,4 +498,5 @@ def _recorded(path: Path, i: int, entry: Any) -> Recorded:
         fault=optional_value(path, custom.get("fault"), f"{at}._faultproxy.fault", is_object, "an object"),
         client=optional_value(path, custom.get("client"), f"{at}._faultproxy.client", is_object, "an object") or {},
         truncated=optional_value(path, custom.get("truncated"), f"{at}._faultproxy.truncated", is_object, "an object") or {},
+        websocket=ws_session(path, custom.get("websocket"), f"{at}._faultproxy.websocket"),
     )

@@ -86,3 +86,29 @@ def sse_events(path: Path, events: Any, field: str) -> tuple[tuple[float, str], 
         if not (isinstance(event, list) and len(event) == 2 and is_number(event[0]) and isinstance(event[1], str)):
             raise StoreError(str(path), None, f"{field}[{n}]", "expected [seconds, event text]")
     return tuple((float(t), e) for t, e in events)
+
+
+def ws_session(path: Path, session: Any, field: str) -> Mapping[str, Any] | None:
+    """A recorded WebSocket session: messages both ways (text or binary) and the close."""
+    if session is None:
+        return None
+    session = json_object(path, session, field)
+    messages = session.get("messages")
+    if not isinstance(messages, list):
+        raise StoreError(str(path), None, f"{field}.messages", f"expected a list, got {describe_value(messages)}")
+    for n, message in enumerate(messages):
+        at = f"{field}.messages[{n}]"
+        message = json_object(path, message, at)
+        if message.get("from") not in ("client", "server"):
+            raise StoreError(str(path), None, f"{at}.from", f"expected client or server, got {message.get('from')!r}")
+        kind = message.get("type")
+        if kind == "text" and not isinstance(message.get("text"), str):
+            raise StoreError(str(path), None, f"{at}.text", f"expected a string, got {describe_value(message.get('text'))}")
+        if kind == "binary" and not isinstance(message.get("sha256"), str):
+            raise StoreError(str(path), None, f"{at}.sha256", "expected the binary message's sha256")
+        if kind not in ("text", "binary"):
+            raise StoreError(str(path), None, f"{at}.type", f"expected text or binary, got {kind!r}")
+    close = json_object(path, session.get("close"), f"{field}.close", optional=True)
+    if close and close.get("code") is not None and not (isinstance(close["code"], int) and 1000 <= close["code"] <= 4999):
+        raise StoreError(str(path), None, f"{field}.close.code", f"expected a close code, got {close['code']!r}")
+    return session

@@ -6,7 +6,9 @@ request, `ReplayInjector.supply_response` answers it with the recorded upstream 
 (matching.py says which). Response-phase faults (response_lost, partial_response, schema_drift,
 delay) then act on that response exactly as they acted on the live one. A request with nothing
 recorded gets a 599 naming it and the episode's cause becomes "diverged"; it is never
-forwarded. As a second guard, the `NoUpstream` addon refuses every server connection mitmproxy
+forwarded. A recorded WebSocket upgrade goes to the session server (replay_store.ws_replay),
+which plays the recorded upstream's side of the session while the injector re-applies the
+message faults. As a second guard, the `NoUpstream` addon refuses every server connection mitmproxy
 would open and counts the attempts (there should be none).
 
 The replayed trace is judged by evaluator.judge.judge_episode with no end state (the tool
@@ -37,6 +39,7 @@ from faultproxy.proxy.relay import Relay
 from faultproxy.proxy.sse import EventSplitter, is_event_stream, map_json_data
 from faultproxy.replay_store.har import Entry
 from faultproxy.replay_store.matching import Pool
+from faultproxy.replay_store.ws_replay import Session, SessionServer
 from faultproxy.scenarios import Scenario
 from mitmproxy import http
 
@@ -69,6 +72,7 @@ class EpisodeReplay:
 class ReplayInjector(FaultInjector):
     def __init__(self) -> None:
         super().__init__(REPLAY_SCENARIO)
+        self.sessions = SessionServer()  # plays frozen WebSocket sessions (replay_store.ws_replay)
         self._lock = threading.Lock()
         self._staged: dict[str, EpisodeReplay] = {}
         self._active: dict[int, EpisodeReplay] = {}  # id(EpisodeState) -> its replay; proxy loop only
@@ -89,6 +93,10 @@ class ReplayInjector(FaultInjector):
             state.key = replay.decision_key
             replay.pool.redactor = self.redactor
             self._active[id(state)] = replay
+
+    async def done(self) -> None:
+        await super().done()
+        await self.sessions.close()
 
     def end_episode(self, key: str):
         state = super().end_episode(key)
@@ -121,7 +129,14 @@ class ReplayInjector(FaultInjector):
             self._diverge(flow, ex, replay, f"recording #{recorded.seq}'s response body ({whole} bytes) was cut "
                                             "by the trace body limit when recorded; re-record with a larger limit")
             return
+        if recorded.status == 101 and recorded.websocket is None:
+            self._diverge(flow, ex, replay, f"recording #{recorded.seq} is a WebSocket upgrade frozen without its "
+                                            "messages (before faultproxy kept them); freeze the episode again")
+            return
         replay.served.append({"seq": ex.seq, "recorded": recorded.seq, "how": match.how})
+        if recorded.websocket is not None:
+            await self._play_session(flow, ex, replay, recorded.websocket)
+            return
         if recorded.status is None:  # forwarded, but the upstream never answered: neither does replay
             flow.kill()
             return
@@ -130,6 +145,18 @@ class ReplayInjector(FaultInjector):
             self.relay.supply(flow, response)
             return
         flow.response = response
+
+    async def _play_session(self, flow: http.HTTPFlow, ex: FlowExchange, replay: EpisodeReplay,
+                            recording: Mapping[str, Any]) -> None:
+        """Hand the upgrade to the session server, which plays the recorded upstream; a client
+        message the recording does not hold is a divergence of this exchange."""
+        url = self.redactor.url(ex.url)
+
+        def diverged(why: str) -> None:
+            replay.diverged.append({"seq": ex.seq, "method": ex.method, "url": url, "why": why, "websocket": True})
+            log.warning("replay diverged", episode=ex.episode.key, seq=ex.seq, url=url, why=why)
+
+        await self.sessions.route(flow, Session(recording, self.redactor, self.limits.trace_body_bytes, diverged))
 
     def _diverge(self, flow: http.HTTPFlow, ex: FlowExchange, replay: EpisodeReplay | None, why: str) -> None:
         url = self.redactor.url(ex.url)
@@ -187,15 +214,16 @@ def _events(body: bytes) -> list[bytes]:
 
 class NoUpstream:
     """Refuses every upstream connection mitmproxy is about to open, and counts the attempts;
-    the proxy's own pacing relay (on loopback, serving recordings) excepted."""
+    the proxy's own loopback servers (the pacing relay and the session server, serving
+    recordings) excepted."""
 
-    def __init__(self, relay: Relay) -> None:
-        self.relay = relay
+    def __init__(self, relay: Relay, sessions: SessionServer) -> None:
+        self.relay, self.sessions = relay, sessions
         self.attempts: list[str] = []
 
     def server_connect(self, data) -> None:
         address = data.server.address
-        if address and address[0] == "127.0.0.1" and address[1] == self.relay.port:
+        if address and address[0] == "127.0.0.1" and address[1] in (self.relay.port, self.sessions.port):
             return
         self.attempts.append(f"{address[0]}:{address[1]}" if address else "?")
         data.server.error = "faultproxy replay: upstream connections are disabled"
@@ -285,4 +313,5 @@ class ReplayResult:
 
 
 def _request(d: Mapping[str, Any]) -> str:
-    return f"#{d['seq']} {d['method']} {d['url']}"
+    # a session that diverged by a message names it: the upgrade itself was in the recording
+    return f"#{d['seq']} {d['method']} {d['url']}" + (f" ({d['why']})" if d.get("websocket") else "")

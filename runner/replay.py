@@ -126,7 +126,7 @@ class Replayer:
         self.out.mkdir(parents=True, exist_ok=True)
         refuse_links_out(self.out, "replay's --out folder")
         self.injector = ReplayInjector()
-        self.guard = NoUpstream(self.injector.relay)
+        self.guard = NoUpstream(self.injector.relay, self.injector.sessions)
         entries = list(entries)
         secret_env = sorted(set(self.options.secret_env) | set(entry_secret_env(entries)))
         self.upstreams = entry_upstreams(entries) | self.options.upstreams

@@ -78,6 +78,15 @@ CASES = [
     ("sse_wrong_shape", setter(1, "_faultproxy", "sse", value=[["soon", "data: x"]]), "log.entries[1]._faultproxy.sse[0]",
      "expected [seconds, event text]"),
     ("seq_text", setter(0, "_faultproxy", "seq", value="one"), "log.entries[0]._faultproxy.seq", "got string 'one'"),
+    ("ws_messages_not_list", setter(0, "_faultproxy", "websocket", value={"messages": "hi"}),
+     "log.entries[0]._faultproxy.websocket.messages", "expected a list"),
+    ("ws_message_from_nobody", setter(0, "_faultproxy", "websocket", value={"messages": [{"from": "x", "type": "text"}]}),
+     "log.entries[0]._faultproxy.websocket.messages[0].from", "expected client or server, got 'x'"),
+    ("ws_binary_without_hash", setter(0, "_faultproxy", "websocket",
+                                      value={"messages": [{"from": "server", "type": "binary"}]}),
+     "log.entries[0]._faultproxy.websocket.messages[0].sha256", "expected the binary message's sha256"),
+    ("ws_close_code", setter(0, "_faultproxy", "websocket", value={"messages": [], "close": {"code": 7}}),
+     "log.entries[0]._faultproxy.websocket.close.code", "expected a close code, got 7"),
 ]
 
 

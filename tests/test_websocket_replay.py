@@ -1,0 +1,172 @@
+"""Frozen WebSocket sessions replay hermetically.
+
+Function agents hold Realtime-like sessions (the `websockets` library, and the openai SDK's
+realtime client) through `run_function` against a local server, under message faults; the
+episodes are frozen, the server stops, and `replay_function` replays them: each client gets
+the same messages and the same verdict, the recorded faults act again, nothing reaches the
+stopped server's port, and a client that leaves the recording gets a close that says where.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+from websockets.asyncio.client import connect
+from websockets.exceptions import ConnectionClosed
+
+from faultproxy import Episode, run_function
+from faultproxy.replay_store import har
+from faultproxy.replay_store.freeze import freeze
+from faultproxy.replay_store.replay import ReplayOptions
+from faultproxy.runner.replay import replay_function
+from faultproxy.scenarios import load_scenario
+from faultproxy.tasks.loader import task_set_from_json
+from tests.conftest import scenario
+from tests.test_replay_faults import PortWatch
+from tests.test_websocket import FAULTS, realtime_app
+from tests.upstream import ServerThread
+
+LANES = {"plain": "", "drop": "/drop", "close": "/close", "sdk": "/inject"}
+seen: dict[str, list] = {}  # task id -> what the client saw, one item per episode (live, then replay)
+
+
+async def _session(url: str, proxy_url: str, first: dict) -> dict:
+    """Read the greeting, send `first`, read events until response.done or the close."""
+    events, closed = [], None
+    async with connect(url, proxy=proxy_url, open_timeout=20) as ws:
+        events.append(json.loads(await ws.recv()))
+        await ws.send(json.dumps(first))
+        try:
+            while events[-1].get("type") != "response.done":
+                events.append(json.loads(await asyncio.wait_for(ws.recv(), 20)))
+        except ConnectionClosed as error:
+            closed = (error.rcvd.code, error.rcvd.reason) if error.rcvd else (1006, "")
+    return {"events": events, "closed": closed}
+
+
+async def _sdk_session(episode: Episode) -> dict:
+    from openai import AsyncOpenAI
+
+    client = AsyncOpenAI(api_key="sk-realtime-test-key-0123456789abcdef",
+                         base_url=episode.env["RT_URL"].replace("ws://", "http://").removesuffix("/realtime"))
+    events = []
+    async with client.realtime.connect(model="gpt-realtime", websocket_connection_options={
+            "proxy": episode.proxy_url, "open_timeout": 20}) as conn:
+        await conn.response.create()
+        async for event in conn:
+            events.append({"type": event.type, "delta": getattr(event, "delta", None),
+                           "error": event.error.code if event.type == "error" else None})
+            if event.type == "response.done":
+                break
+    return {"events": events, "closed": None}
+
+
+def agent(episode: Episode, first: dict | None = None) -> bool:
+    """Ask for one answer; passes when it came whole (response.done)."""
+    if episode.task_id == "binary":
+        return binary(episode)
+    if episode.task_id == "sdk":
+        got = asyncio.run(_sdk_session(episode))
+    else:
+        got = asyncio.run(_session(episode.env["RT_URL"], episode.proxy_url, first or {"type": "response.create"}))
+    seen.setdefault(episode.task_id, []).append(got)
+    return got["events"][-1].get("type") == "response.done"
+
+
+async def _binary_echo(url: str, proxy_url: str) -> dict:
+    async with connect(url, proxy=proxy_url, open_timeout=20) as ws:
+        events = [json.loads(await ws.recv())]
+        await ws.send(b"\x00\x01audio")
+        try:
+            return {"events": events, "echo": await asyncio.wait_for(ws.recv(), 20), "closed": None}
+        except ConnectionClosed as error:
+            return {"events": events, "echo": None, "closed": (error.rcvd.code, error.rcvd.reason)}
+
+
+def binary(episode: Episode) -> bool:
+    """Sends audio as a binary message; the server echoes it as binary."""
+    got = asyncio.run(_binary_echo(episode.env["RT_URL"], episode.proxy_url))
+    seen.setdefault(episode.task_id, []).append(got)
+    return got["echo"] == b"\x00\x01audio"
+
+
+def diverging(episode: Episode) -> bool:
+    """Sends a message the recording does not hold."""
+    return agent(episode, {"type": "conversation.item.create"})
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    """The four sessions, run live and frozen; the server is stopped when this returns."""
+    folder = tmp_path_factory.mktemp("ws-replay")
+    (folder / "scenario.yaml").write_text(scenario(FAULTS))
+    seen.clear()
+    with ServerThread(realtime_app()) as server:
+        tasks = task_set_from_json([{"id": task, "prompt": f"answer ({task})",
+                                     "env": {"RT_URL": f"ws://127.0.0.1:{server.port}{lane}/v1/realtime"}}
+                                    for task, lane in {**LANES, "binary": ""}.items()])
+        live = run_function(agent, tasks, k=1, scenario=load_scenario(folder / "scenario.yaml"), out=folder / "run")
+    frozen = freeze(folder / "run", folder / "store")
+    return {"live": live, "path": folder / "store", "port": server.port, "frozen": frozen,
+            "entries": {har.read_entry(f.path).task.id: har.read_entry(f.path) for f in frozen}}
+
+
+def test_the_store_entry_keeps_the_session_and_its_faults(store):
+    assert store["live"].per_task == {"plain": ["pass"], "drop": ["pass"], "close": ["fail"], "sdk": ["pass"],
+                                      "binary": ["pass"]}
+    [upgrade] = store["entries"]["drop"].exchanges
+    assert upgrade.status == 101
+    messages = upgrade.websocket["messages"]
+    [dropped] = [m for m in messages if m.get("dropped")]
+    assert dropped["fault"]["type"] == "ws_drop" and json.loads(dropped["text"])["delta"] == "d2 "
+    [upgrade] = store["entries"]["close"].exchanges
+    assert upgrade.websocket["close"]["by"] == "proxy" and upgrade.websocket["close"]["code"] == 1011
+
+
+def test_replay_gives_every_client_the_same_messages_and_verdict_with_the_server_gone(store, tmp_path):
+    with PortWatch([store["port"]]) as watch:
+        results = replay_function(agent, store["path"], ReplayOptions(out=tmp_path / "out"))
+    assert watch.sockets and watch.accepted == 0  # nothing tried the stopped server
+    by_task = {r.entry.task.id: r for r in results}
+    for task in LANES:
+        result = by_task[task]
+        assert (result.diverged, result.blocked, result.meets_expectation) == ([], [], True), task
+        live, replayed = seen[task]
+        # the same events and the same close; the greeting's `session` object as the store holds
+        # it (redacted: a secret-named key, formats/secret_names.py)
+        assert replayed["events"][0]["type"] == live["events"][0]["type"] == "session.created"
+        assert (replayed["events"][1:], replayed["closed"]) == (live["events"][1:], live["closed"]), task
+    assert seen["drop"][1]["events"][3]["delta"] == "d3 "  # the recorded ws_drop dropped d2 again
+    assert seen["close"][1]["closed"] == (1011, "upstream went away")  # the ws_close, at the same point
+    assert [e["type"] for e in seen["sdk"][1]["events"]][:3] == ["session.created", "error",
+                                                                 "response.output_text.delta"]
+    lines = [json.loads(line) for line in by_task["sdk"].trace.read_text().splitlines()]
+    [session] = [line["websocket"] for line in lines if line.get("websocket")]
+    assert sorted(m["fault"]["rule"] for m in session["messages"] if "fault" in m) == [
+        "rate-limit-before-first", "tell-the-server"]  # both injections made again, to each side
+    assert all(m["fault"]["delivered"] for m in session["messages"] if "fault" in m)
+    # the server's binary echo was recorded as its sha256 only: replay does not make one up
+    result = by_task["binary"]
+    [why] = [d["why"] for d in result.diverged]
+    assert why.startswith("server message binary sha256 ") and why.endswith("cannot be replayed: it is binary, "
+                                                                            "recorded as its sha256 only")
+    assert seen["binary"][1]["closed"][0] == 4000 and seen["binary"][1]["echo"] is None
+    [frozen] = [f for f in store["frozen"] if f.path.name.startswith(result.entry.key)]
+    assert frozen.warnings == ["exchange 1: a WebSocket server message cannot be replayed "
+                               "(it is binary, recorded as its sha256 only)"]
+
+
+def test_a_client_that_leaves_the_recording_gets_a_close_naming_where(store, tmp_path):
+    [result] = replay_function(diverging, [store["entries"]["plain"]], ReplayOptions(out=tmp_path / "out"))
+    code, reason = seen["plain"][-1]["closed"]
+    assert code == 4000
+    assert reason == ("faultproxy replay diverged: client message 1: expected type response.create, "
+                      "got type conversation.item.create")
+    [diverged] = result.diverged
+    assert diverged["method"] == "GET" and diverged["url"].endswith("/v1/realtime")
+    assert result.record["cause"] == "diverged" and not result.meets_expectation
+    assert result.explain().startswith("diverged: 1 request(s) not in the recording, first #1 GET ")
+    assert "client message 1" in result.explain()
