@@ -365,8 +365,9 @@ def _session_json(session: Mapping[str, Any], redactor: Redactor) -> dict[str, A
     """A trace's WebSocket session, with each message's text and fault redacted again."""
     def message(m: Mapping[str, Any]) -> dict[str, Any]:
         copy = dict(m)
-        if isinstance(copy.get("text"), str):
-            copy["text"] = redactor.body(copy["text"])
+        for name in ("text", "sent"):  # as received, and as passed on when a fault rewrote it
+            if isinstance(copy.get(name), str):
+                copy[name] = redactor.body(copy[name])
         if copy.get("fault"):
             copy["fault"] = redactor.document(copy["fault"])
         return copy

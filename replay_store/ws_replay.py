@@ -44,13 +44,13 @@ def upstream_script(session: Mapping[str, Any]) -> list[tuple[str, Mapping[str, 
     """The recorded session as the upstream lived it, in order: ("send", message) for each message
     it sent (not the proxy's injections or the copies it sent again behind them), ("expect",
     message) for each it received (the client's that were not dropped or held back, and what the
-    proxy sent it)."""
+    proxy sent it), with the text the proxy passed on when a fault rewrote it (`sent`)."""
     script = []
     for message in session.get("messages") or ():
         if message["from"] == "server" and not (message.get("injected") or message.get("resent")):
             script.append(("send", message))
         elif message["from"] == "client" and not (message.get("dropped") or message.get("held")):
-            script.append(("expect", message))
+            script.append(("expect", {**message, "text": message["sent"]} if "sent" in message else message))
     return script
 
 
@@ -75,6 +75,21 @@ def _summary(message: Mapping[str, Any]) -> str:
     if isinstance(event, dict) and isinstance(event.get("type"), str):
         return f"type {event['type']}"
     return repr(text[:30])
+
+
+def _difference(expected: Mapping[str, Any], got: Mapping[str, Any]) -> str:
+    """What differs between the recorded message and the one the client sent, in a few words."""
+    said, says = _summary(expected), _summary(got)
+    if said != says:
+        return f"expected {said}, got {says}"
+    try:
+        was, now = json.loads(expected["text"]), json.loads(got["text"])
+    except (KeyError, ValueError):
+        return f"expected another {said}"
+    if not (isinstance(was, dict) and isinstance(now, dict)):
+        return f"expected another {said}"
+    fields = sorted(k for k in was.keys() | now.keys() if was.get(k) != now.get(k))
+    return f"{said} differs in {', '.join(fields)}"
 
 
 @dataclass
@@ -162,8 +177,8 @@ async def _play(request: web.Request, ws: web.WebSocketResponse, session: Sessio
             return  # the client ended the session before the recording did: not a message it sent
         received += 1
         if not session.same(recorded, *payload):
-            await _diverge(ws, session, f"client message {received}: expected {_summary(recorded)}, "
-                                        f"got {_summary(session.as_recorded(*payload))}")
+            await _diverge(ws, session, f"client message {received}: "
+                                        f"{_difference(recorded, session.as_recorded(*payload))}")
             return
     await _end(request, ws, session, received)
 

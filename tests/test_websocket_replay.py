@@ -29,7 +29,14 @@ from tests.test_replay_faults import PortWatch
 from tests.test_websocket import FAULTS, realtime_app
 from tests.upstream import ServerThread
 
-LANES = {"plain": "", "drop": "/drop", "close": "/close", "sdk": "/inject"}
+LANES = {"plain": "", "drop": "/drop", "close": "/close", "sdk": "/inject", "drift": "/drift"}
+# FAULTS drifts the second delta on /drift; this drifts the client's ask there too, so the
+# session server must expect the ask as the upstream received it
+ASK_DRIFT = """
+    - name: drift-the-ask
+      match: {path: "/drift/*", websocket: {from: client, body: {type: response.create}}}
+      fault: {type: schema_drift, ops: [{op: add, path: drifted, value: true}]}
+"""
 seen: dict[str, list] = {}  # task id -> what the client saw, one item per episode (live, then replay)
 
 
@@ -98,11 +105,16 @@ def diverging(episode: Episode) -> bool:
     return agent(episode, {"type": "conversation.item.create"})
 
 
+def differing(episode: Episode) -> bool:
+    """Sends the recorded event with a field more."""
+    return agent(episode, {"type": "response.create", "response": {"modalities": ["text"]}})
+
+
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
     """The four sessions, run live and frozen; the server is stopped when this returns."""
     folder = tmp_path_factory.mktemp("ws-replay")
-    (folder / "scenario.yaml").write_text(scenario(FAULTS))
+    (folder / "scenario.yaml").write_text(scenario(FAULTS + ASK_DRIFT))
     seen.clear()
     with ServerThread(realtime_app()) as server:
         tasks = task_set_from_json([{"id": task, "prompt": f"answer ({task})",
@@ -116,7 +128,7 @@ def store(tmp_path_factory):
 
 def test_the_store_entry_keeps_the_session_and_its_faults(store):
     assert store["live"].per_task == {"plain": ["pass"], "drop": ["pass"], "close": ["fail"], "sdk": ["pass"],
-                                      "binary": ["pass"]}
+                                      "drift": ["pass"], "binary": ["pass"]}
     [upgrade] = store["entries"]["drop"].exchanges
     assert upgrade.status == 101
     messages = upgrade.websocket["messages"]
@@ -141,6 +153,7 @@ def test_replay_gives_every_client_the_same_messages_and_verdict_with_the_server
         assert (replayed["events"][1:], replayed["closed"]) == (live["events"][1:], live["closed"]), task
     assert seen["drop"][1]["events"][3]["delta"] == "d3 "  # the recorded ws_drop dropped d2 again
     assert seen["close"][1]["closed"] == (1011, "upstream went away")  # the ws_close, at the same point
+    assert seen["drift"][1]["events"][2] == {"type": "response.output_text.delta", "text": "d1 "}  # drifted again
     assert [e["type"] for e in seen["sdk"][1]["events"]][:3] == ["session.created", "error",
                                                                  "response.output_text.delta"]
     lines = [json.loads(line) for line in by_task["sdk"].trace.read_text().splitlines()]
@@ -159,12 +172,14 @@ def test_replay_gives_every_client_the_same_messages_and_verdict_with_the_server
                                "(it is binary, recorded as its sha256 only)"]
 
 
-def test_a_client_that_leaves_the_recording_gets_a_close_naming_where(store, tmp_path):
-    [result] = replay_function(diverging, [store["entries"]["plain"]], ReplayOptions(out=tmp_path / "out"))
+@pytest.mark.parametrize(("client", "why"), [
+    (diverging, "client message 1: expected type response.create, got type conversation.item.create"),
+    (differing, "client message 1: type response.create differs in response"),
+])
+def test_a_client_that_leaves_the_recording_gets_a_close_naming_where(store, tmp_path, client, why):
+    [result] = replay_function(client, [store["entries"]["plain"]], ReplayOptions(out=tmp_path / "out"))
     code, reason = seen["plain"][-1]["closed"]
-    assert code == 4000
-    assert reason == ("faultproxy replay diverged: client message 1: expected type response.create, "
-                      "got type conversation.item.create")
+    assert (code, reason) == (4000, f"faultproxy replay diverged: {why}")
     [diverged] = result.diverged
     assert diverged["method"] == "GET" and diverged["url"].endswith("/v1/realtime")
     assert result.record["cause"] == "diverged" and not result.meets_expectation
