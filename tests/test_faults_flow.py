@@ -155,7 +155,7 @@ def test_openai_stream_cut_cleanly_ends_without_exception(make_proxy, upstream, 
     words = [chunk.choices[0].delta.content for chunk in stream if chunk.choices]
     assert words == ["Hello", " from"]
     [exchange] = trace(proxy, tmp_path)
-    assert len(exchange["upstream"]["sse"]) == 8  # 6 words, usage, [DONE]
+    assert len(exchange["upstream"]["sse"]) == 9  # 6 words, finish_reason, usage, [DONE]
     assert len(exchange["client"]["sse"]) == 2
     assert exchange["client"]["outcome"] == "cut"
 
@@ -268,7 +268,7 @@ def test_schema_drift_on_each_sse_event(make_proxy, upstream):
         with http.stream("POST", f"{server.url}/v1/chat/completions", json={"model": "m", "stream": True}) as response:
             body = response.read().decode()
     events = [json.loads(line[6:]) for line in body.splitlines() if line.startswith("data: {")]
-    deltas = [c["delta"] for e in events for c in e["choices"]]
+    deltas = [c["delta"] for e in events for c in e["choices"] if c["delta"]]  # not the empty one that stops
     assert deltas and all("content" not in d and "text" in d for d in deltas)
 
 

@@ -95,6 +95,9 @@ class Upstream:
             chunk = {"id": completion_id, "object": "chat.completion.chunk", "created": 0, "model": body["model"],
                      "choices": [{"index": 0, "delta": {"content": word}, "finish_reason": None}]}
             await response.write(f"data: {json.dumps(chunk)}\n\n".encode())
+        stop = {"id": completion_id, "object": "chat.completion.chunk", "created": 0, "model": body["model"],
+                "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}  # as OpenAI ends a choice
+        await response.write(f"data: {json.dumps(stop)}\n\n".encode())
         final = {"id": completion_id, "object": "chat.completion.chunk", "created": 0, "model": body["model"],
                  "choices": [], "usage": usage}
         await response.write(f"data: {json.dumps(final)}\n\ndata: [DONE]\n\n".encode())
