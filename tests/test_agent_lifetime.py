@@ -74,7 +74,6 @@ def children_named(parent: int, word: str) -> list[int]:
     return found
 
 
-@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="finds the watchdog through /proc")
 def test_a_resumed_run_ends_the_agents_an_earlier_run_left(sleeper_run, tmp_path):
     runner, command, env, agents = sleeper_run
     [watchdog] = children_named(runner.pid, "watchdog.py")

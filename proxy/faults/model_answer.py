@@ -10,6 +10,8 @@ recorded as not delivered, with the reason.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+
 from faultproxy.formats.model_apis import ModelApi, detect_api
 from faultproxy.proxy.exchange import FlowExchange
 from faultproxy.proxy.faults.base import Fault, is_streamed_events
@@ -17,16 +19,16 @@ from faultproxy.proxy.shapes import Answer, NotExpressible, read_answer, write_a
 from mitmproxy import http
 
 
-class ModelAnswerFault(Fault):
+class ModelAnswerFault(Fault, ABC):
     """A fault that edits the model's answer; a subclass implements `edit`."""
 
     def buffers_events(self) -> bool:
         return True
 
+    @abstractmethod
     def edit(self, answer: Answer, api: ModelApi, streamed: bool) -> str | None:
         """Change the answer in place; return what was changed, or None when there is nothing to
         change (then the fault is not delivered, and `nothing_to_change` says why)."""
-        raise NotImplementedError
 
     async def response(self, flow: http.HTTPFlow, ex: FlowExchange) -> None:
         if ex.upstream is None or not 200 <= flow.response.status_code < 300:
