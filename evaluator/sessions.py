@@ -56,7 +56,9 @@ def _json(text: Any) -> Any:
 
 def _derived(line: Mapping[str, Any], t: float, kind: str, api: LiveApi, **fields: Any) -> dict[str, Any]:
     request = line.get("request") or {}
-    return {"seq": line.get("seq"), "episode": line.get("episode"), "started": float(line.get("started") or 0) + t,
+    # message offsets count from the upgrade's answer (the session's start), not from its request
+    opened = float(line.get("started") or 0) + float(line.get("response_after_s") or 0)
+    return {"seq": line.get("seq"), "episode": line.get("episode"), "started": opened + t,
             "forwarded": True, "fault": None, "session": {"kind": kind, "api": str(api)},
             "request": {"method": "POST", "url": request.get("url"), "headers": [], "body": None}} | fields
 

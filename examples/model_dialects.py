@@ -1,5 +1,6 @@
-"""The scripted model's other dialects: the OpenAI Responses API and Gemini, as translations to and
-from the chat completion the planner already writes (model_server.py serves them).
+"""The scripted model's other dialects: the OpenAI Responses API, the Realtime API's text session
+and Gemini, as translations to and from the chat completion the planner already writes
+(model_server.py serves them).
 
 A request becomes chat messages and tool names; the chat completion for them becomes the
 Responses or Gemini body, and the events or chunks that stream it, with the fields the official
@@ -103,6 +104,30 @@ def response_events(completion: dict) -> list[tuple[str, dict]]:
         events.append({"type": "response.output_item.done", "output_index": index, "item": item})
     events.append({"type": "response.completed", "response": final})
     return [(event["type"], {**event, "sequence_number": n}) for n, event in enumerate(events)]
+
+
+# ---------------------------------------------------------------- the Realtime API (a text session)
+
+
+def realtime_events(completion: dict) -> list[dict]:
+    """The server events that stream one Realtime response: the Responses API's item events under
+    the same names, each with the response's id (a function call's done event with its call_id),
+    between `response.created` and `response.done`."""
+    response_id = "resp_" + completion["id"].removeprefix("chatcmpl-")
+    events = []
+    for kind, event in response_events(completion):
+        if kind == "response.in_progress":
+            continue
+        event = {k: v for k, v in event.items() if k != "sequence_number"}
+        event["event_id"] = f"event_{response_id[5:21]}_{len(events)}"
+        if kind == "response.completed":
+            event["type"] = "response.done"
+        elif kind != "response.created":
+            event["response_id"] = response_id
+        if kind == "response.function_call_arguments.done":
+            event["call_id"] = "call_" + event["item_id"].removeprefix("fc_")
+        events.append(event)
+    return events
 
 
 # ---------------------------------------------------------------- Gemini

@@ -2,7 +2,9 @@
 
 `POST /v1/chat/completions` (plain JSON or SSE with `stream: true`), `GET /v1/models`; the same
 model speaks the Responses API (`POST /v1/responses`, typed SSE events with `stream: true`) and
-Gemini (`POST /v1beta/models/M:generateContent`, `:streamGenerateContent?alt=sse`), translated in
+Gemini (`POST /v1beta/models/M:generateContent`, `:streamGenerateContent?alt=sse`) and the Realtime
+API as a text session over a WebSocket (`GET /v1/realtime?model=M`: `session.update` with
+instructions and tools, `conversation.item.create`, `response.create`; no audio), translated in
 model_dialects.py. The answers
 come from planner.py, which reads the conversation and the request's `tools`. Responses carry
 usage (estimated from message lengths), `x-request-id`, `openai-processing-ms` and the
@@ -32,12 +34,12 @@ from aiohttp import web
 
 try:  # imported as examples.model_server, or run as a script from examples/
     from examples.model_dialects import (chat_to_gemini, chat_to_response, gemini_chunks, gemini_to_chat, pieces,
-                                         response_events, responses_to_chat)
+                                         realtime_events, response_events, responses_to_chat)
     from examples.planner import MODELS, Final, ToolCall, decide
     from examples.shop import serve
 except ModuleNotFoundError:
     from model_dialects import (chat_to_gemini, chat_to_response, gemini_chunks, gemini_to_chat, pieces,
-                                response_events, responses_to_chat)
+                                realtime_events, response_events, responses_to_chat)
     from planner import MODELS, Final, ToolCall, decide
     from shop import serve
 
@@ -71,6 +73,7 @@ class ModelServer:
         app.router.add_get("/v1/models/{model}", self._model)
         app.router.add_post("/v1/chat/completions", self._completions)
         app.router.add_post("/v1/responses", self._responses)
+        app.router.add_get("/v1/realtime", self._realtime)
         for version in ("v1", "v1beta"):  # google-genai asks for v1 once given a base URL
             app.router.add_post(f"/{version}/models/{{model}}", self._gemini)  # {model} is M:generateContent
         app.router.add_get("/_log", self._log)
@@ -102,6 +105,42 @@ class ModelServer:
 
     async def _responses(self, request: web.Request) -> web.StreamResponse:
         return await self._serve(request, responses_to_chat, self._reply_responses)
+
+    async def _realtime(self, request: web.Request) -> web.WebSocketResponse:
+        """One Realtime session: the conversation lives here, as on the real server, and is gone
+        with the connection (a client that reconnects must restore it)."""
+        model = request.query.get("model", "demo-large")
+        ws = web.WebSocketResponse()
+        await ws.prepare(request)
+        session: dict[str, Any] = {"type": "realtime", "id": "sess_" + _hash(model, id(ws))[:20], "model": model,
+                                   "output_modalities": ["text"], "instructions": "", "tools": []}
+        items: list[dict] = []
+        await ws.send_json({"type": "session.created", "event_id": "event_created", "session": session})
+        async for message in ws:
+            if message.type != web.WSMsgType.TEXT:
+                continue
+            event = json.loads(message.data)
+            kind = event.get("type")
+            if kind == "session.update":
+                session |= {k: v for k, v in (event.get("session") or {}).items() if k in ("instructions", "tools")}
+                await ws.send_json({"type": "session.updated", "event_id": "event_updated", "session": session})
+            elif kind == "conversation.item.create":
+                item = {"id": "item_" + _hash(items, event["item"])[:20]} | event["item"]
+                items.append(item)
+                await ws.send_json({"type": "conversation.item.added", "event_id": "event_" + item["id"], "item": item})
+            elif kind == "response.create":
+                chat = responses_to_chat({"model": model, "instructions": session["instructions"], "input": items,
+                                          "tools": session["tools"]})
+                completion = self._complete(chat)
+                self.exchanges.append({"request": chat, "response": completion})
+                await asyncio.sleep(self.latency)
+                events = realtime_events(completion)
+                for i, out in enumerate(events):
+                    if i and self.chunk_latency:
+                        await asyncio.sleep(self.chunk_latency)
+                    await ws.send_json(out)
+                items += events[-1]["response"]["output"]  # response.done: the model's items join the conversation
+        return ws
 
     async def _gemini(self, request: web.Request) -> web.StreamResponse:
         model, _, method = request.match_info["model"].partition(":")
