@@ -259,12 +259,17 @@ class FaultInjector:
             if not rule.match.websocket.matches(message.from_client, body):
                 continue
             index = ex.episode.calls[rule.name] = ex.episode.calls[rule.name] + 1
-            if chosen is not None or not rule.when.admits(index, ex.episode.fired[rule.name]):
-                continue
-            value = decide.decision_value(ex.scenario.seed, ex.episode.key, rule.name, index)
-            if decide.fires(ex.scenario.probability(rule), value):
+            if chosen is None and (value := self._message_decision(ex, rule, index)) is not None:
                 chosen = MessageFault(rule, ex.episode.key, index, value)
         return chosen
+
+    def _message_decision(self, ex: FlowExchange, rule: Rule, index: int) -> float | None:
+        """The decision value if the rule fires on its index-th matching message, else None (replay
+        overrides it to force exactly the decisions `minimize` asks for)."""
+        if not rule.when.admits(index, ex.episode.fired[rule.name]):
+            return None
+        value = decide.decision_value(ex.scenario.seed, ex.episode.key, rule.name, index)
+        return value if decide.fires(ex.scenario.probability(rule), value) else None
 
     def websocket_end(self, flow: http.HTTPFlow) -> None:
         ex = flow.metadata.get(EXCHANGE_KEY)

@@ -9,9 +9,9 @@ from the trace (every rule that matched each request, the index of that call, wh
 fired — cross-checked against the decision value the trace recorded); the checks it failed; and
 the expectation. The replay of an entry is judged without an end state, so the expectation is
 the verdict and, for a failure, the failed checks that can be judged from the trace alone
-(`expect_failed`). A WebSocket session is kept whole with its upgrade (har.py), its message
-faults in its messages rather than in the decisions; a server message the replay cannot send
-again (binary, or cut by the trace body limit) is a warning.
+(`expect_failed`). A WebSocket session is kept whole with its upgrade (har.py); the faults that
+fired on its messages are decisions of the upgrade's exchange; a server message the replay
+cannot send again (binary, or cut by the trace body limit) is a warning.
 
 With `representatives`, one entry per failure cause (evaluator.causes): the cluster's
 representative episode, in a folder named after the cause (`cause-<slug>--<scenario>`), its
@@ -276,7 +276,7 @@ def compute_decisions(scenario: Scenario, key: str, trace: Iterable[Mapping[str,
             if rule.name != forced and not request_matches(rule.match, str(request.get("method") or "GET"),
                                                            parts.hostname or "", port, path, headers, body):
                 continue
-            if rule.match.websocket is not None:  # a rule on the session's messages: the session records them
+            if rule.match.websocket is not None:  # a rule on the session's messages: _message_decisions
                 continue
             calls[rule.name] += 1
             index = calls[rule.name]
@@ -291,7 +291,21 @@ def compute_decisions(scenario: Scenario, key: str, trace: Iterable[Mapping[str,
             index = _checked_index(scenario, key, applied, None, fault, warnings, line.get("seq"))
             decisions.append({"seq": line.get("seq"), "rule": applied, "index": index, "fired": True,
                               "type": rule.fault.type if rule else fault.get("type")})
+        decisions += _message_decisions(scenario, key, line, warnings)
     return decisions, warnings
+
+
+def _message_decisions(scenario: Scenario, key: str, line: Mapping[str, Any], warnings: list[str]) -> list[dict]:
+    """The faults that fired on a WebSocket session's messages, as decisions of its upgrade (so
+    minimize can leave them out); the index is found from the recorded decision value."""
+    decisions = []
+    for message in (line.get("websocket") or {}).get("messages") or ():
+        fault = message.get("fault")
+        if fault:
+            index = _checked_index(scenario, key, fault["rule"], None, fault, warnings, line.get("seq"))
+            decisions.append({"seq": line.get("seq"), "rule": fault["rule"], "index": index, "fired": True,
+                              "type": fault.get("type")})
+    return decisions
 
 
 def unreplayable_messages(trace: Iterable[Mapping[str, Any]]) -> list[str]:

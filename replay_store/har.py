@@ -11,8 +11,9 @@ episode.json — what the episode was and what its replay must show:
    "scenario": {"name", "digest", "path" (where it was), "params" (effective), "source" (its YAML
                 text, so the entry reloads it without the file)},
    "decisions": [{"seq", "rule", "index", "fired", "type"}]: every rule that matched a request,
-                with the index of that call among the rule's matches and whether it fired
-                (rules on WebSocket messages are not here: their faults are in the session),
+                with the index of that call among the rule's matches and whether it fired;
+                a rule on WebSocket messages only where it fired, with the upgrade's seq and the
+                index of the message among the rule's matches,
    "failed": [{"name", "severity", "detail"}]: the checks the live episode failed,
    "expect": "fail" | "pass": the live verdict; replay must show the same,
    "expect_failed": [check names]: the failed checks replay can judge (not end_state); an entry

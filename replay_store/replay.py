@@ -113,6 +113,14 @@ class ReplayInjector(FaultInjector):
             ex.rule, ex.forced = rule, True
             ex.decision = decide.decision_value(ex.scenario.seed, ex.episode.key, rule.name, index)
 
+    def _message_decision(self, ex: FlowExchange, rule, index: int) -> float | None:
+        replay = self._active.get(id(ex.episode))
+        if replay is None or replay.forced is None:
+            return super()._message_decision(ex, rule, index)
+        if (rule.name, index) not in replay.forced:
+            return None
+        return decide.decision_value(ex.scenario.seed, ex.episode.key, rule.name, index)
+
     async def supply_response(self, flow: http.HTTPFlow, ex: FlowExchange) -> None:
         replay = self._active.get(id(ex.episode))
         if replay is None:

@@ -21,7 +21,8 @@ from faultproxy import Episode, run_function
 from faultproxy.replay_store import har
 from faultproxy.replay_store.freeze import freeze
 from faultproxy.replay_store.replay import ReplayOptions
-from faultproxy.runner.replay import replay_function
+from faultproxy.replay_store.minimize import minimize
+from faultproxy.runner.replay import Replayer, replay_function
 from faultproxy.scenarios import load_scenario
 from faultproxy.tasks.loader import task_set_from_json
 from tests.conftest import scenario
@@ -185,3 +186,16 @@ def test_a_client_that_leaves_the_recording_gets_a_close_naming_where(store, tmp
     assert result.record["cause"] == "diverged" and not result.meets_expectation
     assert result.explain().startswith("diverged: 1 request(s) not in the recording, first #1 GET ")
     assert "client message 1" in result.explain()
+
+
+def test_minimize_takes_a_message_fault_out_and_back(store, tmp_path):
+    """The close that failed the episode is a fault decision of the upgrade: without it the
+    replayed answer comes whole (no reproduction), so it is the minimal fault set."""
+    entry = store["entries"]["close"]
+    assert [(d.seq, d.rule, d.index, d.type) for d in entry.fired] == [(1, "close-after-second", 2, "ws_close")]
+    with Replayer(ReplayOptions(out=tmp_path / "out"), [entry]) as replayer:
+        result = minimize(entry, lambda e, forced: replayer.replay(e, forced=forced, agent=agent), write=False)
+    assert [(t.faults, t.reproduced, t.diverged) for t in result.trials] == [
+        ([("close-after-second", 2)], True, 0), ([], False, 0)]
+    assert [d.rule for d in result.minimal] == ["close-after-second"]
+    assert seen["close"][-1]["closed"] is None and seen["close"][-1]["events"][-1]["type"] == "response.done"
