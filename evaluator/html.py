@@ -3,12 +3,15 @@
 Plain string templates and html.escape; inline CSS and inline SVG charts (the pass^k curve and
 the failing set by shape); no script, no font, image or style sheet from anywhere else. Each
 drilled-down episode is a <details> with its checks, the faults injected and a request
-timeline read from its trace. URLs are shown as host/path: the scheme adds nothing there, and
+timeline read from its trace; an MCP server's own requests and notifications (direction "server
+to client": elicitation, sampling, roots, progress) are marked apart there, with an arrow and a
+badge, since they are not the agent's calls. URLs are shown as host/path: the scheme adds nothing there, and
 leaving it out keeps the page free of anything that looks like an external reference.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -37,9 +40,12 @@ th{background:#f4f6f8;font-weight:600}td.n,th.n{text-align:right;font-variant-nu
 details{border:1px solid #e6e9ec;border-radius:6px;margin:6px 0;padding:4px 10px}summary{cursor:pointer}
 code{font-size:12px;background:#f4f6f8;padding:0 3px;border-radius:3px}svg{display:block;margin:6px 0}
 .charts{display:flex;flex-wrap:wrap;gap:24px}
+.b-s2c{background:#8250df;white-space:nowrap}
 """
 
 COLOURS = {"pass": "#1a7f37", "fail": "#cf222e", "incomplete": "#d4a72c", "not_run": "#afb8c1"}
+SERVER_TO_CLIENT = "server to client"  # a trace line's direction (formats.trace): the MCP server asked
+SERVER_COLOUR = "#8250df"
 
 
 # --- charts ----------------------------------------------------------------------------------------
@@ -139,7 +145,8 @@ def shape_svg(by_shape: Mapping[str, Mapping[str, Any]], width: int = 560) -> st
 
 def timeline_svg(exchanges: Sequence[Mapping[str, Any]], width: int = 760) -> str:
     """A bar per exchange from its start to its end; red where a fault was delivered, amber
-    where one was injected but not delivered, grey for model calls, blue for tools."""
+    where one was injected but not delivered, grey for model calls, blue for tools, purple with
+    a leftward arrow for an MCP server's own request or notification (server to client)."""
     if not exchanges:
         return ""
     t0 = min(float(x.get("started") or 0) for x in exchanges)
@@ -158,12 +165,15 @@ def timeline_svg(exchanges: Sequence[Mapping[str, Any]], width: int = 760) -> st
         fault = x.get("fault")
         path = urlsplit((x.get("request") or {}).get("url") or "").path
         model = is_model_call(path)
+        from_server = x.get("direction") == SERVER_TO_CLIENT
         colour = "#cf222e" if fault and fault.get("delivered") else "#d4a72c" if fault else \
-            "#8c959f" if model else "#0969da"
+            SERVER_COLOUR if from_server else "#8c959f" if model else "#0969da"
         y0 = 16 + i * row
         parts.append(f'<text x="{left - 4}" y="{y0 + 8}" font-size="9" text-anchor="end" fill="#66707a">'
                      f'{esc(x.get("seq"))}</text><rect x="{left + start:.1f}" y="{y0}" width="{w:.1f}" height="9" '
                      f'fill="{colour}"><title>{esc(_describe(x))}</title></rect>')
+        if from_server:  # an arrow pointing back at the client, just left of the bar
+            parts.append(f'<path class="s2c" d="M{left + start - 6:.1f} {y0 + 4.5} l5 -4.5 v9 z" fill="{SERVER_COLOUR}"/>')
     parts.append("</svg>")
     return "".join(parts)
 
@@ -179,6 +189,8 @@ def _describe(x: Mapping[str, Any]) -> str:
     upstream = x.get("upstream")
     fault = x.get("fault")
     text = f"#{x.get('seq')} {request.get('method')} {_where(request.get('url') or '')}"
+    if x.get("direction") == SERVER_TO_CLIENT:
+        text += f" ← server to client: {_rpc_method(x) or 'a message'}, answered by the client"
     text += f" → upstream {upstream.get('status') if upstream else '—'}, client {client.get('outcome')}"
     text += f" {client.get('status') or ''}".rstrip()
     if fault:
@@ -186,6 +198,25 @@ def _describe(x: Mapping[str, Any]) -> str:
     if x.get("body_not_evaluated"):
         text += f"; body not evaluated: {x['body_not_evaluated']}"
     return text
+
+
+def _rpc_method(x: Mapping[str, Any]) -> str | None:
+    """The JSON-RPC method of a trace line's request (an MCP message), else None."""
+    try:
+        body = json.loads((x.get("request") or {}).get("body") or "")
+    except (ValueError, TypeError, RecursionError):
+        return None
+    method = body.get("method") if isinstance(body, dict) else None
+    return method if isinstance(method, str) else None
+
+
+def _method_cell(x: Mapping[str, Any]) -> Any:
+    """The method column: the HTTP method; for an MCP server's own message, a badge saying so."""
+    method = (x.get("request") or {}).get("method")
+    if x.get("direction") != SERVER_TO_CLIENT:
+        return method
+    return Html(f'<span class="badge b-s2c" title="sent by the MCP server to the client; not an agent call">'
+                f'← server to client</span> {esc(_rpc_method(x) or method)}')
 
 
 # --- the page ----------------------------------------------------------------------------------------
@@ -418,7 +449,7 @@ def _timeline(ep: Mapping[str, Any], run_dir: Path | str | None) -> str:
     rows = []
     for x in exchanges:
         request, client, upstream, fault = x.get("request") or {}, x.get("client") or {}, x.get("upstream"), x.get("fault")
-        rows.append((x.get("seq"), f"+{float(x.get('started') or 0) - t0:.3f}", request.get("method"),
+        rows.append((x.get("seq"), f"+{float(x.get('started') or 0) - t0:.3f}", _method_cell(x),
                      _where(request.get("url") or ""), upstream.get("status") if upstream else "—",
                      f"{client.get('outcome')} {client.get('status') or ''}".strip(),
                      f"{fault.get('type')} ({'delivered' if fault.get('delivered') else 'not delivered'})"

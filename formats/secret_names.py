@@ -5,8 +5,9 @@ of its words says so: key, token, secret, password, auth, session, signature, cr
 ... Words come from splitting on punctuation and camelCase, so `x-goog-api-key`, `X-Auth-Token`,
 `Private-Token`, `apiKey` and `pin_password` are secret, while `keyword`, `author` and
 `max_tokens` are not. Some names look secret but carry figures the evaluator needs, and are
-allowed: rate-limit headers, token usage counters (`*_tokens`, `token_count`) and idempotency
-keys (the idempotency check reads them).
+allowed: rate-limit headers, token usage counters (`*_tokens`, `token_count`), idempotency
+keys (the idempotency check reads them) and MCP's `progressToken` (a client's name for one call,
+which its progress notifications carry back: replay needs it to reach the client's callback).
 
 Shapes: well-known credential formats, caught in any text even when nobody configured them.
 """
@@ -29,7 +30,8 @@ _COUNTER_WORDS = frozenset({
     "total", "estimate", "estimated", "cost", "per", "rate", "ratelimit", "details",
 })
 _ALLOWED_PREFIXES = ("x-ratelimit-", "anthropic-ratelimit-", "ratelimit-", "x-rate-limit-")
-_ALLOWED_NAMES = frozenset({"idempotency-key", "x-idempotency-key", "idempotency_key", "idempotencykey"})
+_ALLOWED_NAMES = frozenset({"idempotency-key", "x-idempotency-key", "idempotency_key", "idempotencykey",
+                            "progresstoken"})
 _WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
 
 # Well-known credential shapes. The bearer form keeps its scheme word, the rest is masked whole.

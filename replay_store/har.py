@@ -46,7 +46,10 @@ faultproxy's own data is in custom fields:
                                  the session as the trace holds it (formats.trace: `messages`
                                  both ways with their faults and injected / dropped / held /
                                  resent marks, `close`), redacted again; absent in entries
-                                 frozen before sessions were kept (replay then says so)}
+                                 frozen before sessions were kept (replay then says so),
+                                 "direction": MCP over stdio only, as in the trace: "server to
+                                 client" for a server's request (its `response`: the client's
+                                 answer) or notification}
   request.postData._encoding:   "base64" for a binary request body.
 
 Secrets never reach the store: traces are redacted when written, and everything copied into an
@@ -110,6 +113,7 @@ class Recorded:
     client: Mapping[str, Any]
     truncated: Mapping[str, Any] = field(default_factory=dict)  # "request"/"response": the trace cut that body
     websocket: Mapping[str, Any] | None = None  # the session a 101 upgrade opened: {"messages", "close"}
+    direction: str | None = None  # MCP over stdio: "client to server" or "server to client" (who sent the request)
 
 
 @dataclass(frozen=True)
@@ -358,6 +362,7 @@ def _har_entry(line: Mapping[str, Any], redactor: Redactor) -> dict[str, Any]:
             "sse": sse,
             **({"truncated": cut} if cut else {}),
             **({"websocket": _session_json(line["websocket"], redactor)} if line.get("websocket") else {}),
+            **({"direction": str(line["direction"])} if line.get("direction") else {}),
         },
     }
 
@@ -501,4 +506,6 @@ def _recorded(path: Path, i: int, entry: Any) -> Recorded:
         client=optional_value(path, custom.get("client"), f"{at}._faultproxy.client", is_object, "an object") or {},
         truncated=optional_value(path, custom.get("truncated"), f"{at}._faultproxy.truncated", is_object, "an object") or {},
         websocket=ws_session(path, custom.get("websocket"), f"{at}._faultproxy.websocket"),
+        direction=optional_value(path, custom.get("direction"), f"{at}._faultproxy.direction",
+                                 lambda v: isinstance(v, str), "a string"),
     )

@@ -15,6 +15,10 @@ The replayed trace is judged by evaluator.judge.judge_episode with no end state 
 service is not there), so effects, idempotency, policy, retry etiquette, outcome and escalation
 are judged; end_state is not.
 
+A stdio MCP episode replays with no server: replay_store.stand_in sends the client the recorded
+server's requests and notifications at their place, and a client's answer to one that differs
+from the recorded answer is a divergence too.
+
 What replay does not reproduce: upstream timing (responses come at once; SSE events in one
 piece, after the same shaping). Timing that is the faults' own is: delays, slow_stream's pacing
 (through the pacing relay), and a stream cut with `end: reset` breaks after the kept events.
@@ -34,12 +38,14 @@ import structlog
 from faultproxy.proxy import decide
 from faultproxy.proxy.exchange import FlowExchange
 from faultproxy.proxy.faults import answer
-from faultproxy.proxy.injector import FaultInjector
+from faultproxy.proxy.injector import EXCHANGE_KEY, FaultInjector
 from faultproxy.proxy.relay import Relay
+from faultproxy.proxy.stdio.passage import SERVER_TO_CLIENT, STAND_IN_KEY
 from faultproxy.proxy.sse import EventSplitter, is_event_stream, map_json_data
 from faultproxy.replay_store.har import Entry
 from faultproxy.replay_store.matching import Pool
 from faultproxy.replay_store.ws_replay import Session, SessionServer
+from faultproxy.replay_store.stand_in import answer_difference, server_messages_after
 from faultproxy.scenarios import Scenario
 from mitmproxy import http
 
@@ -53,6 +59,7 @@ UNJUDGEABLE = frozenset({"end_state"})  # checks replay cannot judge; expectatio
 # A placeholder scenario: the injector acts only on requests of an episode it knows, and each
 # replayed episode brings its own scenario.
 REPLAY_SCENARIO = Scenario("replay", "replay mode", "0", {}, (), {}, "", "")
+RECORDED_ANSWER_KEY = "faultproxy_recorded_answer"  # flow.metadata: a replayed server request's recording
 
 
 # --- the addons ---------------------------------------------------------------------------------
@@ -67,6 +74,9 @@ class EpisodeReplay:
     forced: frozenset[tuple[str, int]] | None = None  # minimize: exactly these decisions fire
     served: list[dict[str, Any]] = field(default_factory=list)
     diverged: list[dict[str, Any]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.server_messages = server_messages_after(self.pool.recordings)  # stdio: what the server sent, when
 
 
 class ReplayInjector(FaultInjector):
@@ -126,6 +136,9 @@ class ReplayInjector(FaultInjector):
         if replay is None:
             self._diverge(flow, ex, None, "no replay is running for this episode")
             return
+        if ex.direction == SERVER_TO_CLIENT:
+            self._to_client(flow, ex, replay)
+            return
         match = replay.pool.take(ex.method, ex.url, ex.request_headers, ex.request_body)
         if match is None:
             why = replay.pool.explain_miss(ex.method, ex.url, ex.request_headers, ex.request_body)
@@ -145,6 +158,8 @@ class ReplayInjector(FaultInjector):
         if recorded.websocket is not None:
             await self._play_session(flow, ex, replay, recorded.websocket)
             return
+        if match.how in ("exact", "endpoint") and recorded.seq in replay.server_messages:
+            flow.metadata[STAND_IN_KEY] = [r.request_body or b"" for r in replay.server_messages[recorded.seq]]
         if recorded.status is None:  # forwarded, but the upstream never answered: neither does replay
             flow.kill()
             return
@@ -166,12 +181,37 @@ class ReplayInjector(FaultInjector):
 
         await self.sessions.route(flow, Session(recording, self.redactor, self.limits.trace_body_bytes, diverged))
 
+    def _to_client(self, flow: http.HTTPFlow, ex: FlowExchange, replay: EpisodeReplay) -> None:
+        """A recorded server's message the stand-in sends: forwarded to the client (left unanswered
+        here), its recorded answer kept to check the client's against."""
+        match = replay.pool.take(ex.method, ex.url, ex.request_headers, ex.request_body)
+        if match is None:  # the server got a fault's answer when recorded; the client is asked now
+            self._note_divergence(ex, replay, "the recorded server never asked the client this "
+                                              "(a fault answered in its place)")
+            return
+        replay.served.append({"seq": ex.seq, "recorded": match.recorded.seq, "how": match.how})
+        flow.metadata[RECORDED_ANSWER_KEY] = match.recorded
+
+    async def response(self, flow: http.HTTPFlow) -> None:
+        recorded = flow.metadata.pop(RECORDED_ANSWER_KEY, None)
+        ex = flow.metadata.get(EXCHANGE_KEY)
+        if recorded is not None and ex is not None and ex.upstream is not None and recorded.status == 200:
+            # the client's answer, as the server would get it, before a fault acts on it
+            why = answer_difference(recorded, flow.response.get_content(strict=False) or b"", self.redactor)
+            if why:
+                self._note_divergence(ex, self._active.get(id(ex.episode)), f"{why} (recording #{recorded.seq})")
+        await super().response(flow)
+
     def _diverge(self, flow: http.HTTPFlow, ex: FlowExchange, replay: EpisodeReplay | None, why: str) -> None:
         url = self.redactor.url(ex.url)
         message = f"faultproxy replay: no recorded response for {ex.method} {url} ({why}); it was not forwarded"
         body = json.dumps({"error": {"type": "faultproxy_replay_diverged", "code": "diverged", "message": message}})
         answer(flow, ex, DIVERGED_STATUS, {"content-type": "application/json", DIVERGED_HEADER: "diverged",
                                            "x-should-retry": "false"}, body.encode())
+        self._note_divergence(ex, replay, why)
+
+    def _note_divergence(self, ex: FlowExchange, replay: EpisodeReplay | None, why: str) -> None:
+        url = self.redactor.url(ex.url)
         if replay is not None:
             replay.diverged.append({"seq": ex.seq, "method": ex.method, "url": url, "why": why})
         log.warning("replay diverged", episode=ex.episode.key, seq=ex.seq, method=ex.method, url=url, why=why)
@@ -297,7 +337,8 @@ class ReplayResult:
         if self.blocked:
             return f"the proxy refused {len(self.blocked)} upstream connection(s): {', '.join(self.blocked[:3])}"
         if self.diverged:
-            return f"diverged: {len(self.diverged)} request(s) not in the recording, first {_request(self.diverged[0])}"
+            first = self.diverged[0]
+            return f"diverged: {len(self.diverged)} exchange(s) not as recorded, first {_request(first)} ({first['why']})"
         if self.status == "incomplete":
             return f"incomplete ({self.verdict.get('cause')})"
         expect = self.entry.expect

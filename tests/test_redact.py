@@ -20,7 +20,7 @@ SECRET_NAMES = ["api_key", "apiKey", "x-goog-api-key", "X-Auth-Token", "Private-
 LOOKALIKES = ["max_tokens", "prompt_tokens", "completion_tokens", "total_tokens", "token_count", "input_tokens",
               "cache_read_input_tokens", "x-ratelimit-remaining-tokens", "anthropic-ratelimit-tokens-limit",
               "Idempotency-Key", "idempotency_key", "keyword", "author", "monkey", "tokenizer", "usage", "id",
-              "request_id", "x-request-id", "content-type", "max_completion_tokens", "reasoning_tokens"]
+              "request_id", "x-request-id", "content-type", "max_completion_tokens", "reasoning_tokens", "progressToken"]
 values = st.text(alphabet="ABCDEFGHJKLMNPQRSTUVWXYZ23456789-_", min_size=10, max_size=40)
 plain = st.text(alphabet="abcdefghij klmnop", max_size=30)
 plain_names = plain.filter(lambda name: not is_secret_name(name))  # "pin", "key", ... are secret names themselves

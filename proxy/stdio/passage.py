@@ -9,11 +9,15 @@ Messages go both ways: a server's request (elicitation/create, sampling/createMe
 is an exchange too, direction "server to client", whose upstream answer is the client's; a
 notification from either side is one with no answer. Progress and logging notifications are
 recorded up to a cap per episode (EpisodeLimits.notifications); the rest are only counted.
+In replay no server runs: the replay answers the client's messages from the recording, and
+names the server's recorded messages that followed one (STAND_IN_KEY), which the session sends
+the client before that message's answer, each through the injector as the server's own.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Awaitable, Callable
 
 from faultproxy.proxy.attribution import EPISODE_KEY
 from faultproxy.proxy.auth import EpisodeGate
@@ -26,6 +30,8 @@ from mitmproxy import flow as flow_module
 CLIENT_GONE = "Client disconnected: the MCP session ended first"  # read by the injector as mitmproxy's own
 CLIENT_TO_SERVER = "client to server"
 SERVER_TO_CLIENT = "server to client"
+# flow.metadata, in replay: the recorded server's messages (lines) that followed this client message
+STAND_IN_KEY = "faultproxy_stand_in"
 CAPPED = frozenset({"notifications/progress", "notifications/message"})  # progress, logging: may come by the thousand
 
 
@@ -50,15 +56,19 @@ class Passage:
         state.notifications[method] += 1
         return state.notifications[method] <= state.limits.notifications
 
-    async def begin(self, message: bytes, direction: str) -> tuple[http.HTTPFlow, bool | None]:
+    async def begin(self, message: bytes, direction: str,
+                    stand_in: Callable[[list[bytes]], Awaitable[None]] | None = None) -> tuple[http.HTTPFlow, bool | None]:
         """The request hooks, for a message its sender sent in `direction`. With the flow:
         whether it is forwarded and its answer reaches the sender unchanged (no rule fired,
         nothing may perturb it), forwarded to be looked at (False), or already answered or
-        dropped (None)."""
+        dropped (None). In replay, `stand_in` gets the recorded server's messages that followed
+        this one, before the response hooks act on its answer."""
         flow = self._flow(message)
         flow.metadata[DIRECTION_KEY] = direction
         if self._admitted(flow):
             await self.injector.request(flow)
+        if stand_in is not None and flow.metadata.get(STAND_IN_KEY):
+            await stand_in(flow.metadata.pop(STAND_IN_KEY))
         if flow.error is not None:  # a fault dropped it before it was forwarded
             self.injector.error(flow)
             return flow, None

@@ -14,7 +14,9 @@ The server's own requests (elicitation/create, sampling/createMessage, roots/lis
 injector the other way (direction "server to client"): the client's answer is the upstream's,
 and what the injector makes of it goes to the server, as the rules above with the roles swapped.
 Notifications pass it from either side (past the episode's cap for progress and logging they are
-only counted). Requests travel side by side, so two sent together may arrive in either order (as
+only counted). In replay no server runs; the recorded server's requests and notifications that
+followed a client message are sent the client before that message's answer, through the
+injector the same way (replay_store.stand_in says which and checks the client's answers). Requests travel side by side, so two sent together may arrive in either order (as
 over HTTP); a notification arrives before anything its sender sends after it.
 """
 
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 from typing import Protocol
 
 import structlog
@@ -69,6 +72,7 @@ class StdioSession:
         self.server_finished = asyncio.Event()  # the server's output ended
         self.exit_status = 0
         self._closing = False
+        self._standing_in = asyncio.Lock()  # replay: the server's recorded messages go out in order
 
     async def run(self) -> int:
         pump = asyncio.create_task(self._pump_server()) if self.server.stdout is not None else None
@@ -144,7 +148,8 @@ class StdioSession:
     async def _through_proxy(self, message: Message, direction: str) -> None:
         to_server = direction == CLIENT_TO_SERVER
         receiver, give = (self.server, self._give_client) if to_server else (self.client, self._give_server)
-        flow, unchanged = await self.passage.begin(message.raw, direction)
+        stand_in = functools.partial(self._stand_in, message) if to_server else None
+        flow, unchanged = await self.passage.begin(message.raw, direction, stand_in)
         if unchanged is None:  # a fault (or the replay) answered, or dropped it
             await give(message, self.passage.final(flow))
             return
@@ -159,6 +164,24 @@ class StdioSession:
             return
         await self.passage.complete(flow, delivered)
         await give(message, self.passage.final(flow))
+
+    async def _stand_in(self, message: Message, lines: list[bytes]) -> None:
+        """Replay: the recorded server's messages that followed the client's `message`, to the
+        client, each through the injector as the server's own; a request's answer waits for them.
+        After a notification they go aside: the client's next lines (its answers among them) must
+        still be read."""
+        sending = asyncio.create_task(self._send_recorded(lines))
+        self.inflight.add(sending)
+        sending.add_done_callback(self.inflight.discard)
+        if message.kind == "request":
+            await sending
+
+    async def _send_recorded(self, lines: list[bytes]) -> None:
+        async with self._standing_in:
+            for line in lines:
+                recorded = parse_line(line.strip())
+                if recorded.kind in ("request", "notification"):
+                    await self._through_proxy(recorded, SERVER_TO_CLIENT)
 
     async def _give_client(self, message: Message, delivered: Delivered | None) -> None:
         """What the client sees of the proxy's word on its message (see the module docstring)."""

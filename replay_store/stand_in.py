@@ -1,0 +1,63 @@
+"""Replay's stand-in for a stdio MCP server: what the recorded server sent the client, and when.
+
+No server runs in replay; the client's messages are answered from the recording. A server also
+talks first: its requests (elicitation/create, sampling/createMessage, roots/list) and
+notifications (progress, logging) are in the recording too, direction "server to client". The
+stand-in sends each to the client after the last client message that reached that server before
+it in the recording (a recording whose request was forwarded, same server), and before the
+answer to that message: so an elicitation a tool call caused comes while the call is open, as
+it did. Messages a server sent before any client message reached it come after the first one.
+They are sent once, when that client message is first served (not again for a repeated read).
+
+The client's answer to a replayed server request is compared with the recorded one as
+normalised JSON (parsed, redacted as the recording was, keys in any order). The request goes
+out with its recorded id, so the answer's id is the recorded one unless the client got it
+wrong; any difference is a divergence.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Iterable
+from typing import Any
+from urllib.parse import urlsplit
+
+from faultproxy.formats.redact import Redactor
+from faultproxy.proxy.stdio.passage import CLIENT_TO_SERVER, SERVER_TO_CLIENT
+from faultproxy.replay_store.har import Recorded
+
+
+def server_messages_after(recordings: Iterable[Recorded]) -> dict[int, list[Recorded]]:
+    """seq of a client message -> the server's messages that followed it, in recorded order."""
+    following: dict[int, list[Recorded]] = defaultdict(list)
+    last: dict[str, int] = {}  # server (host) -> seq of the last client message that reached it
+    early: dict[str, list[Recorded]] = defaultdict(list)  # sent before any client message reached it
+    for recorded in sorted(recordings, key=lambda r: r.seq):
+        host = urlsplit(recorded.url).hostname or ""
+        if recorded.direction == SERVER_TO_CLIENT:
+            (following[last[host]] if host in last else early[host]).append(recorded)
+        elif recorded.direction == CLIENT_TO_SERVER and recorded.forwarded:
+            last[host] = recorded.seq
+            following[recorded.seq].extend(early.pop(host, ()))
+    return {seq: messages for seq, messages in following.items() if messages}
+
+
+def answer_difference(recorded: Recorded, answer: bytes, redactor: Redactor) -> str | None:
+    """None when the client's answer is the recorded one (normalised JSON); else how it differs."""
+    was, now = _normalised(recorded.response_body, redactor), _normalised(answer, redactor)
+    if was == now:
+        return None
+    return f"the client answered {_short(now)}, recorded {_short(was)}"
+
+
+def _normalised(body: bytes | None, redactor: Redactor) -> Any:
+    try:
+        return redactor.document(json.loads(body or b""))
+    except ValueError:
+        return (body or b"").decode("utf-8", "replace")
+
+
+def _short(document: Any, limit: int = 200) -> str:
+    text = json.dumps(document, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return text if len(text) <= limit else text[:limit] + "..."
