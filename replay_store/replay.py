@@ -338,7 +338,8 @@ class ReplayResult:
             return f"the proxy refused {len(self.blocked)} upstream connection(s): {', '.join(self.blocked[:3])}"
         if self.diverged:
             first = self.diverged[0]
-            return f"diverged: {len(self.diverged)} exchange(s) not as recorded, first {_request(first)} ({first['why']})"
+            return (f"diverged: {len(self.diverged)} request(s) not in the recording, first {_request(first)}"
+                    f" ({first['why']})")
         if self.status == "incomplete":
             return f"incomplete ({self.verdict.get('cause')})"
         expect = self.entry.expect
