@@ -111,7 +111,8 @@ def judge_episode(task: Any, record: Mapping[str, Any], trace: Iterable[Mapping[
         status = "incomplete"
     else:
         status = "pass" if all(r["passed"] is not False for r in results) else "fail"
-    durations = [ex.duration_s for ex in exchanges]
+    requests = [ex for ex in exchanges if ex.session_kind is None]  # a live session's turns and calls are not requests
+    durations = [ex.duration_s for ex in requests]
     failed = [{"name": r["name"], "severity": r["severity"], "detail": r["detail"]}
               for r in results if r["passed"] is False]
     # `failed` repeats what a report needs of the failed checks: it reads up to REPORT_CUT_KEY.
@@ -127,7 +128,7 @@ def judge_episode(task: Any, record: Mapping[str, Any], trace: Iterable[Mapping[
                     "delivered": bool(ex.fault.get("delivered"))} for ex in exchanges if ex.fault],
         "endpoints": [ex.endpoint(record.get("key")) for ex in exchanges],
         "tokens": sum(ex.tokens for ex in exchanges) or int((record.get("stats") or {}).get("tokens") or 0),
-        "requests": len(exchanges),
+        "requests": len(requests),
         "usage": C.model_usage(exchanges, record.get("model")),
         REPORT_CUT_KEY: C.agent_escalated(record),
         "model_calls": sum(1 for ex in exchanges if ex.is_model),

@@ -107,10 +107,10 @@ def _turn_line(line: Mapping[str, Any], api: LiveApi, turn: dict[str, Any], end:
 def _calls(line: Mapping[str, Any], api: LiveApi, events: list[tuple[dict, Any]]) -> list[dict[str, Any]]:
     """One tool call per function call (by call id), answered by the client's output for it."""
     calls: dict[str, tuple[float, LiveFunctionCall]] = {}
-    outputs: dict[str, Any] = {}
+    outputs: dict[str, tuple[float, Any]] = {}
     for message, event in events:
         if message.get("from") == "client":
-            outputs.update((call_id, output) for call_id, output in live_function_outputs(api, event)
+            outputs.update((call_id, (message["t"], output)) for call_id, output in live_function_outputs(api, event)
                            if call_id in calls and call_id not in outputs)
             continue
         for call in live_function_calls(api, event):
@@ -125,7 +125,8 @@ def _calls(line: Mapping[str, Any], api: LiveApi, events: list[tuple[dict, Any]]
             lines.append(derived | {"upstream": None, "client": {"outcome": "error", "status": None},
                                     "error": "the client sent no output for this function call"})
             continue
-        output = outputs[call_id]
+        answered, output = outputs[call_id]
+        derived["duration_s"] = round(answered - t, 6)  # from the model's call to the client's output
         text = output if isinstance(output, str) else json.dumps(output)
         parsed = _json(text)
         derived["session"]["failed"] = isinstance(parsed, dict) and "error" in parsed

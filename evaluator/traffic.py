@@ -52,6 +52,8 @@ def seen_traffic(run_dir: Path, traces: int = TRACES_READ) -> SeenTraffic:
     paths = sorted(p for p in folder.glob("*.jsonl") if p.stem != REJECTED_NAME) if folder.is_dir() else []
     for path in paths[:traces]:
         for ex in parse_trace(read_trace(path)):
+            if ex.session_kind is not None:  # a live session's turn or call: its upgrade is the request
+                continue
             method, _, route = ex.endpoint(ex.raw.get("episode")).partition(" ")
             seen.requests[f"{method} {urlsplit(ex.url).netloc}{route}"] += 1
             seen.matched += bool(ex.raw.get("matched"))

@@ -421,7 +421,7 @@ def test_the_evaluator_reads_turns_and_function_calls_of_a_realtime_session(make
                     expected=Expected(effects=(Effect("POST", "*/tools/refund_order", 1),)))
     verdict = judge_episode(the_task, {"key": "fc", "completed": True, "exit_code": 0, "output": {"answer": "x"}},
                             read_trace(trace_path(tmp_path / "flows", "fc")))
-    assert (verdict["model_calls"], verdict["tool_calls"]) == (4, 3)
+    assert (verdict["model_calls"], verdict["tool_calls"], verdict["requests"]) == (4, 3, 1)  # one upgrade
     assert [e.split(" ", 1)[1] for e in verdict["endpoints"] if "function_call" in e] == \
         ["/v1/realtime function_call:get_order", "/v1/realtime function_call:refund_order",
          "/v1/realtime function_call:refund_order"]
