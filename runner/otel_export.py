@@ -6,11 +6,22 @@ the runner's own loops (`run`, `sweep`, replay, the monitor) after each episode 
 never runs on the proxy's hot path and needs nothing from the CLI; the CLI only decides whether
 to export, where, and prints the summary (`faultproxy export-otel` feeds it a finished run).
 
-Never slows or breaks a run: spans go to the SDK's batch processor (a bounded queue, a thread of
-its own); a collector that is down or slow costs at most EXPORT_TIMEOUT_S per batch on that
-thread, and after a failed batch the next COOL_DOWN_S of batches are dropped at once rather than
-retried; closing waits at most FLUSH_TIMEOUT_S. Spans that never reached the collector are
-counted (`ExportSummary.dropped`); no verdict, log line or exit status depends on the export.
+Its own process: building spans, encoding protobuf and HTTP would otherwise share the
+interpreter lock with the embedded proxy (at 50 episodes/s that cost the proxy a third of its
+throughput). The first episode starts an exporter process (runner/otel_sender.py); this process
+only pickles what an episode's spans need (its logged record, where its trace is, attributes)
+into a bounded queue that a thread writes to the exporter's stdin. Redaction happens there,
+before anything is sent; the redactor travels through the pipe, never through a file.
+
+Never slows or breaks a run: a full queue drops the episode (counted, never waited on, except
+for `wait_for_room`, export-otel's); the exporter batches spans through the SDK's bounded queue;
+a collector that is down or slow costs at most EXPORT_TIMEOUT_S per batch there, and after a
+failed batch the next COOL_DOWN_S of batches are dropped at once rather than retried; closing
+waits at most FLUSH_TIMEOUT_S (+ CLOSE_GRACE_S for the exporter to answer, else it is killed).
+Spans that never reached the collector are counted (`ExportSummary.dropped`, `.lost`); no
+verdict, log line or exit status depends on the export. The exporter exits when its stdin
+closes, so a parent killed outright leaves no exporter behind (it flushes at most
+FLUSH_TIMEOUT_S first).
 
     export = OtelExport(endpoint, redactor=redactor)
     export.export_logged(run_dir, record)      # after the record is logged
@@ -19,43 +30,39 @@ counted (`ExportSummary.dropped`); no verdict, log line or exit status depends o
 
 from __future__ import annotations
 
-import logging
+import json
 import os
+import pickle
+import queue
+import subprocess
+import sys
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 from urllib.parse import urlsplit
 
 import structlog
-from opentelemetry import trace
-from opentelemetry.context import Context
-from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
-from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
-from faultproxy.formats import __version__
 from faultproxy.formats.errors import UsageError
 from faultproxy.formats.redact import Redactor
-from faultproxy.formats.rundir import trace_file
-from faultproxy.formats.trace import read_trace
-from faultproxy.runner import otel_names as N
-from faultproxy.runner.otel_spans import SpanPlan, episode_spans
 
 log = structlog.get_logger("faultproxy.otel")
 
 EXPORT_TIMEOUT_S = 5.0  # one batch, retries included
 FLUSH_TIMEOUT_S = 5.0  # what closing may add at the end of a run
+CLOSE_GRACE_S = 0.5  # for the exporter's summary after the flush deadline, before it is killed
 COOL_DOWN_S = 30.0  # after a failed batch, drop batches this long instead of waiting on the collector
-QUEUE_SPANS = 4096
-BATCH_SPANS = 256
+QUEUE_EPISODES = 256  # episodes waiting for the exporter, on each side of the pipe
+SENDER_MODULE = "faultproxy.runner.otel_sender"
 TRACES_PATH = "/v1/traces"
-_SDK_LOGGERS = ("opentelemetry.exporter.otlp.proto.http.trace_exporter", "opentelemetry.sdk._shared_internal")
 ENDPOINT_ENV = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
+
+# Where an episode's trace lines are: the lines themselves, ("logged", run_dir) for a logged
+# record's trace, or ("file", path).
+TraceSource = list[Mapping[str, Any]] | tuple[str, Path]
 
 
 def traces_url(url: str, what: str = "--otlp") -> str:
@@ -89,6 +96,7 @@ class ExportSummary:
     spans: int
     delivered: int
     unexported: int = 0  # episodes whose spans could not be built (a damaged trace)
+    lost: int = 0  # episodes dropped before their spans were built (see below)
 
     @property
     def dropped(self) -> int:
@@ -96,157 +104,185 @@ class ExportSummary:
         flight when the flush time ran out."""
         return self.spans - self.delivered
 
+    @property
+    def complete(self) -> bool:
+        """Every episode handed to the export reached the collector, all its spans."""
+        return not (self.dropped or self.unexported or self.lost)
+
     def line(self) -> str:
         unexported = f", {self.unexported} episodes not exported (see the log)" if self.unexported else ""
+        lost = (f", {self.lost} episodes dropped before their spans were built (the exporter fell behind "
+                "or ran out of flush time)") if self.lost else ""
         return (f"otlp: {self.spans} spans of {self.episodes} episodes to {self.endpoint}, "
-                f"{self.dropped} dropped{unexported}")
+                f"{self.dropped} dropped{lost}{unexported}")
 
 
-class _CountingExporter(SpanExporter):
-    """The OTLP exporter, counting what it was handed and what the collector accepted; after a
-    failed batch it fails the next ones at once for COOL_DOWN_S, so a dead collector costs one
-    timeout per cool-down instead of one per batch."""
+@dataclass(frozen=True)
+class SenderSettings:
+    """What the exporter process needs before the first episode (pickled into its stdin)."""
 
-    def __init__(self, inner: SpanExporter) -> None:
-        self.inner = inner
-        self.handed = self.delivered = 0
-        self.closed = False  # past the flush deadline: fail every batch at once
-        self._failed_at: float | None = None
-        self._lock = threading.Lock()
-
-    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        with self._lock:
-            self.handed += len(spans)
-        if self.closed or (self._failed_at is not None and time.monotonic() - self._failed_at < COOL_DOWN_S):
-            return SpanExportResult.FAILURE
-        result = self.inner.export(spans)
-        if result is SpanExportResult.SUCCESS:
-            self._failed_at = None
-            with self._lock:
-                self.delivered += len(spans)
-        else:
-            if self._failed_at is None:
-                log.warning("otlp_export_failed", spans=len(spans), cool_down_s=COOL_DOWN_S)
-            self._failed_at = time.monotonic()
-        return result
-
-    def shutdown(self) -> None:
-        """The SDK's shutdown; OtelExport.close stops the inner exporter itself, once."""
-
-    def force_flush(self, timeout_millis: int = 30000) -> bool:
-        return True
+    endpoint: str
+    redactor: Redactor
+    content: bool = False
+    attributes: Mapping[str, Any] = field(default_factory=dict)
+    wait_for_room: bool = False
+    headers: Mapping[str, str] | None = None
 
 
 class OtelExport:
-    """Spans of judged episodes, batched to one OTLP/HTTP collector (see the module docstring).
+    """Spans of judged episodes, batched to one OTLP/HTTP collector by an exporter process of
+    its own (see the module docstring).
 
     `attributes` go on every episode's root span (the scenario, the agent's command, the mode);
     `content` adds the conventions' opt-in message content; `wait_for_room` makes a producer
-    that is not a live run (export-otel) wait for queue room instead of dropping spans.
+    that is not a live run (export-otel) wait for queue room instead of dropping episodes.
     """
 
     def __init__(self, endpoint: str, *, redactor: Redactor | None = None, content: bool = False,
                  attributes: Mapping[str, Any] | None = None, wait_for_room: bool = False,
                  headers: Mapping[str, str] | None = None) -> None:
-        self.endpoint = endpoint
-        self.shown = (redactor or Redactor()).url(endpoint)  # what summaries and logs name: no userinfo, no keys
-        self.redactor = redactor or Redactor()
-        self.content, self.wait_for_room = content, wait_for_room
-        self.attributes = dict(attributes or {})
-        # The SDK's own lines (a failed batch, each span a full queue drops) would repeat ours many
-        # times over; the summary says what was lost.
-        for name in _SDK_LOGGERS:
-            logging.getLogger(name).setLevel(logging.CRITICAL)
-        self._exporter = _CountingExporter(OTLPSpanExporter(endpoint=endpoint, headers=headers,
-                                                            timeout=EXPORT_TIMEOUT_S))
-        processor = BatchSpanProcessor(self._exporter, max_queue_size=QUEUE_SPANS,
-                                             max_export_batch_size=BATCH_SPANS, schedule_delay_millis=500)
-        resource = Resource.create({N.SERVICE_NAME_KEY: N.SERVICE_NAME, N.SERVICE_VERSION: __version__})
-        self._provider = TracerProvider(resource=resource, shutdown_on_exit=False)
-        self._provider.add_span_processor(processor)
-        self._tracer = self._provider.get_tracer("faultproxy", __version__, schema_url=N.SCHEMA_URL)
+        redactor = redactor or Redactor()
+        self.shown = redactor.url(endpoint)  # what summaries and logs name: no userinfo, no keys
+        self.settings = SenderSettings(endpoint, redactor, content, dict(attributes or {}), wait_for_room,
+                                       dict(headers) if headers else None)
+        self._queue: queue.Queue[bytes | None] = queue.Queue(QUEUE_EPISODES)
+        self._sender: subprocess.Popen[bytes] | None = None
+        self._answered = threading.Event()
+        self.ready = threading.Event()  # set once the exporter process is up and has its settings
+        self._gone = threading.Event()  # the exporter stopped reading: later episodes are lost at once
+        self._answer: dict[str, int] = {}
         self._lock = threading.Lock()
-        self.episodes = self.spans = self.unexported = 0
+        self.handed = self.lost = self.unexported = 0
         self._closed: ExportSummary | None = None
 
+    @property
+    def sender_pid(self) -> int | None:
+        """The exporter process's id, once the first episode started it."""
+        return self._sender.pid if self._sender is not None else None
+
     def export_episode(self, record: Mapping[str, Any], trace_lines: Iterable[Mapping[str, Any]],
-                       attributes: Mapping[str, Any] | None = None) -> int:
-        """Queue one judged episode's spans (its log line and trace); the number of spans. Never
-        raises: an episode that cannot be exported is logged and counted, and the run goes on."""
+                       attributes: Mapping[str, Any] | None = None) -> bool:
+        """Hand one judged episode (its log line and trace lines) to the exporter; whether it was
+        taken. Never raises: an episode that cannot be handed over is logged and counted."""
         try:
-            return self._export(record, trace_lines, attributes)
+            lines = list(trace_lines)
         except Exception as error:  # noqa: BLE001 - export must never fail a run (module docstring)
-            log.warning("otlp_episode_not_exported", episode=record.get("key"), error=repr(error))
-            with self._lock:
-                self.unexported += 1
-            return 0
+            return self._not_exported(record, error)
+        return self._hand(record, lines, attributes)
 
     def export_logged(self, run_dir: Path, record: Mapping[str, Any],
-                      attributes: Mapping[str, Any] | None = None) -> int:
-        """export_episode for an episode of a run directory, its trace read from flows/."""
-        return self.export_episode(record, _logged_trace(Path(run_dir), record), attributes)
+                      attributes: Mapping[str, Any] | None = None) -> bool:
+        """export_episode for an episode of a run directory, its trace read from flows/ by the exporter."""
+        return self._hand(record, ("logged", Path(run_dir)), attributes)
 
-    def _export(self, record: Mapping[str, Any], trace_lines: Iterable[Mapping[str, Any]],
-                attributes: Mapping[str, Any] | None) -> int:
-        plan = episode_spans(record, trace_lines, self.redactor, self.content, {**self.attributes, **(attributes or {})})
-        if self.wait_for_room:
-            self._wait_for_room(plan.count())
-        self._emit(plan, _context_of(plan.parent))
-        with self._lock:
-            self.episodes += 1
-            self.spans += plan.count()
-        return plan.count()
+    def export_trace(self, record: Mapping[str, Any], trace: Path, attributes: Mapping[str, Any] | None = None) -> bool:
+        """export_episode for an episode whose trace is the file `trace`, read by the exporter."""
+        return self._hand(record, ("file", Path(trace)), attributes)
 
     def close(self) -> ExportSummary:
-        """Flush for at most FLUSH_TIMEOUT_S, stop, and say how many spans arrived."""
+        """Flush for at most FLUSH_TIMEOUT_S, stop the exporter, and say how many spans arrived."""
         if self._closed is None:
-            # The SDK's shutdown drains the whole queue with no deadline: give it its own thread and
-            # FLUSH_TIMEOUT_S, then refuse what is left (it counts as dropped) and stop any retry.
-            flusher = threading.Thread(target=self._provider.shutdown, name="faultproxy-otlp-flush", daemon=True)
-            flusher.start()
-            flusher.join(FLUSH_TIMEOUT_S)
-            self._exporter.closed = True
-            self._exporter.inner.shutdown()
-            self._closed = ExportSummary(self.shown, self.episodes, self.spans, self._exporter.delivered,
-                                         self.unexported)
-            log.info("otlp_export", endpoint=self.shown, episodes=self.episodes, spans=self.spans,
-                     dropped=self._closed.dropped)
+            answer = self._stop() if self._sender is not None else {}
+            handed_over = answer.get("received", 0)
+            self._closed = ExportSummary(
+                self.shown, answer.get("episodes", 0), answer.get("spans", 0), answer.get("delivered", 0),
+                self.unexported + answer.get("unexported", 0),
+                self.lost + (self.handed - handed_over) + answer.get("lost", 0))
+            log.info("otlp_export", endpoint=self.shown, episodes=self._closed.episodes, spans=self._closed.spans,
+                     dropped=self._closed.dropped, lost=self._closed.lost)
         return self._closed
 
-    def _emit(self, plan: SpanPlan, context: Context) -> None:
-        kind = SpanKind.CLIENT if plan.client else SpanKind.INTERNAL
-        span = self._tracer.start_span(plan.name, context=context, kind=kind, attributes=plan.attributes,
-                                       start_time=_ns(plan.start))
-        for name, at, attributes in plan.events:
-            span.add_event(name, attributes, timestamp=_ns(at))
-        if plan.error:
-            span.set_status(Status(StatusCode.ERROR, plan.error))
-        inner = trace.set_span_in_context(span, context)
-        for child in plan.children:
-            self._emit(child, inner)
-        span.end(end_time=_ns(plan.end))
+    def _hand(self, record: Mapping[str, Any], source: TraceSource, attributes: Mapping[str, Any] | None) -> bool:
+        try:
+            frame = pickle.dumps(("episode", dict(record), source, dict(attributes or {})), pickle.HIGHEST_PROTOCOL)
+            self._start()
+        except Exception as error:  # noqa: BLE001 - export must never fail a run
+            return self._not_exported(record, error)
+        try:
+            if self._gone.is_set():
+                raise queue.Full
+            self._queue.put(frame, timeout=EXPORT_TIMEOUT_S) if self.settings.wait_for_room else \
+                self._queue.put_nowait(frame)
+        except queue.Full:
+            with self._lock:
+                self.lost += 1
+                first = self.lost == 1
+            if first:
+                log.warning("otlp_queue_full", episode=record.get("key"), queue=QUEUE_EPISODES)
+            return False
+        with self._lock:
+            self.handed += 1
+        return True
 
-    def _wait_for_room(self, spans: int) -> None:
-        """Wait (at most a batch's timeout) until the queue can take `spans` more."""
-        deadline = time.monotonic() + EXPORT_TIMEOUT_S
-        while self.spans - self._exporter.handed + spans > QUEUE_SPANS and time.monotonic() < deadline:
-            time.sleep(0.02)
+    def _not_exported(self, record: Mapping[str, Any], error: Exception) -> bool:
+        log.warning("otlp_episode_not_exported", episode=record.get("key"), error=repr(error))
+        with self._lock:
+            self.unexported += 1
+        return False
+
+    def _start(self) -> None:
+        """Start the exporter process and its two pipe threads, once (the first episode does)."""
+        with self._lock:
+            if self._sender is not None:
+                return
+            # -P: the exporter imports faultproxy as installed, not a same-named folder of the cwd.
+            self._sender = subprocess.Popen([sys.executable, "-P", "-m", SENDER_MODULE], stdin=subprocess.PIPE,
+                                            stdout=subprocess.PIPE)
+        settings = pickle.dumps(self.settings, pickle.HIGHEST_PROTOCOL)
+        threading.Thread(target=self._write, args=(self._sender.stdin, settings), name="faultproxy-otlp-pipe",
+                         daemon=True).start()
+        threading.Thread(target=self._read, args=(self._sender.stdout,), name="faultproxy-otlp-answers",
+                         daemon=True).start()
+
+    def _write(self, pipe: IO[bytes], settings: bytes) -> None:
+        """Frames from the queue into the exporter's stdin; after a close frame (or a broken
+        pipe), stdin is closed, which is what ends the exporter."""
+        frame: bytes | None = settings
+        while frame is not None:
+            try:
+                pipe.write(frame)
+                pipe.flush()
+            except (OSError, ValueError):  # the exporter is gone: what is left counts as lost
+                self._gone.set()
+                break
+            frame = self._queue.get()
+        try:
+            pipe.close()
+        except OSError:
+            pass
+
+    def _read(self, pipe: IO[bytes]) -> None:
+        """The exporter's JSON lines: warnings to log here, then its summary."""
+        for line in pipe:
+            try:
+                message = json.loads(line)
+            except ValueError:
+                continue  # not one of the exporter's lines (a library printing): nothing to act on
+            if "ready" in message:
+                self.ready.set()
+            elif "summary" in message:
+                self._answer = message["summary"]
+                self._answered.set()
+            else:
+                log.warning(message.pop("event"), **message)
+        self._gone.set()
+
+    def _stop(self) -> dict[str, int]:
+        """Close the exporter: it flushes until the deadline, answers, exits; killed if it does not."""
+        assert self._sender is not None
+        deadline = time.time() + FLUSH_TIMEOUT_S
+        try:
+            self._queue.put(pickle.dumps(("close", deadline)), timeout=FLUSH_TIMEOUT_S)
+            self._queue.put(None, timeout=max(0.0, deadline - time.time()))
+        except queue.Full:
+            pass  # the exporter stopped reading: it is killed below
+        answered = self._answered.wait(max(0.0, deadline - time.time()) + CLOSE_GRACE_S)
+        try:
+            self._sender.wait(CLOSE_GRACE_S if answered else 0)
+        except subprocess.TimeoutExpired:
+            log.warning("otlp_exporter_killed", pid=self._sender.pid, reason="no answer within the flush time")
+            self._sender.kill()
+            self._sender.wait()
+        return self._answer if answered else {}
 
 
-def _logged_trace(run_dir: Path, record: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
-    """The trace lines of a logged episode, read lazily (inside export_episode's guard)."""
-    path = trace_file(run_dir, record)
-    if path is not None:
-        yield from read_trace(path)
-
-
-def _context_of(parent: tuple[int, int] | None) -> Context:
-    """Where an episode's root starts: the agent's own trace when it sent one, else a new trace."""
-    if parent is None:
-        return Context()
-    remote = SpanContext(parent[0], parent[1], is_remote=True, trace_flags=TraceFlags(TraceFlags.SAMPLED))
-    return trace.set_span_in_context(NonRecordingSpan(remote), Context())
-
-
-def _ns(seconds: float) -> int:
-    return int(seconds * 1e9)

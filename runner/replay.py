@@ -262,7 +262,7 @@ class Replayer:
         verdict = judge_episode(task, record, read_trace(trace), episode.get("severity_defaults") or {})
         record = self.injector.redactor.document(record)
         if self.export is not None:
-            await asyncio.to_thread(self.export.export_episode, {**record, "verdict": verdict}, read_trace(trace),
+            await asyncio.to_thread(self.export.export_trace, {**record, "verdict": verdict}, trace,
                                     {otel_names.SCENARIO: scenario.name, otel_names.COMMAND: shlex.join(command)})
         return ReplayResult(entry, record, verdict, replay.diverged, replay.served,
                             [r.seq for r in replay.pool.unserved()], self.guard.attempts[blocked_before:], trace,

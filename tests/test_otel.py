@@ -4,7 +4,10 @@ OTLP/HTTP collector that decodes the real protobuf (tests/otlp_receiver.py)."""
 from __future__ import annotations
 
 import json
+import os
+import select
 import socket
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -31,10 +34,12 @@ from faultproxy.runner.replay import Replayer
 from faultproxy.scenarios import load_scenario
 from faultproxy.tasks.loader import task_set_from_json
 from tests.otlp_receiver import ReceivedSpan, receiving
+from tests.processes import alive, wait_until
 from tests.test_monitor import MonitorProcess
 from tests.upstream import ServerThread, Upstream
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+AGENTS = Path(__file__).resolve().parent / "agents"
 PLANTED = "sk-planted0123456789abcdefPLANTED"  # an OpenAI-shaped key the agent sends with every model call
 CLIENT, INTERNAL = 3, 1  # protobuf Span.SpanKind
 STATUS_ERROR = 2
@@ -210,14 +215,86 @@ def test_mcp_spans_replayed_episodes_and_a_dead_collector_that_changes_nothing(t
         assert len(roots) == 4 and len(replayed) == 2 and all(r.attributes[N.VERDICT] == "pass" for r in replayed)
         assert {r.attributes[N.SCENARIO] for r in replayed} == {"otel_mcp"}
 
-        # Nothing listens: the same run judges the same, and closing costs at most the flush time.
-        dead = OtelExport(f"http://127.0.0.1:{dead_port()}/v1/traces")
-        run_function(agent, tasks, k=2, scenario=scenario, out=tmp_path / "dead", export=dead)
+        # The collector dies mid-run. The export runs in a process of its own; the first episode's
+        # spans arrive, the second's are counted dropped, closing costs at most the flush time, and
+        # the run judges the same.
+        dying_receiver, dying = receiving()
+        dying.__enter__()
+        export = OtelExport(f"{dying.url}/v1/traces")
+        calls = []
+
+        def killing_agent(episode: Episode) -> bool:
+            calls.append(episode.key)
+            if len(calls) == 2:  # the first episode is judged: its spans reach the collector, which then dies
+                assert wait_until(lambda: len(dying_receiver.spans) == 4, 60)
+                assert export.sender_pid not in (None, os.getpid()) and alive(export.sender_pid)
+                dying.__exit__(None, None, None)
+            return agent(episode)
+
+        run_function(killing_agent, tasks, k=2, scenario=scenario, out=tmp_path / "dying", export=export)
         started = time.monotonic()
-        lost = dead.close()
+        lost = export.close()
         assert time.monotonic() - started <= FLUSH_TIMEOUT_S + 1
-    assert lost.spans == lost.dropped == 8 and "8 dropped" in lost.line()
-    assert verdicts(tmp_path / "dead") == verdicts(tmp_path / "live")
+        assert not alive(export.sender_pid)  # stopped with the export
+    assert (lost.spans, lost.delivered, len(dying_receiver.spans)) == (8, 4, 4) and "4 dropped" in lost.line()
+    assert verdicts(tmp_path / "dying") == verdicts(tmp_path / "live")
+
+
+ORPHANED = """\
+import sys, time
+from faultproxy.runner.otel_export import OtelExport
+export = OtelExport(sys.argv[1])
+export.export_episode({"key": "orphan", "started": time.time(), "duration_s": 0.1}, [])
+assert export.ready.wait(60)
+print(export.sender_pid, flush=True)
+sys.stdin.read()  # until the test kills this process
+"""
+
+
+def test_an_exporter_whose_runner_is_killed_flushes_and_exits():
+    receiver, collector = receiving()
+    with collector:
+        runner = subprocess.Popen([sys.executable, "-c", ORPHANED, f"{collector.url}/v1/traces"],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        pid = int(runner.stdout.readline())
+        exporter = os.pidfd_open(pid)  # readable once the exporter exits, whoever reaps it
+        try:
+            assert pid != runner.pid
+            runner.kill()
+            runner.wait()
+            assert select.select([exporter], [], [], FLUSH_TIMEOUT_S + 5)[0], "the exporter outlived its runner"
+        finally:
+            os.close(exporter)
+    assert [s.name for s in receiver.spans] == ["episode orphan"]  # what it was handed still went out
+
+
+STDIO_TASKS = """\
+tasks:
+  - id: read_counter
+    prompt: "What does the counter say?"
+    expected: {output: {regex: "counter: 0"}}
+"""
+
+
+def test_a_real_stdio_mcp_episode_exports_its_tool_call_as_a_pipe_span(tmp_path, capsys):
+    (tmp_path / "tasks.yaml").write_text(STDIO_TASKS)
+    (tmp_path / "s.yaml").write_text(SCENARIO.replace('path: "*/mcp", ', ""))  # stdio: any server's messages
+    receiver, collector = receiving()
+    with collector:
+        assert main(["run", "--scenario", str(tmp_path / "s.yaml"), "--tasks", str(tmp_path / "tasks.yaml"),
+                     "--out", str(tmp_path / "run"), "--otlp", collector.url, "--", sys.executable,
+                     str(AGENTS / "stdio_counter_agent.py"), str(tmp_path / "state")]) in (0, 1)
+    (record,) = read_run(tmp_path / "run").episodes
+    (line,) = [line for line in read_trace(tmp_path / "run" / record["trace"])
+               if json.loads(line["request"]["body"]).get("method") == "tools/call"]
+    root, children = root_and_children(receiver.spans)
+    (call,) = [span for span in children if span.attributes[N.SEQ] == line["seq"]]
+    assert call.name == "tools/call read_counter" and call.kind == CLIENT
+    assert call.attributes[N.MCP_METHOD] == "tools/call" and call.attributes[N.TOOL_NAME] == "read_counter"
+    assert call.attributes[N.JSONRPC_REQUEST_ID] == str(json.loads(line["request"]["body"])["id"])
+    assert call.attributes[N.NETWORK_TRANSPORT] == "pipe" and call.attributes[N.SERVER_ADDRESS] == "counter-mcp-server"
+    assert [(e[0], e[2][N.FAULT_TYPE]) for e in call.events] == [(N.FAULT_EVENT, "jsonrpc_error")]
+    assert call.attributes[N.ERROR_TYPE] == "-32001" and root.attributes[N.VERDICT] == record["verdict"]["status"]
 
 
 def test_monitor_exports_each_judged_episode_into_the_agents_own_trace(tmp_path):
@@ -276,7 +353,7 @@ def test_a_secret_the_trace_kept_never_leaves_and_stdio_calls_are_pipes():
     with collector:
         export = OtelExport(f"{collector.url}/v1/traces", redactor=Redactor([SECRET]), content=True,
                             attributes={N.COMMAND: f"agent --token {SECRET}"})
-        assert export.export_episode(record, secret_trace(now)) == 3
+        assert export.export_episode(record, secret_trace(now))  # handed to the exporter process
         assert export.close().dropped == 0
     sent = b"".join(receiver.raw)
     assert SECRET.encode() not in sent and SECRET[:9].encode() + SECRET[9:].encode() not in sent
@@ -330,7 +407,7 @@ def test_export_otel_without_a_collector_is_one_line(tmp_path, capsys, monkeypat
 
 def test_an_episode_that_cannot_be_exported_is_counted_and_the_caller_goes_on(tmp_path):
     export = OtelExport(f"http://127.0.0.1:{dead_port()}/v1/traces")
-    assert export.export_logged(tmp_path, {"key": "e1", "trace": "../elsewhere.jsonl"}) == 0  # outside the run
+    export.export_logged(tmp_path, {"key": "e1", "trace": "../elsewhere.jsonl"})  # outside the run
     summary = export.close()
     assert (summary.unexported, summary.spans) == (1, 0)
     assert summary.line().endswith("0 dropped, 1 episodes not exported (see the log)")

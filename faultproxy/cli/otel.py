@@ -25,7 +25,7 @@ from faultproxy.formats.errors import UsageError
 from faultproxy.formats.redact import Redactor
 from faultproxy.formats.rundir import LOG_FILE, read_log, read_plan
 from faultproxy.runner import otel_names as N
-from faultproxy.runner.otel_export import OtelExport, resolve_endpoint
+from faultproxy.runner.otel_export import ExportSummary, OtelExport, resolve_endpoint
 
 EXIT_NOT_DELIVERED = 1
 
@@ -51,14 +51,14 @@ def open_export(args: argparse.Namespace, redactor: Redactor, attributes: Mappin
                       wait_for_room=wait_for_room)
 
 
-def close_export(export: OtelExport | None) -> int:
-    """Flush (bounded), print what arrived (when anything was to be sent); the number of spans dropped."""
+def close_export(export: OtelExport | None) -> ExportSummary | None:
+    """Flush (bounded), print what arrived (when anything was to be sent); the summary."""
     if export is None:
-        return 0
+        return None
     summary = export.close()
-    if summary.episodes or summary.unexported:
-        print(summary.line(), file=sys.stderr if summary.dropped else sys.stdout)
-    return summary.dropped
+    if summary.episodes or summary.unexported or summary.lost:
+        print(summary.line(), file=sys.stdout if summary.complete else sys.stderr)
+    return summary
 
 
 def run_attributes(mode: str, scenario: str | None, command: Any) -> dict[str, Any]:
@@ -95,5 +95,5 @@ def cmd_export_otel(args: argparse.Namespace) -> int:
             if record.get("type") == "episode":
                 export.export_logged(args.run_dir, record)
     finally:
-        dropped = close_export(export)
-    return EXIT_NOT_DELIVERED if dropped or export.unexported else 0
+        summary = close_export(export)
+    return 0 if summary is not None and summary.complete else EXIT_NOT_DELIVERED
