@@ -78,6 +78,8 @@ class Exporting:
         self.export = OtelExport(endpoint)
         self.stop = threading.Event()
         self.cpu_s, self.handed = 0.0, 0
+        self.exporter_started_s: float | None = None
+        self.exporter_cpu_s: float | None = None
         self.thread = threading.Thread(target=self._run)
 
     def __enter__(self) -> Exporting:
@@ -86,6 +88,7 @@ class Exporting:
         self.export.export_logged(self.run_dir, episode_record(time.time(), -1))
         if not self.export.ready.wait(60):
             raise RuntimeError("the exporter process did not start")
+        self.exporter_started_s = process_cpu_s(self.export.sender_pid)  # its imports, not counted
         self.thread.start()
         return self
 
@@ -101,7 +104,19 @@ class Exporting:
         self.thread.join()
 
     def close(self) -> ExportSummary:
+        now = process_cpu_s(self.export.sender_pid)
+        if now is not None and self.exporter_started_s is not None:
+            self.exporter_cpu_s = now - self.exporter_started_s
         return self.export.close()
+
+
+def process_cpu_s(pid: int | None) -> float | None:
+    """A live process's CPU seconds so far (Linux /proc), or None."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def start(argv: list[str]) -> tuple[subprocess.Popen, int]:
@@ -196,7 +211,7 @@ def report(configs: list[str], results: dict[str, list[dict]],
     print(f"{args.rounds} round(s) x {args.seconds:g} s, {args.connections} connections, "
           f"load average {load_avg:.1f} on {os.cpu_count()} cores")
     print(f"| configuration | req/s | p50 ms | vs export off | vs mitmdump | spans sent / dropped / episodes lost "
-          f"| runner CPU per episode |")
+          f"| CPU per episode: runner / exporter |")
     print("|---|---|---|---|---|---|---|")
     for config in configs:
         runs = results[config]
@@ -208,8 +223,10 @@ def report(configs: list[str], results: dict[str, list[dict]],
             summaries = [summary for summary, _ in exported[config]]
             sent = (f"{sum(s.spans for s in summaries)} / {sum(s.dropped for s in summaries)} / "
                     f"{sum(s.lost + s.unexported for s in summaries)}")
-            handed = sum(e.handed for _, e in exported[config])
-            cpu = f"{sum(e.cpu_s for _, e in exported[config]) / max(handed, 1) * 1e3:.2f} ms"
+            handed = max(sum(e.handed for _, e in exported[config]), 1)
+            exporter = [e.exporter_cpu_s for _, e in exported[config]]
+            exporter_cpu = "—" if None in exporter else f"{sum(exporter) / handed * 1e3:.2f} ms"
+            cpu = f"{sum(e.cpu_s for _, e in exported[config]) / handed * 1e3:.2f} ms / {exporter_cpu}"
         print(f"| {config} | {rps:.0f} | {p50:.2f} | {paired['off']:.2f}× | {paired['mitmdump']:.2f}× | {sent} | {cpu} |")
     worst = min(statistics.median(r["rps"] / b["rps"] for r, b in zip(results[c], results["off"], strict=True))
                 for c in exported)

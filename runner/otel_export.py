@@ -147,7 +147,7 @@ class OtelExport:
                                        dict(headers) if headers else None)
         self._queue: queue.Queue[bytes | None] = queue.Queue(QUEUE_EPISODES)
         self._sender: subprocess.Popen[bytes] | None = None
-        self._answered = threading.Event()
+        self._exited = threading.Event()  # the exporter's stdout closed: it said all it will
         self.ready = threading.Event()  # set once the exporter process is up and has its settings
         self._gone = threading.Event()  # the exporter stopped reading: later episodes are lost at once
         self._answer: dict[str, int] = {}
@@ -201,14 +201,17 @@ class OtelExport:
         try:
             if self._gone.is_set():
                 raise queue.Full
-            self._queue.put(frame, timeout=EXPORT_TIMEOUT_S) if self.settings.wait_for_room else \
+            if self.settings.wait_for_room:
+                self._queue.put(frame, timeout=EXPORT_TIMEOUT_S)
+            else:
                 self._queue.put_nowait(frame)
         except queue.Full:
             with self._lock:
                 self.lost += 1
                 first = self.lost == 1
-            if first:
-                log.warning("otlp_queue_full", episode=record.get("key"), queue=QUEUE_EPISODES)
+            if first:  # the summary counts them all
+                log.warning("otlp_episode_dropped", episode=record.get("key"), queue=QUEUE_EPISODES,
+                            exporter_gone=self._gone.is_set())
             return False
         with self._lock:
             self.handed += 1
@@ -262,27 +265,26 @@ class OtelExport:
                 self.ready.set()
             elif "summary" in message:
                 self._answer = message["summary"]
-                self._answered.set()
             else:
                 log.warning(message.pop("event"), **message)
         self._gone.set()
+        self._exited.set()
 
     def _stop(self) -> dict[str, int]:
         """Close the exporter: it flushes until the deadline, answers, exits; killed if it does not."""
         assert self._sender is not None
         deadline = time.time() + FLUSH_TIMEOUT_S
+        if not self._gone.is_set():
+            try:
+                self._queue.put(pickle.dumps(("close", deadline)), timeout=FLUSH_TIMEOUT_S)
+                self._queue.put(None, timeout=max(0.0, deadline - time.time()))
+            except queue.Full:
+                pass  # the exporter stopped reading: it is killed below
+        self._exited.wait(max(0.0, deadline - time.time()) + CLOSE_GRACE_S)
         try:
-            self._queue.put(pickle.dumps(("close", deadline)), timeout=FLUSH_TIMEOUT_S)
-            self._queue.put(None, timeout=max(0.0, deadline - time.time()))
-        except queue.Full:
-            pass  # the exporter stopped reading: it is killed below
-        answered = self._answered.wait(max(0.0, deadline - time.time()) + CLOSE_GRACE_S)
-        try:
-            self._sender.wait(CLOSE_GRACE_S if answered else 0)
+            self._sender.wait(CLOSE_GRACE_S)
         except subprocess.TimeoutExpired:
             log.warning("otlp_exporter_killed", pid=self._sender.pid, reason="no answer within the flush time")
             self._sender.kill()
             self._sender.wait()
-        return self._answer if answered else {}
-
-
+        return self._answer

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import select
+import signal
 import socket
 import subprocess
 import sys
@@ -411,6 +412,19 @@ def test_an_episode_that_cannot_be_exported_is_counted_and_the_caller_goes_on(tm
     summary = export.close()
     assert (summary.unexported, summary.spans) == (1, 0)
     assert summary.line().endswith("0 dropped, 1 episodes not exported (see the log)")
+
+
+def test_an_exporter_that_dies_costs_its_episodes_counted_and_nothing_else():
+    export = OtelExport(f"http://127.0.0.1:{dead_port()}/v1/traces")
+    export.export_episode({"key": "e1", "started": time.time()}, [])
+    assert export.ready.wait(60)
+    os.kill(export.sender_pid, signal.SIGKILL)
+    export.export_episode({"key": "e2", "started": time.time()}, [])  # handed to an exporter that is gone
+    started = time.monotonic()
+    summary = export.close()
+    assert time.monotonic() - started <= FLUSH_TIMEOUT_S + 1
+    assert (summary.episodes, summary.lost, summary.complete) == (0, 2, False)
+    assert "2 episodes dropped before their spans were built" in summary.line()
 
 
 def model_line(url: str, request: dict, answer: dict | list[dict]) -> dict:
