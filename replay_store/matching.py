@@ -18,6 +18,10 @@ answers; the recording's next commit is not served for it. Then:
    methods that list or read, and tools/call of a tool that the recorded server's tools/list
    marks readOnlyHint. Writes never repeat.
 Nothing left: the request diverged from the recording.
+
+A stdio MCP server's own requests and notifications (direction "server to client") are a pool
+of their own (`from_server`), taken by replay's stand-in for the server: a client's
+notifications/cancelled is never answered with the server's, nor the other way round.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from typing import Any
 from faultproxy.evaluator.identity import Endpoint, Identity, identity_of, idempotency_key_of, rpc_operation
 from faultproxy.evaluator.traced import mcp_tool_hints, parse_trace
 from faultproxy.formats.redact import Redactor
+from faultproxy.proxy.stdio.passage import SERVER_TO_CLIENT
 from faultproxy.replay_store.har import Recorded
 
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
@@ -81,6 +86,7 @@ class Pool:
 
     recordings: list[Recorded]
     redactor: Redactor = field(default_factory=Redactor)
+    from_server: bool = False  # the server's own messages (stdio MCP), else everything else
 
     def __post_init__(self) -> None:
         self.served: set[int] = set()
@@ -90,9 +96,7 @@ class Pool:
         self._last: dict[Any, Recorded] = {}
         self._keyed: dict[tuple[Endpoint, str], Recorded] = {}  # (endpoint, idempotency key) -> its answer
         self._read_only_tools = read_only_tools(self.recordings)
-        for recorded in self.recordings:
-            if not recorded.forwarded:
-                continue  # answered by a fault in the recording: nothing upstream to serve
+        for recorded in self._servable():
             ident = identity_of(recorded.method, recorded.url, recorded.request_headers, recorded.request_body)
             self._identity[recorded.seq] = ident
             self._by_identity[ident].append(recorded)
@@ -132,14 +136,20 @@ class Pool:
         return served[-1] if served else None
 
     def unserved(self) -> list[Recorded]:
-        return [r for r in self.recordings if r.forwarded and r.seq not in self.served]
+        return [r for r in self._servable() if r.seq not in self.served]
+
+    def _servable(self) -> list[Recorded]:
+        """This pool's recordings that reached their upstream (those a fault answered when recorded
+        have nothing upstream to serve)."""
+        return [r for r in self.recordings
+                if r.forwarded and (r.direction == SERVER_TO_CLIENT) == self.from_server]
 
     def explain_miss(self, method: str, url: str, headers: Iterable[tuple[str, str]], body: bytes | None) -> str:
         """Why nothing matched, naming the closest recording (as Hoverfly reports its closest miss)."""
         ident = identity_of(method, url, headers, body, self.redactor)
-        same_path = [r for r in self.recordings if r.forwarded and self._identity[r.seq].endpoint.path == ident.endpoint.path]
+        same_path = [r for r in self._servable() if self._identity[r.seq].endpoint.path == ident.endpoint.path]
         if not same_path:
-            paths = sorted({str(self._identity[r.seq].endpoint) for r in self.recordings if r.forwarded})
+            paths = sorted({str(self._identity[r.seq].endpoint) for r in self._servable()})
             return "nothing recorded for this path" + (f"; recorded: {', '.join(paths[:6])}" if paths else "")
         def likeness(recorded: Recorded) -> tuple[bool, bool]:
             other = self._identity[recorded.seq].endpoint

@@ -77,6 +77,7 @@ class EpisodeReplay:
 
     def __post_init__(self) -> None:
         self.server_messages = server_messages_after(self.pool.recordings)  # stdio: what the server sent, when
+        self.server_pool = Pool(self.pool.recordings, from_server=True)  # and the client's recorded answers
 
 
 class ReplayInjector(FaultInjector):
@@ -101,7 +102,7 @@ class ReplayInjector(FaultInjector):
             # Attribution uses a key of this replay's own (replays may run side by side), but
             # decisions, delays and request ids are keyed on the recorded episode.
             state.key = replay.decision_key
-            replay.pool.redactor = self.redactor
+            replay.pool.redactor = replay.server_pool.redactor = self.redactor
             self._active[id(state)] = replay
 
     async def done(self) -> None:
@@ -184,7 +185,7 @@ class ReplayInjector(FaultInjector):
     def _to_client(self, flow: http.HTTPFlow, ex: FlowExchange, replay: EpisodeReplay) -> None:
         """A recorded server's message the stand-in sends: forwarded to the client (left unanswered
         here), its recorded answer kept to check the client's against."""
-        match = replay.pool.take(ex.method, ex.url, ex.request_headers, ex.request_body)
+        match = replay.server_pool.take(ex.method, ex.url, ex.request_headers, ex.request_body)
         if match is None:  # the server got a fault's answer when recorded; the client is asked now
             self._note_divergence(ex, replay, "the recorded server never asked the client this "
                                               "(a fault answered in its place)")

@@ -25,6 +25,7 @@ from urllib.parse import urlsplit
 
 from faultproxy.formats.redact import Redactor
 from faultproxy.proxy.stdio.passage import CLIENT_TO_SERVER, SERVER_TO_CLIENT
+from faultproxy.proxy.stdio.route import STDIO_SUFFIX
 from faultproxy.replay_store.har import Recorded
 
 
@@ -35,6 +36,8 @@ def server_messages_after(recordings: Iterable[Recorded]) -> dict[int, list[Reco
     early: dict[str, list[Recorded]] = defaultdict(list)  # sent before any client message reached it
     for recorded in sorted(recordings, key=lambda r: r.seq):
         host = urlsplit(recorded.url).hostname or ""
+        if not host.endswith(STDIO_SUFFIX):
+            continue  # stdio only: over HTTP a server's messages come on the streams replay serves
         if recorded.direction == SERVER_TO_CLIENT:
             (following[last[host]] if host in last else early[host]).append(recorded)
         elif recorded.direction == CLIENT_TO_SERVER and recorded.forwarded:

@@ -265,7 +265,7 @@ class Replayer:
             await asyncio.to_thread(self.export.export_trace, {**record, "verdict": verdict}, trace,
                                     {otel_names.SCENARIO: scenario.name, otel_names.COMMAND: shlex.join(command)})
         return ReplayResult(entry, record, verdict, replay.diverged, replay.served,
-                            [r.seq for r in replay.pool.unserved()], self.guard.attempts[blocked_before:], trace,
+                            sorted(r.seq for r in (*replay.pool.unserved(), *replay.server_pool.unserved())), self.guard.attempts[blocked_before:], trace,
                             sorted(replay.forced) if replay.forced is not None else None)
 
     # -- helpers ---------------------------------------------------------------------------

@@ -20,6 +20,7 @@ from faultproxy.formats.rundir import read_run
 from faultproxy.formats.trace import read_trace
 from faultproxy.replay_store.freeze import freeze
 from faultproxy.replay_store.har import Recorded, read_entries
+from faultproxy.replay_store.matching import Pool
 from faultproxy.replay_store.replay import ReplayOptions
 from faultproxy.replay_store.stand_in import server_messages_after
 from faultproxy.runner.plan import GridPoint
@@ -139,3 +140,15 @@ def test_a_servers_messages_follow_the_last_client_message_that_reached_that_ser
     following = {seq: [r.seq for r in messages] for seq, messages in server_messages_after(recordings).items()}
     # before any client message: after the first; a faulted (not forwarded) message never reached it
     assert following == {2: [1, 4, 6], 3: [7]}
+
+
+def test_the_servers_messages_are_a_pool_of_their_own() -> None:
+    cancelled = b'{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}'
+    mine, theirs = (Recorded(seq, "POST", "http://shop.stdio.invalid/mcp", (), cancelled, True, 202, "", (), b"",
+                             None, None, None, {}, direction=direction)
+                    for seq, direction in ((1, "client to server"), (2, SERVER_TO_CLIENT)))
+    clients, servers = Pool([mine, theirs]), Pool([mine, theirs], from_server=True)
+    assert clients.take("POST", mine.url, (), cancelled).recorded.seq == 1
+    assert clients.take("POST", mine.url, (), cancelled) is None  # never the server's
+    assert servers.take("POST", mine.url, (), cancelled).recorded.seq == 2
+    assert [r.seq for r in clients.unserved()] == [] == [r.seq for r in servers.unserved()]
