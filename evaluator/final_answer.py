@@ -2,7 +2,7 @@
 
 Read from the recorded upstream response of the episode's last model call, whole body or SSE
 events, in the shape of whichever model API answered (OpenAI Chat and Responses, Anthropic
-Messages, Gemini). A last response that asks for a tool call is no final answer: the episode
+Messages, Gemini; a live session's turn: OpenAI Realtime, Gemini Live). A last response that asks for a tool call is no final answer: the episode
 ended while the model was still working.
 """
 
@@ -60,6 +60,10 @@ def _parts(document: dict[str, Any]) -> tuple[list[str], bool]:
     if isinstance(block, dict):
         tool |= block.get("type") == "tool_use"
         texts += [block["text"]] if block.get("type") == "text_delta" and isinstance(block.get("text"), str) else []
+    live = document.get("serverContent")  # Gemini Live: the model's turn, in pieces
+    if isinstance(live, dict) and isinstance(live.get("modelTurn"), dict):
+        texts += [p["text"] for p in _list(live["modelTurn"].get("parts")) if isinstance(p.get("text"), str)]
+    tool |= isinstance(document.get("toolCall"), dict)
     for candidate in _list(document.get("candidates")):  # Gemini
         for part in _list((candidate.get("content") or {}).get("parts")):
             tool |= "functionCall" in part

@@ -433,3 +433,62 @@ def test_the_evaluator_reads_turns_and_function_calls_of_a_realtime_session(make
     assert verdict["faults"] and {f["type"] for f in verdict["faults"]} == {"ws_delay"}  # on the fourth turn
     exchanges = parse_trace(read_trace(trace_path(tmp_path / "flows", "fc")))
     assert final_answer(exchanges) == "Refunded."
+
+
+def gemini_live_app() -> web.Application:
+    """A Gemini-Live-shaped session: setup, then a turn that calls refund_order, then one that answers."""
+
+    async def session(request: web.Request) -> web.WebSocketResponse:
+        ws = web.WebSocketResponse()
+        await ws.prepare(request)
+        async for message in ws:
+            event = json.loads(message.data)
+            if "setup" in event:
+                await ws.send_json({"setupComplete": {}})
+            elif "clientContent" in event:
+                await ws.send_json({"toolCall": {"functionCalls": [
+                    {"id": "fc_1", "name": "refund_order", "args": {"order_id": "1001"}}]}})
+            elif "toolResponse" in event:
+                await ws.send_json({"serverContent": {"modelTurn": {"parts": [{"text": "Refunded order 1001."}]}}})
+                await ws.send_json({"serverContent": {"turnComplete": True}})
+        return ws
+
+    app = web.Application()
+    app.router.add_get(f"/ws/{GEMINI_LIVE}", session)
+    return app
+
+
+def test_the_evaluator_reads_a_gemini_live_session(make_proxy, tmp_path):
+    proxy = make_proxy(scenario("""
+        - name: never
+          match: {websocket: {body: {type: no.such.event}}}
+          fault: {type: ws_drop}
+    """))
+
+    async def main(port):
+        async with connect(f"ws://127.0.0.1:{port}/ws/{GEMINI_LIVE}", proxy=proxy.proxy_url("live-fc"),
+                           open_timeout=20) as ws:
+            await ws.send(json.dumps({"setup": {"model": "models/gemini-live"}}))
+            await asyncio.wait_for(ws.recv(), 20)
+            await ws.send(json.dumps({"clientContent": {"turns": [{"role": "user", "parts": [{"text": "Refund 1001."}]}],
+                                                        "turnComplete": True}}))
+            call = json.loads(await asyncio.wait_for(ws.recv(), 20))["toolCall"]["functionCalls"][0]
+            await ws.send(json.dumps({"toolResponse": {"functionResponses": [
+                {"id": call["id"], "name": call["name"], "response": {"id": "re_1", "status": "refunded"}}]}}))
+            while not json.loads(await asyncio.wait_for(ws.recv(), 20)).get("serverContent", {}).get("turnComplete"):
+                pass
+
+    with ServerThread(gemini_live_app()) as server:
+        asyncio.run(main(server.port))
+    proxy.end_episode("live-fc")
+    exchanges = parse_trace(read_trace(trace_path(tmp_path / "flows", "live-fc")))
+    # the turn that called, its call, the turn that answered
+    assert [(ex.is_model, ex.function_call) for ex in exchanges if not ex.is_protocol] == \
+        [(True, None), (False, "refund_order"), (True, None)]
+    the_task = Task(id="t", prompt="Refund 1001.", irreversible=(EndpointPattern.parse("mcp:refund_order"),),
+                    expected=Expected(effects=(Effect("*", "*/tools/refund_order", 1),)))
+    verdict = judge_episode(the_task, {"key": "live-fc", "completed": True, "exit_code": 0, "output": {"answer": "x"}},
+                            read_trace(trace_path(tmp_path / "flows", "live-fc")))
+    assert (verdict["model_calls"], verdict["tool_calls"]) == (2, 1)
+    assert {c["name"]: c["passed"] for c in verdict["checks"]}["effects"] is True
+    assert final_answer(exchanges) == "Refunded order 1001."
