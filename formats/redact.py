@@ -34,7 +34,7 @@ from urllib.parse import parse_qsl, quote, quote_plus, unquote_plus, urlencode, 
 
 from faultproxy.formats.encoded import MAX_DEPTH, as_text, base64_forms, gunzip, gzip_bytes, hidden_runs
 from faultproxy.formats.errors import UserError
-from faultproxy.formats.secret_names import SHAPE_HINTS, SHAPES, is_secret_name
+from faultproxy.formats.secret_names import SHAPE_HINTS, SHAPES, is_secret_name, names_a_session
 
 MASK = "[REDACTED]"
 MIN_SECRET_LENGTH = 8
@@ -249,11 +249,14 @@ class Redactor:
 
 
 def _masks(key: str, value: Any) -> bool:
-    """A secret-named key masks any value but a flag, a null or a variable reference."""
+    """A secret-named key masks any value but a flag, a null, a variable reference or a session's
+    settings object (opened instead: its secret-named fields are masked by their own names)."""
     if value is None or isinstance(value, bool) or value == MASK:
         return False
     if isinstance(value, str) and _REFERENCE.fullmatch(value):
         return False  # `${NAME}`: where the secret comes from, not the secret
+    if isinstance(value, Mapping) and names_a_session(str(key)):
+        return False
     return is_secret_name(str(key))
 
 

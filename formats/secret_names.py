@@ -9,6 +9,9 @@ allowed: rate-limit headers, token usage counters (`*_tokens`, `token_count`), i
 keys (the idempotency check reads them) and MCP's `progressToken` (a client's name for one call,
 which its progress notifications carry back: replay needs it to reach the client's callback).
 
+A session's settings object is the exception to "secret-named masks everything": it is opened and
+its own secret-named fields masked (`names_a_session`).
+
 Shapes: well-known credential formats, caught in any text even when nobody configured them.
 """
 
@@ -61,3 +64,13 @@ def is_secret_name(name: str) -> bool:
     if all(w == "token" for w in secret) and _COUNTER_WORDS.intersection(words):
         return False  # a usage figure: redacting it would break the token counts
     return True
+
+
+@functools.lru_cache(maxsize=1024)
+def names_a_session(name: str) -> bool:
+    """True when "session" is the only secret word of the name (`session`, `sessionConfig`): a
+    string there is a session id (a credential), but an object there is a session's settings
+    (OpenAI Realtime's `session.update`), which redaction opens rather than masks whole."""
+    words = [w.lower() for w in _WORD.findall(name)]
+    secret = [w for w in words if _SECRET_WORDS.fullmatch(w) or w.endswith(_SECRET_SUFFIXES)]
+    return bool(secret) and all(w in ("session", "sessions") for w in secret)

@@ -105,6 +105,19 @@ def test_ndjson_jsonrpc_and_json_inside_strings():
     assert "a-secret-1" not in redactor.body(rpc) and '"jsonrpc": "2.0"' in redactor.body(rpc)
 
 
+
+def test_a_session_settings_object_is_opened_but_a_session_id_and_other_secret_objects_are_masked():
+    redactor = Redactor()
+    event = {"type": "session.updated", "session": {"model": "gpt-realtime", "instructions": "Be brief.",
+                                                    "client_secret": {"value": "ek_live_1", "expires_at": 9},
+                                                    "session_token": "st-secret-2", "tools": []}}
+    assert json.loads(redactor.body(json.dumps(event))) == {"type": "session.updated", "session": {
+        "model": "gpt-realtime", "instructions": "Be brief.", "client_secret": MASK, "session_token": MASK, "tools": []}}
+    assert json.loads(redactor.body('{"session": "sess-cookie-3", "sessions": ["a1", "b2"]}')) == {
+        "session": MASK, "sessions": MASK}
+    assert json.loads(redactor.body('{"cookies": {"theme": "c-secret-4"}, "credentials": {"user": "u"}}')) == {
+        "cookies": MASK, "credentials": MASK}  # a container of secrets under arbitrary names stays masked whole
+
 @pytest.mark.parametrize("leak", [
     "Authorization: Bearer abcDEF123456ghi", "key sk-" + "abcdefghijklmnop1234", "sk-ant-api03-" + "abcdefghijklmnop",
     "AIza" + "SyA1234567890abcdefghijklmnopqrstu", "ghp_" + "a" * 36, "xoxb-" + "1234567890-abcdef", "AKIA" + "ABCDEFGHIJKLMNOP",
