@@ -24,8 +24,9 @@ A line:
   usage:    model token usage read from the response, or null
   response_after_s: seconds from the request to the upstream's response headers (only when the
             upstream answered; SSE offsets count from then), for the time to the first chunk
-  direction: MCP over stdio only: "client to server" (the client's message and the server's answer)
-            or "server to client" (a server's request and the client's answer, or its notification)
+  direction: MCP over stdio: "client to server" (the client's message and the server's answer)
+            or "server to client" (a server's request and the client's answer, or its notification);
+            over Streamable HTTP only the latter is marked (a server's message on an event stream)
   websocket: only on a WebSocket upgrade that succeeded (101); the line is written when the session
             ends. messages: [{from: client | server, t: seconds since the upgrade, type: text |
             binary, size: bytes, text (redacted, cut to the body limit with text_truncated and

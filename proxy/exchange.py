@@ -57,7 +57,7 @@ class FlowExchange:
     cut_short: str | None = None  # why the line was written before the upstream answered
     body_not_evaluated: str | None = None  # why a matching rule's body predicates were skipped
     matched: list[str] = field(default_factory=list)  # the rules whose match block selected the request
-    direction: str | None = None  # MCP over stdio: "client to server" or "server to client" (who asked)
+    direction: str | None = None  # MCP: "client to server" (stdio) or "server to client" (who asked)
     message_rules: list[Rule] = field(default_factory=list)  # rules on the messages of the session it may open
     websocket: WsSession | None = None  # the WebSocket session the upgrade opened, if it did
     written: bool = False

@@ -55,6 +55,7 @@ class FaultInjector:
         self.episodes = Episodes(None, self.limits)
         self.redactor = Redactor()
         self.relay = Relay()
+        self.mcp_streams = None  # proxy.mcp_http.McpStreams, when added: MCP servers' event streams pass it
         self._faults: dict[tuple[str, str], Fault] = {}
 
     # -- configuration ---------------------------------------------------------------------
@@ -144,6 +145,8 @@ class FaultInjector:
             return
         if flow.response is None and flow.error is None:  # no fault answered, held or dropped it
             ex.forwarded = True
+            if self.mcp_streams is not None:
+                await self.mcp_streams.route(flow, ex)
             await self.supply_response(flow, ex)
             flow.metadata[SUPPLIED_KEY] = flow.response is not None
 
@@ -185,6 +188,10 @@ class FaultInjector:
         apply. Leaving `flow.response` unset forwards the request, as a live proxy does.
         """
 
+    async def server_turn(self, ex: FlowExchange, message: bytes) -> None:
+        """Hook point: a server's message on an event stream the proxy itself serves (`ex`'s, in
+        replay) waits here until it is its turn; live, it is at once."""
+
     async def responseheaders(self, flow: http.HTTPFlow) -> None:
         ex = flow.metadata.get(EXCHANGE_KEY)
         if ex is None or ex.outcome != "response":
@@ -195,7 +202,9 @@ class FaultInjector:
         ex.upstream = {"status": flow.response.status_code, "headers": header_pairs(flow.response.headers)}
         fault = self.fault(ex.scenario, ex.rule) if ex.rule else None
         if is_event_stream(flow.response.headers.get("content-type")) and not (fault and fault.buffers_events()):
-            flow.response.stream = StreamTap(ex, fault.event_shaper(ex) if fault else None)
+            # Through the relay an MCP stream's events are recorded as the server sent them there.
+            flow.response.stream = StreamTap(ex, fault.event_shaper(ex) if fault else None,
+                                             record_upstream=not self.relay.hands_events(flow))
         if fault:
             await fault.responseheaders(flow, ex)
         if flow.response.stream and flow.metadata.get(SUPPLIED_KEY):
@@ -404,12 +413,15 @@ class StreamTap:
     """mitmproxy's stream function for event streams: records each event with its time offset
     and lets a fault shape, drop or cut events on their boundaries."""
 
-    def __init__(self, ex: FlowExchange, shaper) -> None:
+    def __init__(self, ex: FlowExchange, shaper, record_upstream: bool = True) -> None:
         self.ex = ex
         self.shaper = shaper
+        self.record_upstream = record_upstream
         self.splitter = EventSplitter()
         self.started = time.monotonic()
-        ex.client_events = [] if shaper else None
+        self.client_events = [] if shaper else None  # the exchange's, which only a shaper changes here
+        if shaper:
+            ex.client_events = self.client_events
 
     def __call__(self, chunk: bytes) -> list[bytes]:
         # A list, never b"": mitmproxy frames an empty bytes chunk as the chunked-encoding
@@ -418,13 +430,14 @@ class StreamTap:
         out = []
         for event in events:
             offset = time.monotonic() - self.started
-            self.ex.upstream_events.append((offset, event))
+            if self.record_upstream:
+                self.ex.upstream_events.append((offset, event))
             shaped = self.shaper(event) if self.shaper else event
             if shaped is None:
                 continue
             out.append(shaped)
-            if self.ex.client_events is not None:
-                self.ex.client_events.append((offset, shaped))
+            if self.client_events is not None:
+                self.client_events.append((offset, shaped))
         return out
 
 

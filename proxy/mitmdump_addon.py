@@ -6,7 +6,8 @@
 
 from faultproxy.proxy.attribution import Attribution
 from faultproxy.proxy.injector import FaultInjector
+from faultproxy.proxy.mcp_http import McpStreams
 from faultproxy.proxy.stdio.lane import StdioLane
 
 _attribution, _injector = Attribution(), FaultInjector()
-addons = [_attribution, StdioLane(_injector, _attribution.gate), _injector]
+addons = [_attribution, StdioLane(_injector, _attribution.gate), McpStreams(_injector, _attribution.gate), _injector]

@@ -4,7 +4,9 @@ mitmproxy calls a response's stream function synchronously, so it cannot wait be
 without stalling every other flow. For slow_stream the injector points the flow at this relay
 instead; the relay fetches the real upstream itself and writes each event after its delay,
 and mitmproxy streams that through to the client unchanged. In replay the relay paces the
-recorded response instead of fetching one (`supply`).
+recorded response instead of fetching one (`supply`). MCP's Streamable HTTP streams come this
+way too (unpaced): a server's messages on them pass the fault injector, which may hold, drop or
+answer them before the client sees them (proxy/mcp_http.py).
 """
 
 from __future__ import annotations
@@ -14,17 +16,30 @@ import itertools
 import json
 import ssl
 from collections.abc import AsyncIterator
+from typing import Protocol
 
 import aiohttp
+import structlog
 from aiohttp import web
-from faultproxy.proxy.sse import EventSplitter
+from faultproxy.proxy.sse import EventSplitter, is_event_stream
 from mitmproxy import ctx, http
+
+log = structlog.get_logger("faultproxy")
 
 TARGET_HEADER = "x-faultproxy-relay"
 _HOP_BY_HOP = frozenset(
     {"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer",
      "transfer-encoding", "upgrade", "content-length", "host", TARGET_HEADER}
 )
+
+
+class EventHandler(Protocol):
+    """What sees each event of a relayed event stream: the event the client gets instead, or
+    None to withhold it (`supplied`: the stream is a recording, in replay, not an upstream's)."""
+
+    async def event(self, event: bytes, supplied: bool) -> bytes | None: ...
+
+    def end(self) -> None: ...
 
 
 class Relay:
@@ -34,6 +49,7 @@ class Relay:
         self._session: aiohttp.ClientSession | None = None
         self._starting = asyncio.Lock()  # binds to the proxy's loop on first use
         self._supplied: dict[str, http.Response] = {}
+        self._handlers: dict[str, EventHandler] = {}
         self._tokens = itertools.count(1)
 
     async def ensure_started(self) -> int:
@@ -41,7 +57,8 @@ class Relay:
             if self.port is None:
                 app = web.Application()
                 app.router.add_route("*", "/{tail:.*}", self._handle)
-                self._runner = web.AppRunner(app, access_log=None)
+                # A handler ends when its client leaves (a replayed GET stream waits for that).
+                self._runner = web.AppRunner(app, access_log=None, handler_cancellation=True)
                 await self._runner.setup()
                 site = web.TCPSite(self._runner, "127.0.0.1", 0)
                 await site.start()
@@ -49,10 +66,17 @@ class Relay:
                 self._session = aiohttp.ClientSession(auto_decompress=False)
         return self.port
 
-    async def route(self, flow: http.HTTPFlow, first_ms: float, between_ms: float) -> None:
-        """Send this flow through the relay, paced as given."""
+    async def route(self, flow: http.HTTPFlow, first_ms: float = 0, between_ms: float = 0,
+                    events: EventHandler | None = None) -> None:
+        """Send this flow through the relay, paced as given; `events` sees each event of an event
+        stream on its way (MCP over HTTP: proxy/mcp_http.py). Routing a routed flow again adds."""
         port = await self.ensure_started()
-        spec = {"url": flow.request.url, "first_ms": first_ms, "between_ms": between_ms}
+        spec = json.loads(flow.request.headers[TARGET_HEADER]) if self.routes(flow) else {"url": flow.request.url}
+        spec["first_ms"] = max(first_ms, spec.get("first_ms", 0))
+        spec["between_ms"] = max(between_ms, spec.get("between_ms", 0))
+        if events is not None:
+            spec["events"] = token = str(next(self._tokens))
+            self._handlers[token] = events
         flow.request.headers[TARGET_HEADER] = json.dumps(spec)
         flow.request.scheme = "http"
         flow.request.host = "127.0.0.1"
@@ -60,6 +84,10 @@ class Relay:
 
     def routes(self, flow: http.HTTPFlow) -> bool:
         return TARGET_HEADER in flow.request.headers
+
+    def hands_events(self, flow: http.HTTPFlow) -> bool:
+        """Does a routed flow's stream go past an event handler (which records what the upstream sent)?"""
+        return self.routes(flow) and "events" in json.loads(flow.request.headers[TARGET_HEADER])
 
     def supply(self, flow: http.HTTPFlow, response: http.Response) -> None:
         """For a flow routed here: pace `response` instead of fetching the upstream (replay)."""
@@ -75,40 +103,72 @@ class Relay:
             await self._runner.cleanup()
         self.port = self._runner = self._session = None
 
+    async def post(self, url: str, headers: dict[str, str], body: bytes) -> int:
+        """POST `body` to an upstream as its client would (an answer given in the client's
+        place); the upstream's status."""
+        await self.ensure_started()
+        async with self._session.post(url, headers=headers, data=body, ssl=_upstream_ssl(),
+                                      allow_redirects=False) as answered:
+            await answered.read()
+            return answered.status
+
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         spec = json.loads(request.headers[TARGET_HEADER])
+        events = self._handlers.pop(spec.get("events", ""), None)
         if "supplied" in spec:
             supplied = self._supplied.pop(spec["supplied"])
             return await self._paced(request, spec, supplied.status_code, supplied.reason,
-                                     supplied.headers.items(multi=True), _once(supplied.content or b""))
+                                     supplied.headers.items(multi=True), _once(supplied.content or b""),
+                                     events, supplied=True)
         headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP_BY_HOP}
-        async with self._session.request(
-            request.method, spec["url"], headers=headers, data=await request.read(),
-            ssl=_upstream_ssl(), allow_redirects=False,
-        ) as upstream:
-            return await self._paced(request, spec, upstream.status, upstream.reason, upstream.headers.items(),
-                                     upstream.content.iter_any())
+        try:
+            async with self._session.request(
+                request.method, spec["url"], headers=headers, data=await request.read(),
+                ssl=_upstream_ssl(), allow_redirects=False,
+            ) as upstream:
+                return await self._paced(request, spec, upstream.status, upstream.reason, upstream.headers.items(),
+                                         upstream.content.iter_any(), events)
+        except aiohttp.ClientError as error:
+            # Not the upstream's answer: the proxy could not reach or hear it. Leaving without a
+            # response makes it mitmproxy's error, recorded as an infra_error as off the relay.
+            log.warning("relay_upstream_failed", url=spec["url"], error=str(error) or type(error).__name__)
+            if request.transport is not None:
+                request.transport.abort()
+            raise asyncio.CancelledError from error
 
     @staticmethod
     async def _paced(request: web.Request, spec: dict, status: int, reason: str | None, headers,
-                     chunks: AsyncIterator[bytes]) -> web.StreamResponse:
+                     chunks: AsyncIterator[bytes], events: EventHandler | None = None,
+                     supplied: bool = False) -> web.StreamResponse:
         response = web.StreamResponse(status=status, reason=reason)
         for name, value in headers:
             if name.lower() not in _HOP_BY_HOP:
                 response.headers.add(name, value)
+        if events is not None and not is_event_stream(response.headers.get("content-type")):
+            events = None
         await response.prepare(request)
         await asyncio.sleep(spec["first_ms"] / 1000)
         splitter = EventSplitter()
         first = True
-        async for chunk in chunks:
-            for event in splitter.feed(chunk):
-                if not first:
-                    await asyncio.sleep(spec["between_ms"] / 1000)
-                first = False
-                await response.write(event)
-        if rest := splitter.rest():
-            await response.write(rest)
-        await response.write_eof()
+        try:
+            async for chunk in chunks:
+                for event in splitter.feed(chunk):
+                    if not first:
+                        await asyncio.sleep(spec["between_ms"] / 1000)
+                    first = False
+                    shown = await events.event(event, supplied) if events else event
+                    if shown is not None:
+                        await response.write(shown)
+            if rest := splitter.rest():
+                await response.write(rest)
+            if supplied and events is not None and request.method == "GET":
+                await asyncio.Event().wait()  # a recorded GET stream stays open, as the server's did, until the client leaves
+            await response.write_eof()
+        except ConnectionResetError:  # the client left (an MCP client closes a stream once answered)
+            pass
+        finally:
+            if events is not None:
+                events.end()
         return response
 
 

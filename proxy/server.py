@@ -28,6 +28,7 @@ from faultproxy.proxy.ca import ca_bundle, default_confdir, ensure_ca, upstream_
 from faultproxy.proxy.dispatch import handled_only
 from faultproxy.proxy.episodes import EpisodeLimits
 from faultproxy.proxy.injector import SETTLE_S, FaultInjector
+from faultproxy.proxy.mcp_http import McpStreams
 from faultproxy.proxy.stdio.lane import StdioLane
 from faultproxy.scenarios import Scenario, load_scenario
 from mitmproxy.addons import (
@@ -241,7 +242,7 @@ class ProxyServer:
         known = (lambda key: self.injector.episodes.peek(key) is not None) if self._only_begun else None
         attribution = Attribution(known)
         self._master.addons.add(*mitmproxy_addons(), attribution, StdioLane(self.injector, attribution.gate),
-                                self.injector, *self._extra_addons)
+                                McpStreams(self.injector, attribution.gate), self.injector, *self._extra_addons)
         handled_only(self._master.addons)  # an event reaches only the addons that handle it
         ensure_ca(self.confdir)  # so that mitmproxy's TlsConfig only loads the CA, never makes a second one
         self._master.options.update(**self._options, **self._addon_options)

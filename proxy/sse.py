@@ -48,7 +48,8 @@ def map_json_data(event: bytes, transform: Callable[[Any], Any]) -> bytes:
             value = json.loads(payload)
         except ValueError:
             continue  # e.g. "[DONE]"
-        lines[i] = b"data: " + json.dumps(transform(value), separators=(",", ":")).encode()
+        crlf = b"\r" if line.endswith(b"\r") else b""  # CRLF line ends stay, or the event's end is lost
+        lines[i] = b"data: " + json.dumps(transform(value), separators=(",", ":")).encode() + crlf
     return b"\n".join(lines)
 
 

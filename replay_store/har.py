@@ -47,9 +47,9 @@ faultproxy's own data is in custom fields:
                                  both ways with their faults and injected / dropped / held /
                                  resent marks, `close`), redacted again; absent in entries
                                  frozen before sessions were kept (replay then says so),
-                                 "direction": MCP over stdio only, as in the trace: "server to
-                                 client" for a server's request (its `response`: the client's
-                                 answer) or notification}
+                                 "direction": MCP only, as in the trace: "server to client"
+                                 for a server's request (its `response`: the client's answer)
+                                 or notification}
   request.postData._encoding:   "base64" for a binary request body.
 
 Secrets never reach the store: traces are redacted when written, and everything copied into an
@@ -113,7 +113,7 @@ class Recorded:
     client: Mapping[str, Any]
     truncated: Mapping[str, Any] = field(default_factory=dict)  # "request"/"response": the trace cut that body
     websocket: Mapping[str, Any] | None = None  # the session a 101 upgrade opened: {"messages", "close"}
-    direction: str | None = None  # MCP over stdio: "client to server" or "server to client" (who sent the request)
+    direction: str | None = None  # MCP: "client to server" or "server to client" (who sent the request)
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 from faultproxy.evaluator.identity import Endpoint, Identity, identity_of, idempotency_key_of, rpc_operation
 from faultproxy.evaluator.traced import mcp_tool_hints, parse_trace
@@ -135,6 +136,20 @@ class Pool:
         served = [r for r in candidates or () if r.seq in self.served]
         return served[-1] if served else None
 
+    def client_before(self, url: str, message: bytes) -> int | None:
+        """The seq of the recording the client sent last before the server sent `message` (the
+        first unserved recording of it, POSTed to `url` as the server's), else None. A GET to the
+        same URL is the stream the server spoke on, not the client's turn."""
+        ident = identity_of("POST", url, [], message, self.redactor)
+        spoken = next((r for r in self._by_identity.get(ident, ()) if r.seq not in self.served), None)
+        if spoken is None:
+            return None
+        host = urlsplit(url).hostname
+        before = [r.seq for r in self.recordings if r.seq < spoken.seq and r.forwarded
+                  and r.direction != SERVER_TO_CLIENT and urlsplit(r.url).hostname == host
+                  and not (r.method == "GET" and r.url == url)]
+        return before[-1] if before else None
+
     def unserved(self) -> list[Recorded]:
         return [r for r in self._servable() if r.seq not in self.served]
 
@@ -163,3 +178,4 @@ class Pool:
         count = len(self._by_endpoint[ident.endpoint])
         return (f"all {count} recording(s) of {ident.endpoint} were already served, "
                 "and only a read is served twice")
+

@@ -19,6 +19,11 @@ A stdio MCP episode replays with no server: replay_store.stand_in sends the clie
 server's requests and notifications at their place, and a client's answer to one that differs
 from the recorded answer is a divergence too.
 
+An MCP server's messages over Streamable HTTP come in the recorded event streams, each through
+the injector as the server's own (proxy/mcp_http.py): the same faults act on them, the client's
+answer to a request that differs from the recorded one is a divergence, and those on the
+standalone GET stream wait for the client message they followed in the recording.
+
 What replay does not reproduce: upstream timing (responses come at once; SSE events in one
 piece, after the same shaping). Timing that is the faults' own is: delays, slow_stream's pacing
 (through the pacing relay), and a stream cut with `end: reset` breaks after the kept events.
@@ -26,6 +31,7 @@ piece, after the same shaping). Timing that is the faults' own is: delays, slow_
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 import time
@@ -74,6 +80,7 @@ class EpisodeReplay:
     forced: frozenset[tuple[str, int]] | None = None  # minimize: exactly these decisions fire
     served: list[dict[str, Any]] = field(default_factory=list)
     diverged: list[dict[str, Any]] = field(default_factory=list)
+    progressed: asyncio.Event = field(default_factory=asyncio.Event)  # set as each recording is served
 
     def __post_init__(self) -> None:
         self.server_messages = server_messages_after(self.pool.recordings)  # stdio: what the server sent, when
@@ -146,6 +153,7 @@ class ReplayInjector(FaultInjector):
             self._diverge(flow, ex, replay, why)
             return
         recorded = match.recorded
+        replay.progressed.set()
         if "response" in recorded.truncated:  # serving the cut part would be a wrong answer, not a replay
             whole = recorded.truncated["response"].get("length")
             self._diverge(flow, ex, replay, f"recording #{recorded.seq}'s response body ({whole} bytes) was cut "
@@ -203,6 +211,16 @@ class ReplayInjector(FaultInjector):
                 self._note_divergence(ex, self._active.get(id(ex.episode)), f"{why} (recording #{recorded.seq})")
         await super().response(flow)
 
+    async def server_turn(self, ex: FlowExchange, message: bytes) -> None:
+        """A recorded server's message on the stream `ex` (MCP's standalone GET stream, which
+        opened before them) waits until the client message that preceded it in the recording
+        has been served, so it comes when it came."""
+        replay = self._active.get(id(ex.episode))
+        before = replay.pool.client_before(ex.url, message) if replay is not None else None
+        while before is not None and before not in replay.pool.served:
+            replay.progressed.clear()
+            await replay.progressed.wait()
+
     def _diverge(self, flow: http.HTTPFlow, ex: FlowExchange, replay: EpisodeReplay | None, why: str) -> None:
         url = self.redactor.url(ex.url)
         message = f"faultproxy replay: no recorded response for {ex.method} {url} ({why}); it was not forwarded"
@@ -239,8 +257,9 @@ def _same_rpc_id(body: bytes, request_json: Any, stream: bool) -> bytes:
         return body
     rpc_id = request_json["id"]
 
-    def fix(document: Any) -> Any:
-        if isinstance(document, dict) and document.get("jsonrpc") == "2.0" and "id" in document:
+    def fix(document: Any) -> Any:  # answers only: a server's own request on the stream keeps its id
+        if isinstance(document, dict) and document.get("jsonrpc") == "2.0" and "id" in document \
+                and "method" not in document:
             return {**document, "id": rpc_id}
         return document
 

@@ -70,3 +70,13 @@ def answer_line(body: bytes, rpc_id: Any) -> bytes | None:
         return body.strip() + b"\n"
     document["id"] = rpc_id
     return json.dumps(document, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
+
+
+def answer_for(rpc_id: Any, status: int, body: bytes) -> bytes:
+    """The JSON-RPC answer to request `rpc_id` for what the proxy made of it (status and body),
+    as one line: the answer it carries, or an error naming the HTTP status (a 504, a 599 ...)."""
+    line = answer_line(body, rpc_id)
+    if line is not None:
+        return line
+    said = body.decode("utf-8", "replace").strip()[:300]
+    return error_line(rpc_id, INTERNAL_ERROR, f"faultproxy: HTTP {status} from the proxy: {said}")

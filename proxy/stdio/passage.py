@@ -38,11 +38,14 @@ CAPPED = frozenset({"notifications/progress", "notifications/message"})  # progr
 class Passage:
     """The injector's hooks for one session's messages, in its episode."""
 
-    def __init__(self, injector: FaultInjector, gate: EpisodeGate, episode: str, server: str) -> None:
+    def __init__(self, injector: FaultInjector, gate: EpisodeGate, episode: str, server: str,
+                 url: tuple[str, str, int, str] | None = None) -> None:
+        """`server`: a stdio server's name; `url` (scheme, host, port, path): where an HTTP
+        server's messages are recorded instead (MCP over Streamable HTTP, proxy/mcp_http.py)."""
         self.injector = injector
         self.gate = gate
         self.episode = episode
-        self.host = server + STDIO_SUFFIX
+        self.scheme, self.host, self.port, self.path = url or ("http", server + STDIO_SUFFIX, 80, STDIO_PATH)
         # One client connection per session, as mitmproxy has one per client socket; made once,
         # as each costs more than the rest of a message's passage.
         self.client = connection.Client(peername=("127.0.0.1", 0), sockname=("127.0.0.1", 0))
@@ -100,7 +103,7 @@ class Passage:
     def _flow(self, message: bytes) -> http.HTTPFlow:
         flow = http.HTTPFlow(self.client, self.server, live=True)
         now = time.time()
-        flow.request = http.Request(self.host, 80, b"POST", b"http", b"", STDIO_PATH.encode(), b"HTTP/1.1",
+        flow.request = http.Request(self.host, self.port, b"POST", self.scheme.encode(), b"", self.path.encode(), b"HTTP/1.1",
                                     http.Headers(content_type="application/json"), message, None, now, now)
         return flow
 

@@ -29,7 +29,7 @@ from typing import Protocol
 
 import structlog
 from faultproxy.proxy.faults.server_exit import SERVER_EXIT_HEADER
-from faultproxy.proxy.stdio.messages import INTERNAL_ERROR, SERVER_GONE, Message, answer_line, error_line, parse_line
+from faultproxy.proxy.stdio.messages import SERVER_GONE, Message, answer_for, error_line, parse_line
 from faultproxy.proxy.stdio.child import ServerGone
 from faultproxy.proxy.stdio.passage import CLIENT_TO_SERVER, SERVER_TO_CLIENT, Passage
 from faultproxy.proxy.stdio.pipes import Pipes
@@ -195,7 +195,7 @@ class StdioSession:
         elif EXITED_HEADER in answered:
             await self._server_gone(message, answered[EXITED_HEADER], body)
         elif message.kind == "request":
-            await self._write(self._answer(message, status, body))
+            await self._write(answer_for(message.body["id"], status, body))
 
     async def _give_server(self, message: Message, delivered: Delivered | None) -> None:
         """What the server gets of the proxy's word on its own request: the client's answer, or
@@ -209,15 +209,7 @@ class StdioSession:
             await self._crash("server_exit fault", answered[SERVER_EXIT_HEADER])
         elif message.kind == "request" and EXITED_HEADER not in answered:
             with contextlib.suppress(ServerGone):
-                await self.server.send(self._answer(message, status, body).rstrip(b"\n"))
-
-    def _answer(self, message: Message, status: int, body: bytes) -> bytes:
-        rpc_id = message.body["id"]
-        line = answer_line(body, rpc_id)
-        if line is not None:
-            return line
-        said = body.decode("utf-8", "replace").strip()[:300]
-        return error_line(rpc_id, INTERNAL_ERROR, f"faultproxy: HTTP {status} from the proxy: {said}")
+                await self.server.send(answer_for(message.body["id"], status, body).rstrip(b"\n"))
 
     # -- server -> client --------------------------------------------------------------------
 

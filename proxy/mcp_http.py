@@ -1,0 +1,197 @@
+"""MCP over Streamable HTTP, both ways: the messages a server sends on its event streams.
+
+A server talks back on the SSE stream that answers a client's POST (progress and logging
+notifications, elicitation/create, sampling/createMessage, roots/list before the final answer)
+and on the standalone GET stream. The client answers a server's request with a POST of its own,
+whose body is the JSON-RPC response with the request's id. As over stdio (proxy/stdio/), each of
+the server's messages passes the fault injector as an exchange with direction "server to client"
+(`Passage`, recorded under the server's MCP URL): a request paired with the client's answer (the
+answer POST is taken here and not recorded apart), a notification alone, capped per episode.
+
+mitmproxy's stream function cannot wait, and a server's message may have to (a delay, the
+injector's hooks), so these streams go through the proxy's loopback relay (proxy/relay.py),
+which hands each event to a `ServerStream` before the client gets it; the stream still flows
+event by event. The POST or GET exchange itself is recorded as ever, its upstream events as the
+server sent them (the client's, when they differ, as the client's).
+
+What a fault on a server's message does over HTTP, in the client's place:
+  answered (jsonrpc_error, elicitation_declined)  -> the event is withheld and the proxy POSTs the
+                                                     fault's answer to the server as the client would
+  dropped (timeout then close)                    -> the event is withheld
+  delay                                           -> the event comes late (or the client's answer
+                                                     reaches the server late: at: response)
+  response_lost                                   -> the client's answer POST gets 202 from the proxy
+                                                     and never reaches the server
+In replay the streams are the recordings (a GET stream's messages each wait for their turn:
+injector.server_turn); the client's answer, checked against the recorded one by the replay's
+response hook, is answered 202, and faults answer no one (no server runs).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+import structlog
+from faultproxy.proxy.attribution import PASS_THROUGH_KEY, episode_of
+from faultproxy.proxy.auth import EpisodeGate
+from faultproxy.proxy.exchange import FlowExchange
+from faultproxy.proxy.injector import EXCHANGE_KEY, FaultInjector
+from faultproxy.proxy.sse import data_payloads
+from faultproxy.proxy.stdio.messages import Message, answer_for, parse_line
+from faultproxy.proxy.stdio.passage import SERVER_TO_CLIENT, Passage
+from mitmproxy import http
+
+log = structlog.get_logger("faultproxy.mcp")
+
+UNRECORDED_HEADER = "x-faultproxy-mcp-unrecorded"  # on a stream's upstream headers: notifications past the cap
+SESSION_HEADER = "mcp-session-id"
+_ANSWER_HEADERS = frozenset({"authorization", "cookie", SESSION_HEADER, "mcp-protocol-version"})
+_ACCEPTED = 202  # what a Streamable HTTP server answers a POSTed response with
+
+
+def opens_stream(flow: http.HTTPFlow, ex: FlowExchange) -> bool:
+    """May the server answer this request with an event stream it talks back on: a JSON-RPC
+    request POSTed by a client that accepts SSE, or a session's standalone GET stream?"""
+    if "text/event-stream" not in flow.request.headers.get("accept", ""):
+        return False
+    if ex.method == "GET":
+        return SESSION_HEADER in flow.request.headers
+    body = ex.body_json() if ex.method == "POST" else None
+    return isinstance(body, dict) and body.get("jsonrpc") == "2.0" and "method" in body and "id" in body
+
+
+class McpStreams:
+    """mitmproxy addon, after Attribution and before the FaultInjector: it takes the client's
+    answers to servers' requests; the injector routes the streams here (`route`)."""
+
+    def __init__(self, injector: FaultInjector, gate: EpisodeGate) -> None:
+        self.injector = injector
+        self.gate = gate
+        self.asked: dict[tuple[str, str | None, str], Asked] = {}  # (episode, session, id) -> the request
+        injector.mcp_streams = self
+
+    async def route(self, flow: http.HTTPFlow, ex: FlowExchange) -> None:
+        """Called by the injector as it forwards a request: a stream the server may talk back on
+        goes through the relay, which hands its events to a ServerStream."""
+        if opens_stream(flow, ex):
+            await self.injector.relay.route(flow, events=ServerStream(self, flow, ex))
+
+    async def request(self, flow: http.HTTPFlow) -> None:
+        if not self.asked or flow.response is not None or flow.request.method != "POST":
+            return  # (nothing waits for an answer: no body is read)
+        message = parse_line(flow.request.get_content(strict=False) or b"")
+        if message.kind != "response":
+            return
+        key = (episode_of(flow), flow.request.headers.get(SESSION_HEADER), message.id_key)
+        asked = self.asked.pop(key, None)
+        if asked is not None:
+            flow.metadata[PASS_THROUGH_KEY] = True  # recorded as the server's request's exchange, not apart
+            await asked.answered(flow, message.raw)
+
+
+@dataclass
+class Asked:
+    """A server's request that reached the client; its exchange waits for the client's answer."""
+
+    stream: ServerStream
+    flow: http.HTTPFlow  # the request's exchange, through the injector
+    message: Message
+
+    async def answered(self, answer: http.HTTPFlow, body: bytes) -> None:
+        """The client's answer: the exchange's upstream answer; what the server gets is what the
+        injector makes of it (nothing: response_lost; in replay nothing, there is no server)."""
+        passage = self.stream.passage
+        await passage.complete(self.flow, (200, [("content-type", "application/json")], body))
+        final = passage.final(self.flow)
+        if final is None or self.stream.supplied:
+            answer.response = http.Response.make(_ACCEPTED, b"", {})
+            return
+        status, _, given = final
+        if given != body:
+            answer.request.content = answer_for(self.message.body["id"], status, given).rstrip(b"\n")
+
+
+class ServerStream:
+    """One relayed event stream (a POST's answer, or the GET stream) of an MCP session: each event
+    carrying a server's request or notification passes the injector before the client sees it."""
+
+    def __init__(self, streams: McpStreams, flow: http.HTTPFlow, ex: FlowExchange) -> None:
+        self.streams = streams
+        self.ex = ex
+        self.url = flow.request.url
+        self.headers = {name: value for name, value in flow.request.headers.items() if name.lower() in _ANSWER_HEADERS}
+        self.session = flow.request.headers.get(SESSION_HEADER)
+        self.episode = episode_of(flow)
+        target = urlsplit(self.url)
+        self.passage = Passage(streams.injector, streams.gate, self.episode, "",
+                               (target.scheme, flow.request.host, flow.request.port, flow.request.path))
+        self.started = time.monotonic()
+        self.shown: list[tuple[float, bytes]] = []  # the events the client got
+        self.unrecorded = 0
+        self.supplied = False
+        self._posting: set[asyncio.Task] = set()
+
+    async def event(self, event: bytes, supplied: bool) -> bytes | None:
+        self.supplied = supplied
+        offset = time.monotonic() - self.started
+        self.ex.upstream_events.append((offset, event))
+        shown = await self._pass(event)
+        if shown is None and self.ex.client_events is None:  # what the client gets differs from here on
+            self.ex.client_events = self.shown
+        if shown is not None:
+            self.shown.append((time.monotonic() - self.started, shown))
+        return shown
+
+    def end(self) -> None:
+        """The stream ended: the notifications only counted go on its upstream headers."""
+        if self.unrecorded and self.ex.upstream is not None:
+            self.ex.upstream["headers"].append((UNRECORDED_HEADER, str(self.unrecorded)))
+
+    async def _pass(self, event: bytes) -> bytes | None:
+        message = _message(event)
+        if message is None or message.kind not in ("request", "notification"):
+            return event  # the final answer, a comment, a priming event: the client's as sent
+        if message.kind == "notification" and not self.passage.records(message.method):
+            self.unrecorded += 1
+            return event
+        if self.supplied and self.ex.method == "GET":
+            await self.streams.injector.server_turn(self.ex, message.raw)
+        asks = message.kind == "request"
+        flow, unchanged = await self.passage.begin(message.raw, SERVER_TO_CLIENT)
+        ex = flow.metadata.get(EXCHANGE_KEY)
+        if ex is not None and not ex.forwarded:  # a fault answered in the client's place, or dropped it
+            answer = self.passage.final(flow)
+            if asks and answer is not None and not self.supplied:
+                self._answer_server(answer_for(message.body["id"], answer[0], answer[2]).rstrip(b"\n"))
+            return None
+        if not asks:
+            if unchanged is not None:  # no answer comes to a notification
+                await self.passage.complete(flow, (_ACCEPTED, [], b""))
+        else:
+            self.streams.asked[(self.episode, self.session, message.id_key)] = Asked(self, flow, message)
+        return event
+
+    def _answer_server(self, body: bytes) -> None:
+        """POST an answer to the server as the client would; the stream goes on meanwhile."""
+        headers = {**self.headers, "content-type": "application/json", "accept": "application/json, text/event-stream"}
+        task = asyncio.create_task(self._post(headers, body))
+        self._posting.add(task)
+        task.add_done_callback(self._posting.discard)
+
+    async def _post(self, headers: dict[str, str], body: bytes) -> None:
+        try:
+            status = await self.streams.injector.relay.post(self.url, headers, body)
+        except Exception as error:  # noqa: BLE001 — the server is unreachable: it is as if the answer was lost
+            log.warning("mcp_answer_not_delivered", url=self.url, error=str(error))
+            return
+        if status >= 300:
+            log.warning("mcp_answer_refused", url=self.url, status=status)
+
+
+def _message(event: bytes) -> Message | None:
+    """The JSON-RPC message an event's data carries, or None."""
+    data = "\n".join(data_payloads([event]))
+    return parse_line(data.encode()) if data else None
