@@ -137,9 +137,9 @@ class Pool:
         return served[-1] if served else None
 
     def client_before(self, url: str, message: bytes) -> int | None:
-        """The seq of the recording the client sent last before the server sent `message` (the
-        first unserved recording of it, POSTed to `url` as the server's), else None. A GET to the
-        same URL is the stream the server spoke on, not the client's turn."""
+        """In the server's pool: the seq of the recording the client sent last before the server
+        sent `message` (its first unserved recording, POSTed to `url` as the server's), else None.
+        A GET to the same URL is the stream the server spoke on, not the client's turn."""
         ident = identity_of("POST", url, [], message, self.redactor)
         spoken = next((r for r in self._by_identity.get(ident, ()) if r.seq not in self.served), None)
         if spoken is None:

@@ -216,7 +216,7 @@ class ReplayInjector(FaultInjector):
         opened before them) waits until the client message that preceded it in the recording
         has been served, so it comes when it came."""
         replay = self._active.get(id(ex.episode))
-        before = replay.pool.client_before(ex.url, message) if replay is not None else None
+        before = replay.server_pool.client_before(ex.url, message) if replay is not None else None
         while before is not None and before not in replay.pool.served:
             replay.progressed.clear()
             await replay.progressed.wait()
