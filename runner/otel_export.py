@@ -280,11 +280,13 @@ class OtelExport:
                 self._queue.put(None, timeout=max(0.0, deadline - time.time()))
             except queue.Full:
                 pass  # the exporter stopped reading: it is killed below
-        self._exited.wait(max(0.0, deadline - time.time()) + CLOSE_GRACE_S)
-        try:
-            self._sender.wait(CLOSE_GRACE_S)
-        except subprocess.TimeoutExpired:
-            log.warning("otlp_exporter_killed", pid=self._sender.pid, reason="no answer within the flush time")
-            self._sender.kill()
-            self._sender.wait()
+        if self._exited.wait(max(0.0, deadline - time.time()) + CLOSE_GRACE_S):
+            try:
+                self._sender.wait(CLOSE_GRACE_S)  # it answered and is exiting
+                return self._answer
+            except subprocess.TimeoutExpired:
+                pass
+        log.warning("otlp_exporter_killed", pid=self._sender.pid, reason="not done within the flush time")
+        self._sender.kill()
+        self._sender.wait()
         return self._answer
