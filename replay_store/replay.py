@@ -200,6 +200,10 @@ class ReplayInjector(FaultInjector):
             return
         replay.served.append({"seq": ex.seq, "recorded": match.recorded.seq, "how": match.how})
         flow.metadata[RECORDED_ANSWER_KEY] = match.recorded
+        fault = match.recorded.fault
+        if fault and (ex.rule is None or ex.rule.name != fault.get("rule")):  # minimize took it out
+            self._note_divergence(ex, replay, f"the recorded {fault.get('type')} ({fault.get('rule')}) on it did not "
+                                              "fire: the recorded server got another answer than it will now")
 
     async def response(self, flow: http.HTTPFlow) -> None:
         recorded = flow.metadata.pop(RECORDED_ANSWER_KEY, None)

@@ -128,6 +128,17 @@ def test_the_report_marks_the_servers_messages_and_counts_only_the_agents_tool_c
     assert "← server to client: sampling/createMessage, answered by the client" in page  # the bar's label
 
 
+def test_without_the_recorded_faults_on_its_requests_the_server_would_have_heard_otherwise(recorded: dict) -> None:
+    """As minimize tries it: no fault fires, so the server would get what it never got when
+    recorded, and the stand-in cannot know what it would have done. Each is a divergence."""
+    result = recorded["replayer"].replay(recorded["entry"], recorded["agent"], forced=[])
+    replayed = {line["seq"]: json.loads(line["request"]["body"])["method"] for line in read_trace(result.trace)}
+    whys = {replayed[d["seq"]]: d["why"] for d in result.diverged}
+    assert set(whys) == {"sampling/createMessage", "elicitation/create", "roots/list"}, whys
+    assert "never asked the client" in whys["elicitation/create"] and "never asked" in whys["sampling/createMessage"]
+    assert whys["roots/list"].startswith("the recorded response_lost (roots_lost) on it did not fire")
+
+
 def stdio(seq: int, direction: str, host: str = "shop", forwarded: bool = True) -> Recorded:
     return Recorded(seq, "POST", f"http://{host}.stdio.invalid/mcp", (), b"{}", forwarded, 200, "", (), b"{}",
                     None, None, None, {}, direction=direction)
