@@ -88,6 +88,7 @@ class McpStreams:
         key = (episode_of(flow), flow.request.headers.get(SESSION_HEADER), message.id_key)
         asked = self.asked.pop(key, None)
         if asked is not None:
+            asked.stream.asking.discard(key)
             flow.metadata[PASS_THROUGH_KEY] = True  # recorded as the server's request's exchange, not apart
             await asked.answered(flow, message.raw)
 
@@ -132,6 +133,7 @@ class ServerStream:
         self.shown: list[tuple[float, bytes]] = []  # the events the client got
         self.unrecorded = 0
         self.supplied = False
+        self.asking: set[tuple[str, str | None, str]] = set()  # keys of its requests in streams.asked
         self._posting: set[asyncio.Task] = set()
 
     async def event(self, event: bytes, supplied: bool) -> bytes | None:
@@ -146,7 +148,12 @@ class ServerStream:
         return shown
 
     def end(self) -> None:
-        """The stream ended: the notifications only counted go on its upstream headers."""
+        """The stream ended: a live server's requests still unanswered wait no more (their
+        exchanges are written when the episode ends, as ones whose client left; a recording's
+        stream ends at once, before the client answers); the notifications only counted go on
+        its upstream headers."""
+        for key in () if self.supplied else self.asking:
+            self.streams.asked.pop(key, None)
         if self.unrecorded and self.ex.upstream is not None:
             self.ex.upstream["headers"].append((UNRECORDED_HEADER, str(self.unrecorded)))
 
@@ -171,7 +178,9 @@ class ServerStream:
             if unchanged is not None:  # no answer comes to a notification
                 await self.passage.complete(flow, (_ACCEPTED, [], b""))
         else:
-            self.streams.asked[(self.episode, self.session, message.id_key)] = Asked(self, flow, message)
+            key = (self.episode, self.session, message.id_key)
+            self.streams.asked[key] = Asked(self, flow, message)
+            self.asking.add(key)
         return event
 
     def _answer_server(self, body: bytes) -> None:

@@ -22,6 +22,7 @@ from mcp.client.streamable_http import streamable_http_client
 from faultproxy import Episode, run_function
 from faultproxy.evaluator.checks import check_confirmation, parse_trace
 from faultproxy.formats.trace import read_trace
+from faultproxy.proxy.episodes import EpisodeLimits
 from faultproxy.proxy.server import ProxyServer
 from faultproxy.replay_store.freeze import freeze
 from faultproxy.replay_store.replay import ReplayOptions
@@ -76,8 +77,8 @@ def scenario_file(tmp_path: Path, *rules: str) -> Path:
     return scenario
 
 
-def start_proxy(tmp_path: Path, *rules: str) -> ProxyServer:
-    return ProxyServer(scenario_file(tmp_path, *rules), trace_dir=tmp_path / "flows").start()
+def start_proxy(tmp_path: Path, *rules: str, limits: EpisodeLimits | None = None) -> ProxyServer:
+    return ProxyServer(scenario_file(tmp_path, *rules), trace_dir=tmp_path / "flows", limits=limits).start()
 
 
 @asynccontextmanager
@@ -132,6 +133,19 @@ async def test_every_server_message_on_both_streams_is_in_the_trace(asking: Aski
     # the client's answer POSTs are their requests' exchanges, not lines of their own
     assert not [line for line in lines if "direction" not in line and line["request"]["method"] == "POST"
                 and "method" not in json.loads(line["request"]["body"])]
+
+
+async def test_progress_past_the_cap_is_counted_on_its_stream(asking: AskingServer, tmp_path: Path) -> None:
+    client, proxy = Client(), start_proxy(tmp_path, limits=EpisodeLimits(notifications=2))
+    async with session(proxy, asking.url, client) as mcp:
+        await mcp.call_tool("summarize_order", {"order": "P1", "steps": 5}, progress_callback=client.on_progress)
+    assert client.progress == [1, 2, 3, 4, 5]  # the client got every one
+    lines = trace_lines(proxy, tmp_path)
+    assert sum(line.get("direction") == SERVER_TO_CLIENT and method(line) == "notifications/progress"
+               for line in lines) == 2
+    [call] = [line for line in lines if "direction" not in line and '"P1"' in (line["request"]["body"] or "")]
+    assert ["x-faultproxy-mcp-unrecorded", "3"] in call["upstream"]["headers"]
+    assert len(call["upstream"]["sse"]) == 6 and "sse" not in call["client"]  # all on the stream, unchanged
 
 
 async def test_faults_on_the_servers_messages_act_in_the_clients_place(asking: AskingServer, tmp_path: Path) -> None:
