@@ -25,7 +25,7 @@ def check_budget(task: Any, record: Mapping[str, Any], exchanges: Sequence[Trace
     budgets = task.budgets
     if all(limit is None for limit in (budgets.requests, budgets.tokens, budgets.wall_s, budgets.cost)):
         return not_applicable(NAME, SEVERITY, "no budgets")
-    used = {"requests": len(exchanges), "tokens": sum(ex.tokens for ex in exchanges),
+    used = {"requests": sum(1 for ex in exchanges if ex.is_request), "tokens": sum(ex.tokens for ex in exchanges),
             "wall_s": float(record.get("duration_s") or 0.0)}
     over = [f"{what} {used[what]:g} over {limit:g}" for what, limit in
             (("requests", budgets.requests), ("tokens", budgets.tokens), ("wall_s", budgets.wall_s))

@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 from faultproxy.evaluator.render import Html, esc, html_table, num, pct
 from faultproxy.formats.rundir import trace_file, write_atomic
 from faultproxy.formats.model_apis import is_model_call
-from faultproxy.formats.trace import read_trace
+from faultproxy.formats.trace import SERVER_TO_CLIENT, read_trace
 
 TIMELINE_LIMIT = 300  # exchanges shown per episode
 
@@ -44,7 +44,6 @@ code{font-size:12px;background:#f4f6f8;padding:0 3px;border-radius:3px}svg{displ
 """
 
 COLOURS = {"pass": "#1a7f37", "fail": "#cf222e", "incomplete": "#d4a72c", "not_run": "#afb8c1"}
-SERVER_TO_CLIENT = "server to client"  # a trace line's direction (formats.trace): the MCP server asked
 SERVER_COLOUR = "#8250df"
 
 

@@ -111,7 +111,7 @@ def judge_episode(task: Any, record: Mapping[str, Any], trace: Iterable[Mapping[
         status = "incomplete"
     else:
         status = "pass" if all(r["passed"] is not False for r in results) else "fail"
-    requests = [ex for ex in exchanges if ex.session_kind is None]  # a live session's turns and calls are not requests
+    requests = [ex for ex in exchanges if ex.is_request]
     durations = [ex.duration_s for ex in requests]
     failed = [{"name": r["name"], "severity": r["severity"], "detail": r["detail"]}
               for r in results if r["passed"] is False]

@@ -38,6 +38,7 @@ from faultproxy.evaluator.identity import Identity, identity_of, idempotency_key
 from faultproxy.evaluator.metrics import endpoint_class
 from faultproxy.evaluator.sessions import session_api, session_lines
 from faultproxy.formats.model_apis import is_model_call
+from faultproxy.formats.trace import SERVER_TO_CLIENT
 from faultproxy.scenarios import trace_forwarded
 
 _FAILED_OUTCOMES = frozenset({"reset", "cut", "error", "injected", "client_gone"})
@@ -78,6 +79,17 @@ class TracedExchange:
         """For an exchange derived from a live session (evaluator.sessions): model_call or function_call."""
         session = self.raw.get("session")
         return session.get("kind") if isinstance(session, dict) else None
+
+    @property
+    def from_server(self) -> bool:
+        """An MCP server's own request or notification (with the client's answer): not the agent's."""
+        return self.raw.get("direction") == SERVER_TO_CLIENT
+
+    @property
+    def is_request(self) -> bool:
+        """One of the agent's requests, as a `requests` budget counts them: not a live session's
+        turn or call (they travel on its one upgrade), nor an MCP server's own message."""
+        return self.session_kind is None and not self.from_server
 
     @cached_property
     def is_model(self) -> bool:

@@ -59,6 +59,8 @@ from faultproxy.formats.files import append_line, open_lines
 from faultproxy.formats.redact import Redactor
 
 FORMAT_VERSION = 1
+CLIENT_TO_SERVER = "client to server"  # a line's `direction` (MCP): the client's message
+SERVER_TO_CLIENT = "server to client"  # the server's own request or notification: not the agent's
 DEFAULT_BODY_LIMIT = 1 << 20  # 1 MiB per body: a model request with a long conversation fits
 _SAFE_NAME = re.compile(r"[^A-Za-z0-9_.-]")
 

@@ -57,6 +57,7 @@ class EpisodeState:
     calls: Counter[str] = field(default_factory=Counter)
     fired: Counter[str] = field(default_factory=Counter)
     notifications: Counter[str] = field(default_factory=Counter)  # capped notifications seen, by method
+    from_server: int = 0  # exchanges an MCP server began (its requests, notifications): not the agent's requests
     limits: EpisodeLimits = field(default_factory=EpisodeLimits)
     begun: bool = False  # begun by a runner (never forgotten when idle)
     last_used: float = field(default_factory=time.monotonic)

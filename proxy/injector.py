@@ -18,7 +18,7 @@ from pathlib import Path
 import structlog
 from faultproxy.formats.errors import UserError
 from faultproxy.formats.redact import Redactor
-from faultproxy.formats.trace import encode_ws_message
+from faultproxy.formats.trace import SERVER_TO_CLIENT, encode_ws_message
 from faultproxy.proxy import decide
 from faultproxy.proxy.attribution import PASS_THROUGH_KEY, episode_of
 from faultproxy.proxy.episodes import EpisodeLimits, Episodes, EpisodeState
@@ -337,6 +337,8 @@ class FaultInjector:
         )
         flow.metadata[EXCHANGE_KEY] = ex
         episode.inflight[ex.seq] = ex
+        if ex.direction == SERVER_TO_CLIENT:
+            episode.from_server += 1
         return ex
 
     def _decide(self, rule: Rule, index: int, ex: FlowExchange, forced: str | None) -> None:

@@ -59,6 +59,12 @@ class EpisodeStats:
     tokens: int
     faults: int
     trace_disk_full: str | None = None
+    from_server: int = 0  # of the exchanges, those an MCP server began (its requests and notifications)
+
+    @property
+    def requests(self) -> int:
+        """The agent's requests: what a `requests` budget counts (a server's own messages are not)."""
+        return self.exchanges - self.from_server
 
 
 @dataclass(frozen=True)
@@ -203,12 +209,12 @@ class ProxyServer:
         if state is None:
             return None
         full = str(state.trace.path) if state.trace and state.trace.disk_full else None
-        return EpisodeStats(state.exchanges, state.tokens, state.faults, full)
+        return EpisodeStats(state.exchanges, state.tokens, state.faults, full, state.from_server)
 
     def episode_stats(self, episode: str) -> EpisodeStats | None:
         """What the proxy has counted so far for a live episode; None if it knows no such episode."""
         state = self._call(self.injector.episodes.peek, episode)
-        return EpisodeStats(state.exchanges, state.tokens, state.faults) if state else None
+        return EpisodeStats(state.exchanges, state.tokens, state.faults, None, state.from_server) if state else None
 
     def live_episodes(self) -> list[LiveEpisode]:
         """Every episode the proxy holds now, with how long it has been idle."""

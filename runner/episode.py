@@ -143,7 +143,7 @@ class EpisodeRunner:
 
     def _usage(self, key: str) -> Usage | None:
         stats = self.proxy.episode_stats(key)
-        return Usage(stats.exchanges, stats.tokens) if stats else None
+        return Usage(stats.requests, stats.tokens) if stats else None
 
     async def _reset(self, task, state: str | None, env: dict[str, str]) -> str | None:
         if not task.reset_url:

@@ -290,4 +290,4 @@ class Replayer:
 
     def _usage(self, attribution: str) -> Usage | None:
         stats = self.proxy.episode_stats(attribution)
-        return Usage(stats.exchanges, stats.tokens) if stats else None
+        return Usage(stats.requests, stats.tokens) if stats else None

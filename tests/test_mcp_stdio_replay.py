@@ -49,7 +49,7 @@ rules:
 """
 TASKS = """tasks:
   - {id: asking, prompt: "Summarize orders A1 and A2, refund them", shape: writes_state, max_tool_calls: 5,
-     budgets: {wall_s: 120}}
+     budgets: {wall_s: 120, requests: 12}}
 """
 SERVER_TO_CLIENT = "server to client"
 
@@ -114,12 +114,17 @@ def test_a_client_that_answers_the_server_differently_diverges(recorded: dict) -
     assert not result.meets_expectation and "the client answered" in result.explain()
 
 
-def test_the_report_marks_the_servers_messages_and_counts_only_the_agents_tool_calls(recorded: dict) -> None:
+def test_the_report_marks_the_servers_messages_and_counts_only_the_agents_calls(recorded: dict) -> None:
     run_dir, live = recorded["folder"] / "run", recorded["episode"]
     # five tools/call of the agent's, within max_tool_calls 5: the server's requests are not among them
     assert live["verdict"]["tool_calls"] == 5
     assert "tool_calls" not in {c["name"] for c in live["verdict"]["failed"]}
-    from_server = sum(line.get("direction") == SERVER_TO_CLIENT for line in read_trace(run_dir / live["trace"]))
+    # nor are they the agent's requests: its 9 messages are within `requests: 12`, live and judged,
+    # though the trace holds more than 12 exchanges
+    lines = list(read_trace(run_dir / live["trace"]))
+    from_server = sum(line.get("direction") == SERVER_TO_CLIENT for line in lines)
+    assert live["verdict"]["requests"] == len(lines) - from_server == 9 and len(lines) > 12
+    assert live["cause"] is None and "budget" not in {c["name"] for c in live["verdict"]["failed"]}
     page = render(build_report(run_dir), run_dir)
     badges, arrows = page.count('class="badge b-s2c"'), page.count('<path class="s2c"')
     # a badge in the table and an arrow in the chart for each, in every timeline of the episode (its cause's, its own)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable
 
+from faultproxy.formats.trace import CLIENT_TO_SERVER, SERVER_TO_CLIENT
 from faultproxy.proxy.attribution import EPISODE_KEY
 from faultproxy.proxy.auth import EpisodeGate
 from faultproxy.proxy.injector import DIRECTION_KEY, EXCHANGE_KEY, FaultInjector, header_pairs
@@ -28,8 +29,6 @@ from mitmproxy import connection, http
 from mitmproxy import flow as flow_module
 
 CLIENT_GONE = "Client disconnected: the MCP session ended first"  # read by the injector as mitmproxy's own
-CLIENT_TO_SERVER = "client to server"
-SERVER_TO_CLIENT = "server to client"
 # flow.metadata, in replay: the recorded server's messages (lines) that followed this client message
 STAND_IN_KEY = "faultproxy_stand_in"
 CAPPED = frozenset({"notifications/progress", "notifications/message"})  # progress, logging: may come by the thousand
