@@ -159,7 +159,8 @@ def request_model(api: ModelApi, path: str, body: Any) -> str | None:
 # arguments} and `response.output_item.done` with a `function_call` item (the same call twice,
 # told apart by call_id); Gemini Live `toolCall.functionCalls[]` {id, name, args}. Its result,
 # from the client: OpenAI `conversation.item.create` with a `function_call_output` item {call_id,
-# output}; Gemini `toolResponse.functionResponses[]` {id, name, response}.
+# output}; Gemini `toolResponse.functionResponses[]` {id, name, response}. Gemini's top-level
+# fields may come in snake_case too (`client_content`, `tool_response`: google-genai sends those).
 
 
 @dataclass(frozen=True)
@@ -181,6 +182,13 @@ def live_api_of_session(path: str) -> LiveApi | None:
 # who sends it -> (Gemini's holder of `turnComplete`, Gemini's event that is a turn edge too, OpenAI's type)
 _TURN_EDGES = {"client": ("clientContent", "toolResponse", "response.create"),
                "server": ("serverContent", "toolCall", "response.done")}
+_SNAKE = re.compile(r"(?<=[a-z])(?=[A-Z])")
+
+
+def _gemini_field(event: Mapping[str, Any], name: str) -> Any:
+    """A Gemini Live message's top-level field, in either spelling proto JSON accepts: Google's
+    docs and server write `clientContent`, google-genai's live client sends `client_content`."""
+    return event[name] if name in event else event.get(_SNAKE.sub("_", name).lower())
 
 
 def live_turn_edge(api: LiveApi, event: Any, sender: str) -> bool:
@@ -189,8 +197,9 @@ def live_turn_edge(api: LiveApi, event: Any, sender: str) -> bool:
         return False
     holder, other, openai_type = _TURN_EDGES[sender]
     if api is LiveApi.GEMINI_LIVE:
-        content = event.get(holder)
-        return other in event or (isinstance(content, dict) and content.get("turnComplete") is True)
+        content = _gemini_field(event, holder)
+        return _gemini_field(event, other) is not None or (isinstance(content, dict)
+                                                            and content.get("turnComplete") is True)
     return event.get("type") == openai_type
 
 
@@ -199,7 +208,8 @@ def live_function_calls(api: LiveApi, event: Any) -> list[LiveFunctionCall]:
     if not isinstance(event, dict):
         return []
     if api is LiveApi.GEMINI_LIVE:
-        calls = (event.get("toolCall") or {}).get("functionCalls") if isinstance(event.get("toolCall"), dict) else None
+        call = _gemini_field(event, "toolCall")
+        calls = call.get("functionCalls") if isinstance(call, dict) else None
         return [LiveFunctionCall(str(c.get("id") or c.get("name")), str(c.get("name") or ""),
                                  json.dumps(c.get("args") or {}, separators=(",", ":")))
                 for c in calls or () if isinstance(c, dict)]
@@ -218,7 +228,7 @@ def live_function_outputs(api: LiveApi, event: Any) -> list[tuple[str, Any]]:
     if not isinstance(event, dict):
         return []
     if api is LiveApi.GEMINI_LIVE:
-        response = event.get("toolResponse")
+        response = _gemini_field(event, "toolResponse")
         answers = response.get("functionResponses") if isinstance(response, dict) else None
         return [(str(a.get("id") or a.get("name")), a.get("response")) for a in answers or () if isinstance(a, dict)]
     item = event.get("item") if event.get("type") == "conversation.item.create" else None

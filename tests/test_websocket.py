@@ -445,16 +445,17 @@ def gemini_live_app() -> web.Application:
             event = json.loads(message.data)
             if "setup" in event:
                 await ws.send_json({"setupComplete": {}})
-            elif "clientContent" in event:
+            elif {"clientContent", "client_content"} & event.keys():  # google-genai sends snake_case
                 await ws.send_json({"toolCall": {"functionCalls": [
                     {"id": "fc_1", "name": "refund_order", "args": {"order_id": "1001"}}]}})
-            elif "toolResponse" in event:
+            elif {"toolResponse", "tool_response"} & event.keys():
                 await ws.send_json({"serverContent": {"modelTurn": {"parts": [{"text": "Refunded order 1001."}]}}})
                 await ws.send_json({"serverContent": {"turnComplete": True}})
         return ws
 
     app = web.Application()
-    app.router.add_get(f"/ws/{GEMINI_LIVE}", session)
+    # google-genai names the API version it was given (v1 by default), Google's docs v1beta
+    app.router.add_get(f"/ws/{GEMINI_LIVE.replace('v1beta', '{version}')}", session)
     return app
 
 
@@ -492,3 +493,60 @@ def test_the_evaluator_reads_a_gemini_live_session(make_proxy, tmp_path):
     assert (verdict["model_calls"], verdict["tool_calls"]) == (2, 1)
     assert {c["name"]: c["passed"] for c in verdict["checks"]}["effects"] is True
     assert final_answer(exchanges) == "Refunded order 1001."
+
+
+def test_the_google_genai_live_client_through_the_proxy(make_proxy, upstream_certificate, tmp_path, monkeypatch):
+    """google-genai's live client, pointed at a local Gemini-Live-shaped server by `base_url`,
+    reaches it through the proxy as an agent does: HTTPS_PROXY and SSL_CERT_FILE (the SDK always
+    connects `wss://`, and its `websockets` connection takes the proxy from the environment)."""
+    from google import genai
+    from google.genai import types
+
+    proxy = make_proxy(scenario("""
+        - name: go-away-after-the-call
+          match: {path: "*BidiGenerateContent", websocket: {from: server, body: {toolCall: {exists: true}}}}
+          fault: {type: ws_inject, preset: go_away}
+    """))
+    for name in ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HTTPS_PROXY", proxy.proxy_url("genai"))
+    monkeypatch.setenv("SSL_CERT_FILE", str(proxy.ca_bundle))
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(*upstream_certificate)
+
+    async def main(port: int) -> list[types.LiveServerMessage]:
+        client = genai.Client(api_key="AIzaSy-genai-live-test-key-0123456789",
+                              http_options=types.HttpOptions(base_url=f"https://127.0.0.1:{port}"))
+        seen = []
+        async with client.aio.live.connect(model="gemini-live", config=types.LiveConnectConfig(
+                response_modalities=[types.Modality.TEXT])) as session:
+            await session.send_client_content(turns=types.Content(role="user", parts=[types.Part(text="Refund 1001.")]),
+                                              turn_complete=True)
+            async for message in session.receive():
+                seen.append(message)
+                if message.tool_call:
+                    await session.send_tool_response(function_responses=[types.FunctionResponse(
+                        id=call.id, name=call.name, response={"id": "re_1", "status": "refunded"})
+                        for call in message.tool_call.function_calls])
+        return seen
+
+    with ServerThread(gemini_live_app(), context) as server:
+        seen = asyncio.run(asyncio.wait_for(main(server.port), 60))
+    proxy.end_episode("genai")
+    call, go_away, text, done = seen
+    assert [(c.name, c.args) for c in call.tool_call.function_calls] == [("refund_order", {"order_id": "1001"})]
+    assert go_away.go_away.time_left == "10s"  # the preset, as the SDK's own LiveServerMessage.go_away
+    assert text.server_content.model_turn.parts[0].text == "Refunded order 1001." and done.server_content.turn_complete
+    trace = list(read_trace(trace_path(tmp_path / "flows", "genai")))
+    [line] = [line for line in trace if "websocket" in line]
+    assert "genai-live-test-key" not in json.dumps(line)  # the key the SDK sends is redacted
+    # (the toolCall the injection went after is recorded held, then resent behind it)
+    sent = [next(iter(json.loads(m["text"]))) for m in line["websocket"]["messages"] if not m.get("held")]
+    assert sent == ["setup", "setupComplete", "client_content", "toolCall", "goAway", "tool_response",
+                    "serverContent", "serverContent"]
+    assert [m["fault"]["delivered"] for m in line["websocket"]["messages"] if "fault" in m] == [True]
+    verdict = judge_episode(Task(id="t", prompt="Refund 1001.", expected=Expected(
+        effects=(Effect("*", "*/tools/refund_order", 1),))),
+        {"key": "genai", "completed": True, "exit_code": 0, "output": {"answer": "x"}}, trace)
+    assert (verdict["model_calls"], verdict["tool_calls"]) == (2, 1)  # the turn that called, the one that answered
+    assert {c["name"]: c["passed"] for c in verdict["checks"]}["effects"] is True
