@@ -189,7 +189,8 @@ def _describe(x: Mapping[str, Any]) -> str:
     fault = x.get("fault")
     text = f"#{x.get('seq')} {request.get('method')} {_where(request.get('url') or '')}"
     if x.get("direction") == SERVER_TO_CLIENT:
-        text += f" ← server to client: {_rpc_method(x) or 'a message'}, answered by the client"
+        method = _rpc_method(x) or "a message"
+        text += f" ← server to client: {method}" + ("" if method.startswith("notifications/") else ", answered by the client")
     text += f" → upstream {upstream.get('status') if upstream else '—'}, client {client.get('outcome')}"
     text += f" {client.get('status') or ''}".rstrip()
     if fault:

@@ -51,7 +51,9 @@ def answer_difference(recorded: Recorded, answer: bytes, redactor: Redactor) -> 
     was, now = _normalised(recorded.response_body, redactor), _normalised(answer, redactor)
     if was == now:
         return None
-    return f"the client answered {_short(now)}, recorded {_short(was)}"
+    asked = _normalised(recorded.request_body, redactor)
+    method = asked.get("method") if isinstance(asked, dict) else None
+    return f"the client answered the server's {method or 'request'} {_short(now)}, recorded {_short(was)}"
 
 
 def _normalised(body: bytes | None, redactor: Redactor) -> Any:

@@ -111,7 +111,7 @@ def test_a_client_that_answers_the_server_differently_diverges(recorded: dict) -
     replayed = {line["seq"]: line for line in read_trace(result.trace)}
     assert json.loads(replayed[diverged["seq"]]["request"]["body"])["method"] == "elicitation/create"
     assert result.verdict["status"] == "incomplete" and result.verdict["cause"] == "diverged"
-    assert not result.meets_expectation and "the client answered" in result.explain()
+    assert not result.meets_expectation and "the client answered the server's elicitation/create" in result.explain()
 
 
 def test_the_report_marks_the_servers_messages_and_counts_only_the_agents_calls(recorded: dict) -> None:
@@ -130,7 +130,8 @@ def test_the_report_marks_the_servers_messages_and_counts_only_the_agents_calls(
     # a badge in the table and an arrow in the chart for each, in every timeline of the episode (its cause's, its own)
     assert badges == arrows and badges % from_server == 0 and badges >= from_server >= 9
     assert "← server to client</span> elicitation/create" in page
-    assert "← server to client: sampling/createMessage, answered by the client" in page  # the bar's label
+    assert "← server to client: sampling/createMessage, answered by the client" in page  # the bars' labels
+    assert "← server to client: notifications/progress →" in page
 
 
 def test_without_the_recorded_faults_on_its_requests_the_server_would_have_heard_otherwise(recorded: dict) -> None:
