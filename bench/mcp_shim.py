@@ -77,12 +77,17 @@ def configurations(folder: Path, proxy_port: int) -> dict[str, tuple[list[str], 
 
 def start_proxy(folder: Path) -> tuple[subprocess.Popen, int]:
     """`faultproxy proxy` with the zero scenario on a free loopback port, once it listens."""
+    return start_listening(lambda port: [sys.executable, "-m", "faultproxy", "proxy", "--scenario",
+                                         str(scenario_file(folder)), "--port", str(port),
+                                         "--trace-dir", str(folder / "flows-run")])
+
+
+def start_listening(command, what: str = "faultproxy proxy") -> tuple[subprocess.Popen, int]:
+    """`command(port)` started on a free loopback port, once it listens there."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    process = subprocess.Popen([sys.executable, "-m", "faultproxy", "proxy", "--scenario", str(scenario_file(folder)),
-                                "--port", str(port), "--trace-dir", str(folder / "flows-run")],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process = subprocess.Popen(command(port), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         with socket.socket() as probe:
@@ -92,7 +97,7 @@ def start_proxy(folder: Path) -> tuple[subprocess.Popen, int]:
             break
         time.sleep(0.1)
     process.kill()
-    raise SystemExit(f"faultproxy proxy did not start on port {port}")
+    raise SystemExit(f"{what} did not start on port {port}")
 
 
 async def time_calls(command: list[str], env: dict[str, str] | None, calls: int, warmup: int) -> list[float]:
@@ -115,8 +120,9 @@ def percentile(values: list[float], share: float) -> float:
     return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def arguments(description: str) -> argparse.Namespace:
+    """The options every MCP latency bench takes (calls, warm-up, rounds, --quick, --json, --check)."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--calls", type=int, default=1000)
     parser.add_argument("--warmup", type=int, default=100)
     parser.add_argument("--rounds", type=int, default=3)
@@ -126,6 +132,19 @@ def main() -> int:
     args = parser.parse_args()
     if args.quick:
         args.calls, args.rounds, args.warmup = 200, 1, 20
+    return args
+
+
+def conclude(rounds: list[dict[str, dict[str, float]]], args: argparse.Namespace) -> int:
+    """Write --json; the exit status --check asks for (1: `in a run` misses the target)."""
+    if args.json:
+        args.json.write_text(json.dumps({"calls": args.calls, "rounds": rounds}, indent=1))
+    in_a_run = statistics.median(r["in a run"]["p50"] - r["direct"]["p50"] for r in rounds)
+    return 1 if args.check and in_a_run >= TARGET_P50_ADDED_MS else 0
+
+
+def main() -> int:
+    args = arguments(__doc__.splitlines()[0])
     with tempfile.TemporaryDirectory() as tmp:
         proxy, port = start_proxy(Path(tmp))
         try:
@@ -134,15 +153,14 @@ def main() -> int:
             proxy.terminate()
             proxy.wait()
     report(names, rounds, args)
-    if args.json:
-        args.json.write_text(json.dumps({"calls": args.calls, "rounds": rounds}, indent=1))
-    in_a_run = statistics.median(r["in a run"]["p50"] - r["direct"]["p50"] for r in rounds)
-    return 1 if args.check and in_a_run >= TARGET_P50_ADDED_MS else 0
+    return conclude(rounds, args)
 
 
-def measure(configs: dict[str, tuple[list[str], dict[str, str] | None]],
-            args: argparse.Namespace) -> tuple[list[dict[str, dict[str, float]]], list[str]]:
-    """p50 and p99 in ms per configuration and round, rounds in rotated order."""
+def measure(configs: dict[str, tuple], args: argparse.Namespace,
+            timer=None) -> tuple[list[dict[str, dict[str, float]]], list[str]]:
+    """p50 and p99 in ms per configuration and round, rounds in rotated order; `timer(*config,
+    calls, warmup)` times one configuration's calls (default: a stdio session's)."""
+    timer = timer or time_calls
     names = list(configs)
     rounds: list[dict[str, dict[str, float]]] = []
     for r in range(args.rounds):
@@ -150,20 +168,22 @@ def measure(configs: dict[str, tuple[list[str], dict[str, str] | None]],
         result = {}
         for name in order:
             print(f"round {r + 1}: {name} ...", file=sys.stderr, flush=True)
-            times = asyncio.run(time_calls(*configs[name], args.calls, args.warmup))
+            times = asyncio.run(timer(*configs[name], args.calls, args.warmup))
             result[name] = {"p50": percentile(times, 0.5) * 1000, "p99": percentile(times, 0.99) * 1000}
         rounds.append(result)
     return rounds, names
 
 
-def report(names: list[str], rounds: list[dict[str, dict[str, float]]], args: argparse.Namespace) -> None:
+def report(names: list[str], rounds: list[dict[str, dict[str, float]]], args: argparse.Namespace,
+           what: str = "tools/call",
+           footnote: str = "a run's stdio calls pay what `in a run` shows") -> None:
     def median(name: str, key: str) -> float:
         return statistics.median(r[name][key] for r in rounds)
 
     def added(name: str, key: str) -> float:
         return statistics.median(r[name][key] - r["direct"][key] for r in rounds)
 
-    print(f"\n{args.calls:,} tools/call per run, one at a time, {args.rounds} round(s); "
+    print(f"\n{args.calls:,} {what} per run, one at a time, {args.rounds} round(s); "
           f"{os.cpu_count()} cores, Python {platform.python_version()}, load average {os.getloadavg()[0]:.2f}\n")
     print(f"| {'configuration':<12} | {'p50 ms':>7} | {'p99 ms':>7} | {'p50 added':>9} | {'p99 added':>9} | target |")
     print(f"|{'-' * 14}|{'-' * 9}:|{'-' * 9}:|{'-' * 11}:|{'-' * 11}:|{'-' * 8}|")
@@ -175,7 +195,7 @@ def report(names: list[str], rounds: list[dict[str, dict[str, float]]], args: ar
             extra = (f"{added(name, 'p50'):+.2f}", f"{added(name, 'p99'):+.2f}", verdict)
         print(f"| {name:<12} | {median(name, 'p50'):>7.2f} | {median(name, 'p99'):>7.2f} | {extra[0]:>9} "
               f"| {extra[1]:>9} | {extra[2]:<6} |")
-    print(f"\ntarget: p50 added < {TARGET_P50_ADDED_MS:g} ms; a run's stdio calls pay what `in a run` shows")
+    print(f"\ntarget: p50 added < {TARGET_P50_ADDED_MS:g} ms; {footnote}")
 
 
 if __name__ == "__main__":

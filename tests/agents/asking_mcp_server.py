@@ -5,7 +5,8 @@ same but refunds whatever the answer (a careless server); `roots` asks what the 
 `announce` tells the client its tools changed, outside any request (over Streamable HTTP: on the
 standalone GET stream). `make_server(state)` builds it for a test to serve over Streamable HTTP.
 
-    python tests/agents/asking_mcp_server.py STATE_FILE
+    python tests/agents/asking_mcp_server.py STATE_FILE             # over stdio
+    python tests/agents/asking_mcp_server.py STATE_FILE --http PORT # over Streamable HTTP on 127.0.0.1
 """
 
 from __future__ import annotations
@@ -72,4 +73,8 @@ def make_server(state: Path) -> MCPServer:
 
 
 if __name__ == "__main__":
-    make_server(Path(sys.argv[1])).run("stdio")
+    if "--http" in sys.argv:
+        port = int(sys.argv[sys.argv.index("--http") + 1])
+        make_server(Path(sys.argv[1])).run("streamable-http", host="127.0.0.1", port=port)
+    else:
+        make_server(Path(sys.argv[1])).run("stdio")

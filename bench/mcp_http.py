@@ -1,0 +1,71 @@
+#!/usr/bin/env python3
+"""What the proxy adds to each MCP request over Streamable HTTP.
+
+The official SDK's Streamable HTTP client lists the tools of a server on the official SDK
+(tests/agents/asking_mcp_server.py --http, a process of its own) one request at a time. Each
+request's answer comes on an SSE stream, which passes the proxy's loopback relay so that a
+server's own messages on it can pass the fault injector (proxy/mcp_http.py): that hop is what
+this measures. Two configurations, each its own session:
+
+  direct      the client talks to the server
+  in a run    through a `faultproxy proxy` process (bench/mcp_shim.py's zero scenario: 10 rules,
+              none firing; trace on), the episode in the proxy URL as `faultproxy run` gives it
+
+Rounds, warm-up and the table as in bench/mcp_shim.py; target: p50 added < 1 ms.
+
+    .venv/bin/python bench/mcp_http.py              # 3 rounds x 1,000 requests per configuration
+    .venv/bin/python bench/mcp_http.py --quick      # 1 round x 200 requests
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx2
+from mcp import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+from mcp_shim import REPO, arguments, conclude, measure, report, start_listening, start_proxy
+
+SERVER = REPO / "tests" / "agents" / "asking_mcp_server.py"
+
+
+async def time_requests(url: str, proxy: str | None, calls: int, warmup: int) -> list[float]:
+    """Seconds per tools/list, one at a time, after `warmup` untimed ones."""
+    client = httpx2.AsyncClient(proxy=proxy, timeout=30)
+    async with client, streamable_http_client(url, http_client=client) as (read, write), \
+            ClientSession(read, write) as session:
+        await session.initialize()
+        for _ in range(warmup):
+            await session.list_tools()
+        times = []
+        for _ in range(calls):
+            started = time.perf_counter()
+            await session.list_tools()
+            times.append(time.perf_counter() - started)
+        return times
+
+
+def main() -> int:
+    args = arguments(__doc__.splitlines()[0])
+    with tempfile.TemporaryDirectory() as tmp:
+        server, server_port = start_listening(
+            lambda port: [sys.executable, str(SERVER), str(Path(tmp) / "refunds"), "--http", str(port)], "the MCP server")
+        proxy, proxy_port = start_proxy(Path(tmp))
+        url = f"http://127.0.0.1:{server_port}/mcp"
+        try:
+            rounds, names = measure({"direct": (url, None), "in a run": (url, f"http://bench:x@127.0.0.1:{proxy_port}")},
+                                    args, time_requests)
+        finally:
+            for process in (proxy, server):
+                process.terminate()
+                process.wait()
+    report(names, rounds, args, "tools/list over Streamable HTTP",
+           "a run's MCP requests over HTTP pay what `in a run` shows")
+    return conclude(rounds, args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
