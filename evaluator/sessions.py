@@ -15,8 +15,11 @@ shape from it, so that every check reads them as it reads HTTP traffic:
   `<path>/tools/<name>`), and answered (committed) when the client sent its output back, unless
   the output is a JSON object with an `error` field; with no output it may have been carried out.
 
-Derived lines carry `session` ({kind: model_call | function_call, api, name, failed}); the
-upgrade line itself is then a protocol exchange (neither a model call nor a tool call).
+Derived lines carry `session` ({kind: model_call | function_call, api, model, name, call_id,
+failed, faults}): `model` when the session says it (formats.model_apis.live_model), `faults`
+every fault that fired on a message of the turn (a dropped one included), or on the messages
+that carried the call and its output, each with its time `at`. The upgrade line itself is then
+a protocol exchange (neither a model call nor a tool call).
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from faultproxy.formats.model_apis import (LiveApi, LiveFunctionCall, live_api_of_session, live_function_calls,
-                                           live_function_outputs, live_turn_edge)
+                                           live_function_outputs, live_model, live_turn_edge)
 
 
 def session_api(line: Mapping[str, Any]) -> LiveApi | None:
@@ -42,9 +45,14 @@ def session_lines(line: Mapping[str, Any]) -> list[dict[str, Any]]:
     api = session_api(line)
     if api is None:
         return []
-    messages = [m for m in line["websocket"].get("messages") or () if isinstance(m, dict) and not m.get("dropped")]
-    events = [(m, _json(m.get("sent", m.get("text")))) for m in messages]  # as the other side got them
-    return _turns(line, api, events) + _calls(line, api, events)
+    messages = [m for m in line["websocket"].get("messages") or () if isinstance(m, dict)]
+    # as the other side got them; a dropped message never arrived (no event), but its fault belongs to its turn
+    events = [(m, None if m.get("dropped") else _json(m.get("sent", m.get("text")))) for m in messages]
+    derived = _turns(line, api, events) + _calls(line, api, events)
+    model = live_model(api, str((line.get("request") or {}).get("url") or ""), (e for _, e in events))
+    for one in derived:
+        one["session"] |= {"model": model} if model else {}
+    return derived
 
 
 def _json(text: Any) -> Any:
@@ -54,11 +62,18 @@ def _json(text: Any) -> Any:
         return None
 
 
+def _opened(line: Mapping[str, Any]) -> float:
+    """When the session started: message offsets count from the upgrade's answer, not its request."""
+    return float(line.get("started") or 0) + float(line.get("response_after_s") or 0)
+
+
+def _faults(line: Mapping[str, Any], messages: list[dict]) -> list[dict[str, Any]]:
+    return [m["fault"] | {"at": _opened(line) + m["t"]} for m in messages if isinstance(m.get("fault"), dict)]
+
+
 def _derived(line: Mapping[str, Any], t: float, kind: str, api: LiveApi, **fields: Any) -> dict[str, Any]:
     request = line.get("request") or {}
-    # message offsets count from the upgrade's answer (the session's start), not from its request
-    opened = float(line.get("started") or 0) + float(line.get("response_after_s") or 0)
-    return {"seq": line.get("seq"), "episode": line.get("episode"), "started": opened + t,
+    return {"seq": line.get("seq"), "episode": line.get("episode"), "started": _opened(line) + t,
             "forwarded": True, "fault": None, "session": {"kind": kind, "api": str(api)},
             "request": {"method": "POST", "url": request.get("url"), "headers": [], "body": None}} | fields
 
@@ -97,6 +112,7 @@ def _turn_line(line: Mapping[str, Any], api: LiveApi, turn: dict[str, Any], end:
     derived = _derived(line, start["t"], "model_call", api, duration_s=round(max(0.0, last_t - start["t"]), 6),
                        fault=fault, upstream={"status": 200, "headers": [], "sse": turn["sse"]})
     derived["request"]["body"] = start.get("text")
+    derived["session"]["faults"] = _faults(line, turn["messages"])
     if end is not None:
         return derived | {"client": {"outcome": "response", "status": 200}}
     why = f"the session closed mid-answer (code {close.get('code')}, by {close.get('by')})" if close \
@@ -106,27 +122,29 @@ def _turn_line(line: Mapping[str, Any], api: LiveApi, turn: dict[str, Any], end:
 
 def _calls(line: Mapping[str, Any], api: LiveApi, events: list[tuple[dict, Any]]) -> list[dict[str, Any]]:
     """One tool call per function call (by call id), answered by the client's output for it."""
-    calls: dict[str, tuple[float, LiveFunctionCall]] = {}
-    outputs: dict[str, tuple[float, Any]] = {}
+    calls: dict[str, tuple[dict, LiveFunctionCall]] = {}
+    outputs: dict[str, tuple[dict, Any]] = {}
     for message, event in events:
         if message.get("from") == "client":
-            outputs.update((call_id, (message["t"], output)) for call_id, output in live_function_outputs(api, event)
+            outputs.update((call_id, (message, output)) for call_id, output in live_function_outputs(api, event)
                            if call_id in calls and call_id not in outputs)
             continue
         for call in live_function_calls(api, event):
             if call.call_id not in calls:
-                calls[call.call_id] = (message["t"], call)
+                calls[call.call_id] = (message, call)
     lines = []
-    for call_id, (t, call) in calls.items():
-        derived = _derived(line, t, "function_call", api, duration_s=0.0)
+    for call_id, (called, call) in calls.items():
+        derived = _derived(line, called["t"], "function_call", api, duration_s=0.0)
         derived["session"] |= {"name": call.name, "call_id": call_id}
         derived["request"]["body"] = call.arguments
         if call_id not in outputs:
+            derived["session"]["faults"] = _faults(line, [called])
             lines.append(derived | {"upstream": None, "client": {"outcome": "error", "status": None},
                                     "error": "the client sent no output for this function call"})
             continue
         answered, output = outputs[call_id]
-        derived["duration_s"] = round(answered - t, 6)  # from the model's call to the client's output
+        derived["session"]["faults"] = _faults(line, [called, answered])
+        derived["duration_s"] = round(answered["t"] - called["t"], 6)  # from the model's call to the client's output
         text = output if isinstance(output, str) else json.dumps(output)
         parsed = _json(text)
         derived["session"]["failed"] = isinstance(parsed, dict) and "error" in parsed

@@ -26,10 +26,11 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 
 class ModelApi(StrEnum):
@@ -235,3 +236,22 @@ def live_function_outputs(api: LiveApi, event: Any) -> list[tuple[str, Any]]:
     if isinstance(item, dict) and item.get("type") == "function_call_output":
         return [(str(item.get("call_id") or ""), item.get("output"))]
     return []
+
+
+def live_model(api: LiveApi, url: str, events: Iterable[Any]) -> str | None:
+    """The model a live session says it talks to: a session event's (Gemini's `setup.model`, its
+    `models/` prefix left out; a Realtime `session.update` or `session.created`'s `session.model`),
+    else the `model` of a Realtime upgrade URL's query (the openai SDK puts it there)."""
+    for event in events:
+        if not isinstance(event, dict):
+            continue
+        if api is LiveApi.GEMINI_LIVE:
+            model = (event.get("setup") or {}).get("model") if isinstance(event.get("setup"), dict) else None
+        elif event.get("type") in ("session.update", "session.created") and isinstance(event.get("session"), dict):
+            model = event["session"].get("model")
+        else:
+            model = None
+        if isinstance(model, str) and model:
+            return model.removeprefix("models/")
+    found = parse_qs(urlsplit(url).query).get("model") if api is LiveApi.OPENAI_REALTIME else None
+    return found[0] if found else None

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from faultproxy.formats.model_apis import ModelApi
+from faultproxy.formats.model_apis import LiveApi, ModelApi
 
 SEMCONV_VERSION = "1.41.0"
 SCHEMA_URL = f"https://opentelemetry.io/schemas/{SEMCONV_VERSION}"
@@ -55,6 +55,7 @@ INPUT_MESSAGES = "gen_ai.input.messages"
 OUTPUT_MESSAGES = "gen_ai.output.messages"
 SYSTEM_INSTRUCTIONS = "gen_ai.system_instructions"
 TOOL_NAME = "gen_ai.tool.name"
+TOOL_CALL_ID = "gen_ai.tool.call.id"
 TOOL_CALL_ARGUMENTS = "gen_ai.tool.call.arguments"
 TOOL_CALL_RESULT = "gen_ai.tool.call.result"
 
@@ -72,6 +73,8 @@ PROVIDER_OF: Mapping[ModelApi, str] = {
     ModelApi.ANTHROPIC_MESSAGES: "anthropic",
     ModelApi.GEMINI: "gcp.gemini",
 }
+# A live (WebSocket) session's turns are chat spans of its API's provider.
+LIVE_PROVIDER_OF: Mapping[LiveApi, str] = {LiveApi.OPENAI_REALTIME: "openai", LiveApi.GEMINI_LIVE: "gcp.gemini"}
 
 # --- MCP client spans ----------------------------------------------------------------------------
 MCP_METHOD = "mcp.method.name"

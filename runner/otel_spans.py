@@ -1,7 +1,9 @@
 """One episode as a tree of spans to export: the root carries the verdict and the judged findings,
 one child per exchange of the trace (model calls as GenAI inference spans, MCP calls as MCP
-client spans, other tool calls as HTTP client spans), each injected fault an event on the
-exchange it hit. Times are the proxy's, from the trace; nothing here talks to a collector
+client spans, other tool calls as HTTP client spans; a live WebSocket session's turns as chat
+spans and its function calls as execute_tool spans), each injected fault an event on the
+exchange it hit (on a session's turn or call, every fault on its messages, at the message's
+time). Times are the proxy's, from the trace; nothing here talks to a collector
 (runner/otel_export.py sends what this plans), so it is as testable as the evaluator.
 
 Every string that leaves goes through the run's Redactor once more (traces on disk are redacted
@@ -18,7 +20,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from faultproxy.evaluator.traced import TracedExchange, parse_trace
-from faultproxy.formats.model_apis import detect_api
+from faultproxy.formats.model_apis import LiveApi, detect_api
 from faultproxy.formats.redact import MASK, Redactor
 from faultproxy.proxy.stdio.route import STDIO_SUFFIX
 from faultproxy.runner import otel_genai as G
@@ -102,7 +104,9 @@ def exchange_span(ex: TracedExchange, episode: str, content: bool) -> SpanPlan:
     """The span of one traced exchange, with its fault and perturbation as events."""
     headers = {name: values[0] for name, values in ex.headers.items()}
     api = detect_api(ex.host, ex.route, headers)
-    if api is not None:
+    if ex.session_kind is not None:
+        span = _session_span(ex, content)
+    elif api is not None:
         span = _model_span(ex, api, content)
     elif ex.rpc_method is not None:
         span = _mcp_span(ex, content)
@@ -142,6 +146,28 @@ def _model_span(ex: TracedExchange, api: Any, content: bool) -> SpanPlan:
         attributes.update(G.content_attributes(ex, api))
     name = f"{attributes[N.OPERATION]} {attributes.get(N.REQUEST_MODEL) or ''}".strip()
     return SpanPlan(name, True, ex.started, ex.started + ex.duration_s, attributes)
+
+
+def _session_span(ex: TracedExchange, content: bool) -> SpanPlan:
+    """A live session's turn as a chat span of its API's provider (CLIENT), a function call the
+    model made over it as an execute_tool span (INTERNAL: the agent carries it out)."""
+    session = ex.raw["session"]
+    end = ex.started + ex.duration_s
+    if ex.function_call is None:
+        attributes = {N.OPERATION: N.OP_CHAT, N.PROVIDER: N.LIVE_PROVIDER_OF[LiveApi(session["api"])],
+                      N.REQUEST_MODEL: session.get("model"), **_server(ex), N.URL_FULL: ex.url}
+        if ex.client_outcome == "cut":  # the session closed mid-answer
+            attributes[N.ERROR_TYPE] = ex.client_outcome
+        else:
+            attributes.update(G.response_attributes(ex))
+        return SpanPlan(f"{N.OP_CHAT} {session.get('model') or ''}".strip(), True, ex.started, end, attributes)
+    attributes = {N.OPERATION: N.OP_EXECUTE_TOOL, N.TOOL_NAME: ex.function_call, N.TOOL_CALL_ID: session.get("call_id")}
+    if session.get("failed"):
+        attributes[N.ERROR_TYPE] = N.TOOL_ERROR
+    if content:
+        attributes[N.TOOL_CALL_ARGUMENTS] = ex.body
+        attributes[N.TOOL_CALL_RESULT] = (ex.raw.get("upstream") or {}).get("body")
+    return SpanPlan(f"{N.OP_EXECUTE_TOOL} {ex.function_call}", False, ex.started, end, attributes)
 
 
 def _mcp_span(ex: TracedExchange, content: bool) -> SpanPlan:
@@ -191,18 +217,24 @@ def _error_type(ex: TracedExchange) -> str | None:
 
 
 def _fault_events(ex: TracedExchange) -> list[tuple[str, float, dict[str, Any]]]:
-    events = []
-    fault = ex.fault
-    if isinstance(fault, Mapping):
-        params = fault.get("params") if isinstance(fault.get("params"), Mapping) else {}
-        events.append((N.FAULT_EVENT, ex.started, _clean({
-            N.FAULT_TYPE: fault.get("type"), N.FAULT_RULE: fault.get("rule"), N.FAULT_DELIVERED: fault.get("delivered"),
-            N.FAULT_DETAIL: fault.get("detail") or None,
-            **{N.FAULT_PARAM_PREFIX + str(k): _scalar(v) for k, v in params.items()}})))
+    session = ex.raw.get("session")
+    if isinstance(session, Mapping):  # a session's turn or call: the faults on its messages, when each fired
+        faults = [(f, float(f.get("at") or ex.started)) for f in session.get("faults") or ()]
+    else:
+        faults = [(ex.fault, ex.started)]
+    events = [_fault_event(fault, at) for fault, at in faults if isinstance(fault, Mapping)]
     perturbation = ex.raw.get("perturbation")
     if perturbation:
         events.append((N.PERTURBATION_EVENT, ex.started, {N.PERTURBATION_KINDS: [str(p) for p in perturbation]}))
     return events
+
+
+def _fault_event(fault: Mapping[str, Any], at: float) -> tuple[str, float, dict[str, Any]]:
+    params = fault.get("params") if isinstance(fault.get("params"), Mapping) else {}
+    return (N.FAULT_EVENT, at, _clean({
+        N.FAULT_TYPE: fault.get("type"), N.FAULT_RULE: fault.get("rule"), N.FAULT_DELIVERED: fault.get("delivered"),
+        N.FAULT_DETAIL: fault.get("detail") or None,
+        **{N.FAULT_PARAM_PREFIX + str(k): _scalar(v) for k, v in params.items()}}))
 
 
 def _scalar(value: Any) -> Any:

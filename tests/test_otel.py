@@ -13,16 +13,19 @@ import sys
 import time
 from pathlib import Path
 
+import asyncio
+
 import httpx
 import pytest
 from openai import OpenAI
+from websockets.asyncio.client import connect
 
 from examples.world import world_in_thread
 from faultproxy.cli.main import build_parser, main
 from faultproxy.formats.errors import UsageError
 from faultproxy.formats.redact import Redactor
 from faultproxy.formats.rundir import read_run
-from faultproxy.formats.trace import read_trace
+from faultproxy.formats.trace import read_trace, trace_path
 from faultproxy.replay_store import har
 from faultproxy.replay_store.freeze import freeze
 from faultproxy.replay_store.replay import ReplayOptions
@@ -36,7 +39,9 @@ from faultproxy.scenarios import load_scenario
 from faultproxy.tasks.loader import task_set_from_json
 from tests.otlp_receiver import ReceivedSpan, receiving
 from tests.processes import alive, wait_until
+from tests.conftest import scenario
 from tests.test_monitor import MonitorProcess
+from tests.test_websocket import TURNS, function_calling_app
 from tests.upstream import ServerThread, Upstream
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
@@ -488,3 +493,57 @@ def test_each_model_api_reads_as_a_genai_span(line, expected):
 def test_every_command_that_judges_episodes_takes_otlp(argv):
     args = build_parser().parse_args([argv[0], "--otlp", "http://127.0.0.1:4318", "--otlp-content", *argv[1:]])
     assert (args.otlp, args.otlp_content) == ("http://127.0.0.1:4318", True)
+
+
+def test_a_realtime_sessions_turns_are_chat_spans_and_its_function_calls_tool_spans(make_proxy, tmp_path):
+    """A real Realtime session through the proxy: each turn a chat span of the session's model, each
+    function call an execute_tool span, the faults on their messages events at the messages' times."""
+    proxy = make_proxy(scenario("""
+        - name: slow-call
+          match: {path: "*/realtime", websocket: {from: server, body: {type: response.function_call_arguments.done}}}
+          fault: {type: ws_delay, ms: 5}
+          when: {calls: [1]}
+        - name: slow-answer
+          match: {path: "*/realtime", websocket: {from: server, body: {type: response.output_text.delta}}}
+          fault: {type: ws_delay, ms: 5}
+          when: {calls: [2]}
+    """))
+
+    async def session(port: int) -> None:
+        async with connect(f"ws://127.0.0.1:{port}/v1/realtime?model=gpt-realtime", proxy=proxy.proxy_url("rt"),
+                           open_timeout=20) as ws:
+            await ws.recv()  # session.created
+            for _ in TURNS:
+                await ws.send(json.dumps({"type": "response.create"}))
+                while (event := json.loads(await asyncio.wait_for(ws.recv(), 20)))["type"] != "response.done":
+                    if event["type"] == "response.function_call_arguments.done":
+                        await ws.send(json.dumps({"type": "conversation.item.create", "item": {
+                            "type": "function_call_output", "call_id": event["call_id"], "output": "{}"}}))
+
+    with ServerThread(function_calling_app()) as server:
+        asyncio.run(session(server.port))
+    proxy.end_episode("rt")
+    receiver, collector = receiving()
+    with collector:
+        export = OtelExport(f"{collector.url}/v1/traces", content=True)
+        export.export_episode({"key": "rt", "started": time.time() - 60, "duration_s": 60},
+                              list(read_trace(trace_path(tmp_path / "flows", "rt"))))
+        assert export.close().dropped == 0
+    _, children = root_and_children(receiver.spans)
+    chats = [s for s in children if s.name.startswith("chat")]
+    tools = [s for s in children if s.name.startswith("execute_tool")]
+    assert len(children) == 1 + len(chats) + len(tools)  # and the upgrade, an HTTP span
+    assert [s.name for s in chats] == ["chat gpt-realtime"] * len(TURNS)
+    assert all((s.kind, s.attributes[N.OPERATION], s.attributes[N.PROVIDER], s.attributes[N.REQUEST_MODEL])
+               == (CLIENT, "chat", "openai", "gpt-realtime") for s in chats)
+    assert [(s.name, s.kind, s.attributes[N.TOOL_NAME], s.attributes[N.TOOL_CALL_ID]) for s in tools] == [
+        (f"execute_tool {name}", INTERNAL, name, f"call_{i}") for i, (name, _) in enumerate(TURNS[:3])]
+    assert json.loads(tools[0].attributes[N.TOOL_CALL_ARGUMENTS]) == {"order_id": "1001"}
+    faulted = [(s.name, [e[2][N.FAULT_RULE] for e in s.events]) for s in children if s.events]
+    # the call's message is in the first turn too; the second delta in the last (answering) turn
+    assert faulted == [("chat gpt-realtime", ["slow-call"]), ("execute_tool get_order", ["slow-call"]),
+                       ("chat gpt-realtime", ["slow-answer"])]
+    for span in (s for s in children if s.events):
+        (event,) = span.events
+        assert event[2][N.FAULT_TYPE] == "ws_delay" and event[2][N.FAULT_DELIVERED] is True
+        assert span.start_ns <= event[1] <= span.end_ns  # at the message's time, within the span

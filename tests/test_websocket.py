@@ -174,6 +174,8 @@ def test_ws_drop_withholds_the_matching_message(fault_proxy, realtime_server, tm
     [faulted] = faults_of(record)
     assert faulted["dropped"] is True and json.loads(faulted["text"])["delta"] == "d2 "
     assert faulted["fault"]["type"] == "ws_drop" and faulted["fault"]["delivered"] is True
+    [turn] = [ex for ex in parse_trace(read_trace(trace_path(tmp_path / "flows", "drop"))) if ex.is_model]
+    assert turn.fault["rule"] == "drop-third-delta"  # the message never arrived, its fault is its turn's
 
 
 async def read_until_closed(ws):
