@@ -310,7 +310,7 @@ class FaultInjector:
         ex = flow.metadata.get(EXCHANGE_KEY)
         if ex is None:
             return
-        ex.error = flow.error.msg if flow.error else None
+        ex.error = self.relay.failure(flow) or (flow.error.msg if flow.error else None)  # the relay's reason first
         if ex.outcome == "response":
             ex.outcome = "error"
         if ex.outcome == "error" and ex.error and ex.error.startswith(_CLIENT_GONE_ERROR):

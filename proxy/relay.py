@@ -50,6 +50,7 @@ class Relay:
         self._starting = asyncio.Lock()  # binds to the proxy's loop on first use
         self._supplied: dict[str, http.Response] = {}
         self._handlers: dict[str, EventHandler] = {}
+        self._failures: dict[str, str] = {}  # a routed flow's token -> why its upstream failed (failure())
         self._tokens = itertools.count(1)
 
     async def ensure_started(self) -> int:
@@ -71,7 +72,8 @@ class Relay:
         """Send this flow through the relay, paced as given; `events` sees each event of an event
         stream on its way (MCP over HTTP: proxy/mcp_http.py). Routing a routed flow again adds."""
         port = await self.ensure_started()
-        spec = json.loads(flow.request.headers[TARGET_HEADER]) if self.routes(flow) else {"url": flow.request.url}
+        spec = json.loads(flow.request.headers[TARGET_HEADER]) if self.routes(flow) else {
+            "url": flow.request.url, "flow": str(next(self._tokens))}
         spec["first_ms"] = max(first_ms, spec.get("first_ms", 0))
         spec["between_ms"] = max(between_ms, spec.get("between_ms", 0))
         if events is not None:
@@ -88,6 +90,12 @@ class Relay:
     def hands_events(self, flow: http.HTTPFlow) -> bool:
         """Does a routed flow's stream go past an event handler (which records what the upstream sent)?"""
         return self.routes(flow) and "events" in json.loads(flow.request.headers[TARGET_HEADER])
+
+    def failure(self, flow: http.HTTPFlow) -> str | None:
+        """Why the relay could not reach or hear a routed flow's upstream, once (else None)."""
+        if not self.routes(flow):
+            return None
+        return self._failures.pop(json.loads(flow.request.headers[TARGET_HEADER]).get("flow", ""), None)
 
     def supply(self, flow: http.HTTPFlow, response: http.Response) -> None:
         """For a flow routed here: pace `response` instead of fetching the upstream (replay)."""
@@ -130,8 +138,9 @@ class Relay:
                                          upstream.content.iter_any(), events)
         except aiohttp.ClientError as error:
             # Not the upstream's answer: the proxy could not reach or hear it. Leaving without a
-            # response makes it mitmproxy's error, recorded as an infra_error as off the relay.
-            log.warning("relay_upstream_failed", url=spec["url"], error=str(error) or type(error).__name__)
+            # response makes it mitmproxy's error, an infra_error with this reason (failure()).
+            self._failures[spec.get("flow", "")] = why = str(error) or type(error).__name__
+            log.warning("relay_upstream_failed", url=spec["url"], error=why)
             if request.transport is not None:
                 request.transport.abort()
             raise asyncio.CancelledError from error

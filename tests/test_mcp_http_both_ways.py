@@ -219,3 +219,17 @@ def test_a_frozen_session_replays_with_the_server_stopped_and_a_different_answer
     assert [d["url"] for d in result.diverged] == [server.url] and not result.meets_expectation
     assert result.diverged[0]["why"].startswith("the client answered")
     assert '"confirm":false' in result.diverged[0]["why"].replace(" ", "")
+
+
+def test_a_server_that_cannot_be_reached_is_an_infra_error_with_its_reason(tmp_path: Path) -> None:
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{probe.getsockname()[1]}/mcp"
+    proxy = start_proxy(tmp_path)
+    call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "roots", "arguments": {}}}
+    with httpx2.Client(proxy=proxy.proxy_url("ep"), timeout=30) as client:
+        answered = client.post(url, json=call, headers={"accept": "application/json, text/event-stream"})
+    assert answered.status_code == 502  # mitmproxy's word: the relay left without an answer
+    [line] = trace_lines(proxy, tmp_path)
+    assert line["upstream"] is None and line["forwarded"] is True
+    assert "Connect call failed" in line["infra_error"] and line["infra_error"] == line["error"]
