@@ -21,6 +21,8 @@ from faultproxy.evaluator.final_answer import final_answer
 from faultproxy.evaluator.judge import judge_episode
 from faultproxy.evaluator.traced import parse_trace
 from faultproxy.formats.trace import read_trace, trace_path
+from faultproxy.runner import otel_names as N
+from faultproxy.runner.otel_spans import exchange_span
 from faultproxy.tasks.model import Effect, EndpointPattern, Expected, Task
 from tests.conftest import scenario
 from tests.upstream import ServerThread
@@ -552,3 +554,7 @@ def test_the_google_genai_live_client_through_the_proxy(make_proxy, upstream_cer
         {"key": "genai", "completed": True, "exit_code": 0, "output": {"answer": "x"}}, trace)
     assert (verdict["model_calls"], verdict["tool_calls"]) == (2, 1)  # the turn that called, the one that answered
     assert {c["name"]: c["passed"] for c in verdict["checks"]}["effects"] is True
+    spans = [exchange_span(ex, "genai", content=False) for ex in parse_trace(trace) if not ex.is_protocol]
+    assert [(s.name, s.attributes.get(N.PROVIDER), [e[2][N.FAULT_RULE] for e in s.events]) for s in spans] == [
+        ("chat gemini-live", "gcp.gemini", ["go-away-after-the-call"]),  # the model named in the SDK's setup
+        ("execute_tool refund_order", None, ["go-away-after-the-call"]), ("chat gemini-live", "gcp.gemini", [])]
