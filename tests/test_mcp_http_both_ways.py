@@ -9,6 +9,7 @@ import asyncio
 import json
 import socket
 import threading
+import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -159,6 +160,21 @@ async def test_faults_on_the_servers_messages_act_in_the_clients_place(asking: A
     [declined_call] = [line for line in lines if "direction" not in line and '"F1"' in (line["request"]["body"] or "")]
     assert "elicitation/create" in "".join(e for _, e in declined_call["upstream"]["sse"])
     assert "elicitation/create" not in "".join(e for _, e in declined_call["client"]["sse"])
+
+
+async def test_a_delay_at_response_holds_the_clients_answer_on_its_way_to_the_server(asking: AskingServer,
+                                                                                      tmp_path: Path) -> None:
+    proxy = start_proxy(tmp_path, rule("held", "elicitation/create", 1, "{type: delay, ms: 300, at: response}"))
+    client = Client()
+    async with session(proxy, asking.url, client) as mcp:
+        started = time.monotonic()
+        refund = await mcp.call_tool("confirm_refund", {"order": "D1"})
+        took = time.monotonic() - started
+    assert refund.content[0].text == "refunded D1" and client.asked == ["elicitation"]
+    assert took >= 0.3  # the server got the yes only after the delay
+    [held] = [line for line in trace_lines(proxy, tmp_path) if line["fault"]]
+    assert held["fault"]["delivered"] and held["fault"]["detail"] == "300 ms before the response"
+    assert json.loads(held["upstream"]["body"])["result"]["content"] == {"confirm": True} and held["forwarded"]
 
 
 async def test_a_declined_elicitation_then_a_commit_is_flagged_high(asking: AskingServer, tmp_path: Path) -> None:
