@@ -32,6 +32,26 @@ def open_lines(path: Path) -> IO[bytes]:
     return path.open("ab", buffering=0)
 
 
+def cut_torn_tail(path: Path) -> None:
+    """Cut a line a crash left half-written off the end of `path` (a file of lines), so the next
+    line appended does not join it: that line was never written (readers drop it too)."""
+    try:
+        with path.open("rb") as file:
+            keep = end = file.seek(0, os.SEEK_END)
+            while keep > 0:  # back to just after the last newline
+                start = max(0, keep - 65536)
+                file.seek(start)
+                newline = file.read(keep - start).rfind(b"\n")
+                if newline >= 0:
+                    keep = start + newline + 1
+                    break
+                keep = start
+    except FileNotFoundError:
+        return
+    if keep < end:
+        os.truncate(path, keep)
+
+
 def append_line(file: IO[bytes], line: str, path: Path | str) -> None:
     """Append one line (ending in a newline) to a file from open_lines, whole or not at all."""
     data = line.encode("utf-8")

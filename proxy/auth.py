@@ -22,7 +22,7 @@ from pathlib import Path
 import structlog
 from faultproxy.formats.errors import UsageError
 from faultproxy.formats.redact import Redactor
-from faultproxy.formats.trace import TraceWriter, is_reserved_episode, rejected_path
+from faultproxy.formats.trace import RejectedLog, is_reserved_episode, rejected_path
 from mitmproxy import http
 
 log = structlog.get_logger("faultproxy")
@@ -65,7 +65,7 @@ class EpisodeGate:
         self.token = token or None
         self.known = known
         self.trace_dir: Path | None = None
-        self._log: TraceWriter | None = None
+        self._log: RejectedLog | None = None
         self._redactor = Redactor()
 
     @property
@@ -98,7 +98,7 @@ class EpisodeGate:
         log.warning("request refused", **record)
         if self.trace_dir is not None:
             if self._log is None:
-                self._log = TraceWriter(rejected_path(self.trace_dir))
+                self._log = RejectedLog(rejected_path(self.trace_dir))
             self._log.write(record)
 
     def close(self) -> None:

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from faultproxy.formats.redact import Redactor
-from faultproxy.formats.trace import encode_body
+from faultproxy.formats.trace import encode_body, trace_time
 from faultproxy.proxy.episodes import EpisodeState
 from faultproxy.proxy.websocket import WsSession
 from faultproxy.scenarios.selection import UNREADABLE_BODY, UNREADABLE_REASON, parse_json_body
@@ -91,8 +91,8 @@ class FlowExchange:
         return {
             "seq": self.seq,
             "episode": self.episode.key,
-            "started": round(self.started, 6),
-            "duration_s": round(time.time() - self.started, 6),
+            "started": trace_time(self.started),
+            "duration_s": trace_time(time.time() - self.started),
             "request": {
                 "method": self.method,
                 "url": redactor.url(self.url),
@@ -116,7 +116,7 @@ class FlowExchange:
         }
 
     def _response_after_s(self) -> float | None:
-        return None if self.response_started is None else round(self.response_started - self.started, 6)
+        return None if self.response_started is None else trace_time(self.response_started - self.started)
 
     def _upstream_record(self, redactor: Redactor, body_limit: int | None) -> dict[str, Any] | None:
         if self.upstream is None:

@@ -18,7 +18,7 @@ from pathlib import Path
 import structlog
 from faultproxy.formats.errors import UserError
 from faultproxy.formats.redact import Redactor
-from faultproxy.formats.trace import SERVER_TO_CLIENT, encode_ws_message
+from faultproxy.formats.trace import SERVER_TO_CLIENT, encode_ws_message, trace_time
 from faultproxy.proxy import decide
 from faultproxy.proxy.attribution import PASS_THROUGH_KEY, episode_of
 from faultproxy.proxy.episodes import EpisodeLimits, Episodes, EpisodeState
@@ -380,7 +380,7 @@ class FaultInjector:
     def _write_gone(self, ex: FlowExchange) -> None:
         """Record an exchange whose episode ended while the proxy still held it: the client has
         gone. A fault that was holding it reached the agent (it gave up waiting)."""
-        ex.gone_after_s = round(time.time() - ex.started, 6)
+        ex.gone_after_s = trace_time(time.time() - ex.started)
         if _awaits_upstream(ex) and ex.cut_short is None:
             ex.cut_short = "the episode ended before the upstream answered"
         elif ex.rule and not ex.delivered:
@@ -390,7 +390,7 @@ class FaultInjector:
 
     def _client_left(self, ex: FlowExchange) -> None:
         """The client closed its connection first (mitmproxy then abandons the upstream request)."""
-        ex.outcome, ex.gone_after_s = "client_gone", round(time.time() - ex.started, 6)
+        ex.outcome, ex.gone_after_s = "client_gone", trace_time(time.time() - ex.started)
         if ex.forwarded and ex.upstream is None:
             ex.cut_short = "the client left before the upstream answered; the answer was not awaited"
 

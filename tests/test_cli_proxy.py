@@ -12,6 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from faultproxy.formats.trace import read_trace
 from faultproxy.proxy.server import free_port
 from faultproxy.scenarios import BUNDLED_DIR
 
@@ -125,4 +126,13 @@ def test_addon_runs_under_plain_mitmdump(background, upstream, tmp_path):
         with pytest.raises(httpx.RemoteProtocolError):
             client.post(f"{server.url}/orders/7/refund", json={})
     assert state.hits["POST /orders/7/refund"] == 1
-    assert '"type":"response_lost"' in (tmp_path / "flows" / "mitm-ep.jsonl").read_text()
+    [line] = wait_for_lines(tmp_path / "flows" / "mitm-ep.jsonl", 1)
+    assert line["fault"]["type"] == "response_lost"
+
+
+def wait_for_lines(path: Path, count: int) -> list[dict]:
+    """The trace's lines once it has `count`: another process writes them off its response path."""
+    deadline = time.monotonic() + 30
+    while len(lines := list(read_trace(path))) < count and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return lines

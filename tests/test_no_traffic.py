@@ -4,7 +4,6 @@ proxy" and "traffic reached it, but no rule matched" happened."""
 
 from __future__ import annotations
 
-import json
 import socket
 import subprocess
 from dataclasses import replace
@@ -13,6 +12,7 @@ from pathlib import Path
 from faultproxy import RunOptions, build_report, run
 from faultproxy.evaluator.judge import judge_episode
 from faultproxy.formats.rundir import read_run
+from faultproxy.formats.trace import read_trace
 from faultproxy.scenarios import load_scenario
 from faultproxy.tasks.loader import load_tasks, task_set_from_json
 from tests.conftest import scenario
@@ -90,7 +90,7 @@ def test_traffic_that_no_rule_matches_is_told_apart_and_listed(tmp_path, payment
     assert alerts == [f"faults not exercised: all 2 episodes; traffic reached the proxy, but no rule matched: "
                       f"POST 127.0.0.1:{server.port}/refunds ×2 (match these in the scenario's rules)"]
     for trace in (tmp_path / "unmatched" / "flows").glob("*.jsonl"):
-        [line] = [json.loads(x) for x in trace.read_text().splitlines()]
+        [line] = list(read_trace(trace))
         assert "matched" not in line  # no rule selected it: the trace says so by leaving `matched` out
 
 
@@ -108,7 +108,7 @@ def test_rules_that_match_but_do_not_fire_are_a_third_reason(tmp_path, payments,
     alerts = build_report(tmp_path / "later", causes=False)["run"]["headline"]["alerts"]
     assert alerts == ["faults not exercised: all 1 episodes; rules matched 1 of 1 request(s), but no fault was "
                       "delivered (see the rules' probability and `when`)"]
-    [line] = [json.loads(x) for x in next((tmp_path / "later" / "flows").glob("*.jsonl")).read_text().splitlines()]
+    [line] = list(read_trace(next((tmp_path / "later" / "flows").glob("*.jsonl"))))
     assert line["matched"] == ["fifth-refund"] and line["fault"] is None
 
 

@@ -30,6 +30,7 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
+from faultproxy.formats.trace import read_trace
 from tests.test_redact_encoded import leaks
 from tests.upstream import ServerThread
 
@@ -190,7 +191,7 @@ def test_the_encoded_plants_went_through_the_proxy(leaky_run):
     run_dir = leaky_run["run"]
     [line] = [json.loads(l) for l in (run_dir / "episodes.jsonl").read_text().splitlines()[1:]]
     trace = {ex["request"]["url"].rsplit("/", 1)[-1]: ex for ex in
-             (json.loads(l) for l in (run_dir / line["trace"]).read_text().splitlines())}
+             read_trace(run_dir / line["trace"])}
     assert json.loads(base64.b64decode(trace["b64body"]["request"]["body"]))["api_key"] == "[REDACTED]"
     gz = trace["gz"]["request"]
     assert gz["body_encoding"] == "base64"
@@ -245,7 +246,7 @@ def test_what_only_looks_secret_is_intact(leaky_run):
     run_dir = leaky_run["run"]
     [line] = [json.loads(l) for l in (run_dir / "episodes.jsonl").read_text().splitlines()[1:]]
     assert line["stats"]["tokens"] == 18  # usage read from the stream
-    trace = [json.loads(l) for l in (run_dir / line["trace"]).read_text().splitlines()]
+    trace = list(read_trace(run_dir / line["trace"]))
     by_path = {ex["request"]["url"].split("?")[0].rsplit("/", 1)[-1]: ex for ex in trace}
     echo, posted, chat = by_path["echo"], by_path["json"], by_path["completions"]
     upstream_headers = dict(echo["upstream"]["headers"])

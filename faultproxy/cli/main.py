@@ -4,6 +4,7 @@ run). cli/entry.py is the entry point; it starts report, gate and scan without t
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 import threading
 from collections.abc import Callable, Sequence
@@ -106,8 +107,10 @@ def cmd_proxy(args: argparse.Namespace) -> int:
         print(f"  forward proxy: HTTPS_PROXY=http://{credentials}@{args.host}:{server.port}  (trust {server.ca_bundle})")
         for name in upstreams:
             print(f"  {name}: base URL {server.reverse_url('default', name)}")
-        print("  Ctrl-C stops.", flush=True)
-        threading.Event().wait()
+        print("  Ctrl-C or SIGTERM stops (lines on their way to the traces are written first).", flush=True)
+        stop = threading.Event()
+        signal.signal(signal.SIGTERM, lambda *_: stop.set())
+        stop.wait()
     finally:
         server.stop()
     return 0
