@@ -215,8 +215,13 @@ class _LineFile:
         self.disk_full = False
         self.failed: Exception | None = None
 
+    @property
+    def stopped(self) -> bool:
+        """Has this file stopped taking lines (the disk filled, or writing failed)?"""
+        return self.disk_full or self.failed is not None
+
     def write(self, record: dict[str, Any]) -> None:
-        if self.disk_full or self.failed is not None:
+        if self.stopped:
             return
         self.lines += 1
         background.submit(partial(self._append, record))
@@ -230,7 +235,7 @@ class _LineFile:
         raise NotImplementedError
 
     def _append(self, record: dict[str, Any]) -> None:
-        if self.disk_full or self.failed is not None:
+        if self.stopped:
             return
         try:
             line = json.dumps(self._encode(record), ensure_ascii=False, separators=(",", ":")) + "\n"
@@ -347,7 +352,7 @@ def _compact_headers(headers: list, previous: list | None) -> list:
     out: list[Any] = []
     for name, value in headers:
         n = seen[name] = seen.get(name, -1) + 1
-        if ": " in name or name.endswith(":"):
+        if ": " in name:
             out.append([name, value])
         elif before.get((name, n)) == value:
             out.append(name)
@@ -373,11 +378,11 @@ def _json_style(text: str, message: dict[str, Any]) -> tuple[str, Any] | None:
         return None
     try:
         document = json.loads(text, parse_constant=_no_constant)
-    except ValueError:
-        return None
-    for key, separators in _STYLES:
-        if json.dumps(document, ensure_ascii=False, separators=separators) == text:
-            return key, document
+        for key, separators in _STYLES:
+            if json.dumps(document, ensure_ascii=False, separators=separators) == text:
+                return key, document
+    except (ValueError, RecursionError):  # not JSON, or nested too deeply to parse
+        pass
     return None
 
 

@@ -101,8 +101,8 @@ class EpisodeState:
 
     def in_flight(self) -> bool:
         """Has an exchange begun that its trace has not seen end? (Forgetting it would close the trace under it.)"""
-        trace = self.trace  # a trace that found the disk full writes no more: nothing to wait for
-        return trace is not None and not trace.disk_full and trace.lines < self.exchanges
+        trace = self.trace  # a trace that stopped (the disk filled) writes no more: nothing to wait for
+        return trace is not None and not trace.stopped and trace.lines < self.exchanges
 
 
 def _related(a: str, b: str) -> bool:

@@ -68,6 +68,7 @@ def test_what_a_line_leaves_out_is_read_back_exactly(tmp_path):
                              "body_length": 99, "body_sha256": "ab"}),
         exchange(8, upstream=None, client={"outcome": "client_gone", "status": None, "gone_after_s": 1.0},
                  error="client disconnected", tokens=12),
+        exchange(9, request={**exchange(9)["request"], "body": "[" * 5000 + "]" * 5000}),  # too deep to parse
     ]
     text, back = written(tmp_path, records)
     assert back == [as_read(record) for record in records]
@@ -77,6 +78,7 @@ def test_what_a_line_leaves_out_is_read_back_exactly(tmp_path):
     assert lines[2]["request"]["headers"] == ["Host", "Content-Type", "Accept: text/plain", "X-Dup: a", "X-Dup: b"]
     assert lines[0]["request"]["json_spaced"] == {"qty": 3, "note": "small"} and lines[0]["upstream"]["json"]["ok"]
     assert lines[5]["request"]["body"] == '{"n": 1e5}' and lines[6]["request"]["body"] == '{"cut": "xx'
+    assert lines[8]["request"]["body"].startswith("[[[")
     assert lines[4]["request"]["headers"] == [["A: b", "c"]]
     for default in ("fault", "perturbation", "tokens", "error", "forwarded", "client"):
         assert default not in lines[0], default
