@@ -16,6 +16,7 @@ from mcp.shared.exceptions import MCPError
 
 from faultproxy.formats.trace import read_trace
 from faultproxy.proxy.stdio.locate import locate
+from faultproxy.proxy.stdio.session import SHUTDOWN_GRACE_S
 from faultproxy.tasks.loader import TaskError, load_tasks
 from faultproxy.tasks.model import EndpointPattern
 from tests.mcp_clients import AGENTS, RawClient, call, counter_server, session, shim_parameters
@@ -153,6 +154,25 @@ def test_a_server_that_cannot_start_by_hand_one_line_and_status_2() -> None:
     assert done.stderr.decode().strip().splitlines() == ["faultproxy mcp: cannot start '/no/such/server': "
                                                          "No such file or directory"]
 
+
+# A server slower to start than the relay's grace period (as any is on a loaded machine): it
+# answers only after SHUTDOWN_GRACE_S, and only what it reads.
+SLOW_SERVER = f"""\
+import json, sys, time
+time.sleep({SHUTDOWN_GRACE_S} + 1)
+for line in sys.stdin:
+    request = json.loads(line)
+    print(json.dumps({{"jsonrpc": "2.0", "id": request["id"], "result": {{"ok": True}}}}), flush=True)
+"""
+
+
+def test_a_relayed_server_slower_than_the_grace_period_still_gets_to_answer(tmp_path: Path) -> None:
+    (tmp_path / "requests.jsonl").write_text(json.dumps(INITIALIZE) + "\n")
+    with (tmp_path / "requests.jsonl").open("rb") as requests:
+        done = subprocess.run([sys.executable, "-m", "faultproxy", "mcp", "--", sys.executable, "-c", SLOW_SERVER],
+                              stdin=requests, capture_output=True, timeout=120)
+    assert b"BrokenPipeError" not in done.stderr and done.returncode == 0, done.stderr.decode()[-2000:]
+    assert [json.loads(line) for line in done.stdout.splitlines()] == [{"jsonrpc": "2.0", "id": 1, "result": {"ok": True}}]
 
 @pytest.mark.parametrize("flags", [[], ["--trace-dir", "FLOWS"]], ids=["relay", "proxied"])
 async def test_a_server_that_cannot_start_under_an_agent_is_a_jsonrpc_error(tmp_path: Path, flags: list[str]) -> None:

@@ -38,7 +38,8 @@ from faultproxy.proxy.stdio.upstream import EXITED_HEADER, Delivered, ServerSide
 log = structlog.get_logger("faultproxy.mcp")
 
 EXIT_CANNOT_START = 2
-SHUTDOWN_GRACE_S = 5.0  # how long a relayed server may take to answer and exit once its input closes
+SHUTDOWN_GRACE_S = 5.0  # how long a relayed server may take to exit once it has answered and its input closed
+ANSWER_WAIT_S = 60.0  # how long it may take to answer what it was sent (a server still starting under load)
 
 
 class ServerProcess(Protocol):
@@ -70,6 +71,9 @@ class StdioSession:
         self.inflight: set[asyncio.Task] = set()
         self.done = asyncio.Event()
         self.server_finished = asyncio.Event()  # the server's output ended
+        self.unanswered: set = set()  # a plain relay: ids of the client's requests the server has not answered
+        self.all_answered = asyncio.Event()
+        self.all_answered.set()
         self.exit_status = 0
         self._closing = False
         self._standing_in = asyncio.Lock()  # replay: the server's recorded messages go out in order
@@ -116,11 +120,18 @@ class StdioSession:
 
     async def _shut_down_server(self) -> None:
         """MCP's stdio shutdown, for a plain relay: the server's input closes, and it answers what
-        it still has and exits; the end of its output (or the grace period) ends the session.
-        Ending at once would close the pipe it is still writing its last answers to."""
+        it still has and exits; the end of its output ends the session. Ending sooner would close
+        the pipe it is still writing its last answers to, so the grace period starts only once
+        every request it was sent is answered (a server still starting may take a while)."""
         self.server.stdin.close()
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.server_finished.wait(), SHUTDOWN_GRACE_S)
+        finished = asyncio.ensure_future(self.server_finished.wait())
+        answered = asyncio.ensure_future(self.all_answered.wait())
+        try:
+            await asyncio.wait({finished, answered}, timeout=ANSWER_WAIT_S, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait({finished}, timeout=SHUTDOWN_GRACE_S)
+        finally:
+            finished.cancel()
+            answered.cancel()
 
     async def _from_client(self, message: Message) -> None:
         if message.kind == "response" and self.client.take_answer(message.id_key, message.raw):
@@ -131,6 +142,9 @@ class StdioSession:
             await self._write(error_line(message.body["id"], SERVER_GONE, self.server.start_error))
             self.done.set()
         else:
+            if message.kind == "request":
+                self.unanswered.add(message.id_key)
+                self.all_answered.clear()
             with contextlib.suppress(Exception):
                 await self.server.send(message.raw)
 
@@ -216,6 +230,10 @@ class StdioSession:
     async def _pump_server(self) -> None:
         async for line in self.server.lines():
             message = parse_line(line)
+            if message.kind == "response" and message.id_key in self.unanswered:
+                self.unanswered.discard(message.id_key)
+                if not self.unanswered:
+                    self.all_answered.set()
             if message.kind == "stray":
                 self.server.note_stray(line)
             elif message.kind == "response" and self.server.take_answer(message.id_key, line):
