@@ -172,6 +172,9 @@ class Relay:
                 await response.write(rest)
             if supplied and events is not None and request.method == "GET":
                 await asyncio.Event().wait()  # a recorded GET stream stays open, as the server's did, until the client leaves
+            if events is not None:
+                events.end()  # before the stream's end reaches the proxy, which then writes the exchange's line
+                events = None  # ended: the `finally` below is for a client that left
             await response.write_eof()
         except ConnectionResetError:  # the client left (an MCP client closes a stream once answered)
             pass
