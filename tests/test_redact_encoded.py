@@ -111,7 +111,8 @@ def test_base64_without_secrets_is_left_exactly_as_it_was(text, urlsafe, gzipped
     body = json.dumps({"attachment": blob, "text": text})
     redactor = Redactor([secret + "@never-in-the-text"])
     assert redactor.body(body) == body and redactor.body(blob) == blob
-    assert redactor.binary(gzip.compress(data)) == gzip.compress(data)
+    packed = gzip.compress(data)  # once: gzip's header holds the time, which may tick between two calls
+    assert redactor.binary(packed) == packed
 
 
 def test_secret_names_and_shapes_inside_base64_are_masked_and_the_rest_kept():
