@@ -101,37 +101,37 @@ def world():
 
 
 @pytest.fixture(scope="module")
-def plan_48(world, tmp_path_factory):
-    """4 tasks × k 6 × 2 lambda levels (per-episode scenario versions), and its local run."""
-    folder = tmp_path_factory.mktemp("plan48")
+def plan_24(world, tmp_path_factory):
+    """4 tasks × k 3 × 2 lambda levels (per-episode scenario versions), and its local run."""
+    folder = tmp_path_factory.mktemp("plan24")
     tasks = write_tasks(folder, world, {f"t{i}": "ok" for i in range(4)})
-    base = options(folder, tasks, k=6, grid=build_grid({"lambda": [0.2, 0.8]}, []), parallel=8, out=folder / "local")
+    base = options(folder, tasks, k=3, grid=build_grid({"lambda": [0.2, 0.8]}, []), parallel=8, out=folder / "local")
     local = run(base)
-    assert local.complete and local.ran == 48
+    assert local.complete and local.ran == 24
     return base, outcome(folder / "local")
 
 
-def test_dask_gives_the_same_verdicts_and_faults_as_local(tmp_path, plan_48, cluster):
-    base, here = plan_48
+def test_dask_gives_the_same_verdicts_and_faults_as_local(tmp_path, plan_24, cluster):
+    base, here = plan_24
     remote = run(dataclasses.replace(base, out=tmp_path / "dask", executor="dask", scheduler=cluster.address))
-    assert remote.complete and remote.ran == 48 and not remote.errors
+    assert remote.complete and remote.ran == 24 and not remote.errors
 
     there = outcome(tmp_path / "dask")
-    assert here == there and len(there) == 48
+    assert here == there and len(there) == 24
     statuses = Counter(status for status, _, _ in there.values())
     assert statuses["pass"] and statuses["fail"]  # faults fired, and they decided verdicts
     fired = Counter(r["params"]["lambda"] for r in read_run(tmp_path / "dask").episodes
                     for fault in r["verdict"]["faults"] if fault["rule"] == "refund-503")
     assert fired[0.8] > fired[0.2]  # each grid point ran under its own scenario version
     header = json.loads((tmp_path / "dask" / "episodes.jsonl").read_text().splitlines()[0])
-    assert header["type"] == "header" and header["k"] == 6
+    assert header["type"] == "header" and header["k"] == 3
     # Rerunning resumes: nothing is repeated.
     again = run(dataclasses.replace(base, out=tmp_path / "dask", executor="dask", scheduler=cluster.address))
-    assert again.ran == 0 and again.logged == 48
+    assert again.ran == 0 and again.logged == 24
 
 
-def test_a_worker_killed_mid_run_loses_and_duplicates_nothing(tmp_path, plan_48, cluster):
-    base, here = plan_48
+def test_a_worker_killed_mid_run_loses_and_duplicates_nothing(tmp_path, plan_24, cluster):
+    base, here = plan_24
     out = tmp_path / "dask"
     killed: dict[str, object] = {}
 
@@ -154,11 +154,11 @@ def test_a_worker_killed_mid_run_loses_and_duplicates_nothing(tmp_path, plan_48,
     killer.start()
     result = run(dataclasses.replace(base, out=out, executor="dask", scheduler=cluster.address))
     killer.join()
-    assert killed and killed["in_flight"] >= 1 and killed["logged"] < 48, killed
+    assert killed and killed["in_flight"] >= 1 and killed["logged"] < 24, killed
 
     records = read_run(out).episodes
     keys = [r["key"] for r in records]
-    assert len(keys) == len(set(keys)) == 48 and result.complete
+    assert len(keys) == len(set(keys)) == 24 and result.complete
     assert all(r["completed"] or r["cause"] == "worker_lost" for r in records)
     # Episodes that ran again elsewhere decided the same faults, and got the same verdicts, as locally.
     lost = {r["key"] for r in records if r["cause"] == "worker_lost"}

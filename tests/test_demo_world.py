@@ -294,9 +294,9 @@ def test_lost_refund_response_naive_refunds_twice_careful_once(tmp_path):
 
 @pytest.mark.usefixtures("agents_world")
 def test_without_faults_careful_passes_every_task_in_every_trial(tmp_path):
-    episodes = run_agent(tmp_path, "careful", [task.id for task in TASKS], k=3)
-    assert len(episodes) == 3 * len(TASKS) == 36
-    assert len({(r["task_id"], r["prompt"]) for r in episodes}) > 12 * 2  # honest variants, not one prompt 3 times
+    episodes = run_agent(tmp_path, "careful", [task.id for task in TASKS], k=2)
+    assert len(episodes) == 2 * len(TASKS) == 24
+    assert len({(r["task_id"], r["prompt"]) for r in episodes}) > 12  # honest variants, not one prompt twice
     assert not failures(episodes), failures(episodes)
 
 

@@ -2,7 +2,7 @@
 
 The naive agent's response_lost refund episode (it refunds twice) is frozen from a live run;
 then the shop and the model server stop, their ports are watched, and the episode replays to
-the same verdict 20 times out of 20 without a connection leaving the proxy. The careful agent,
+the same verdict 10 times out of 10 without a connection leaving the proxy. The careful agent,
 replayed against the naive agent's recording, passes.
 """
 
@@ -70,16 +70,16 @@ def test_the_live_naive_episode_failed_and_was_frozen(frozen):
     assert lost.status == 201 and lost.client["outcome"] == "reset"  # the upstream's answer, not the client's
 
 
-def test_frozen_failure_replays_to_the_same_verdict_20_of_20_with_nothing_leaving(frozen, tmp_path):
+def test_frozen_failure_replays_to_the_same_verdict_10_of_10_with_nothing_leaving(frozen, tmp_path):
     entry = frozen["entry"]
     options = ReplayOptions(env=frozen["env"], out=tmp_path / "out", parallel=3)
     with PortWatch(frozen["ports"]) as watch, Replayer(options, [entry]) as replayer:
-        results = replayer.replay_all([entry], agent("naive"), repeat=20)
+        results = replayer.replay_all([entry], agent("naive"), repeat=10)
     assert watch.sockets, "could not watch the stopped servers' ports"
     assert watch.accepted == 0  # no connection reached where the shop and the model were
-    assert [r.blocked for r in results] == [[]] * 20  # and the proxy never even tried one
+    assert [r.blocked for r in results] == [[]] * 10  # and the proxy never even tried one
     assert [(r.status, sorted(r.failed), len(r.diverged)) for r in results] == [("fail", ["claimed_success", "effects",
-                                                                                          "idempotency"], 0)] * 20
+                                                                                          "idempotency"], 0)] * 10
     assert all(r.meets_expectation for r in results)
     assert all(not r.unserved and {s["how"] for s in r.served} == {"exact"} for r in results)
     assert {r.verdict["checks"][0]["name"] for r in results} and all(

@@ -147,10 +147,10 @@ def test_kill_minus_nine_at_random_moments_loses_and_repeats_nothing(tmp_path, p
     kills = 0
     while True:
         process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        if kills < 10:
+        if kills < 6:
             # The moment is an event of this process: one of its agents has started (mid-episode), and
             # half the time one of its episodes has also been logged. At most one line per kill, so
-            # the 20 episodes cannot all be logged before the 10th kill.
+            # the 20 episodes cannot all be logged before the 6th kill.
             agents, logged, after_a_line = len(list(markers.iterdir())), logged_episodes(out), moments.random() < 0.5
             assert wait_until(lambda: len(list(markers.iterdir())) > agents
                               and (not after_a_line or logged_episodes(out) > logged), 120, process)
@@ -158,7 +158,7 @@ def test_kill_minus_nine_at_random_moments_loses_and_repeats_nothing(tmp_path, p
             kills += 1
         if process.wait(120) == 0:
             break
-    assert kills == 10
+    assert kills == 6
     keys = [r["key"] for r in read_run(out).episodes]
     assert len(keys) == len(set(keys)) == 20
     header = (out / "episodes.jsonl").read_text().splitlines()[0]
