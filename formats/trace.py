@@ -20,7 +20,7 @@ read_trace yields every line as the full record below, whatever the line's versi
   name had in the previous line's same message; [name, value] where the name holds ": ". A text
   body that is a JSON document written back exactly by json.dumps with compact separators is kept
   as the value `json`, with ", " and ": " as `json_spaced` (up to JSON_BODY_MAX; cut, base64,
-  NaN-holding and other bodies stay `body` text). Times are to the millisecond (trace_time).
+  NaN-holding and other bodies stay `body` text). Times are to the microsecond (trace_time).
 
 The record (what read_trace yields, and what TraceWriter.write takes):
   seq, episode, started (unix s), duration_s
@@ -92,9 +92,10 @@ REJECTED_NAME = "_rejected"
 
 
 def trace_time(seconds: float) -> float:
-    """A time or duration as a trace line holds it: to the millisecond, finer than any check reads
-    (SSE offsets, which pace a replayed stream, keep microseconds)."""
-    return round(seconds, 3)
+    """A time or duration as a trace line holds it: to the microsecond. Checks compare them (was a
+    server's request made while a tool call was open?), and a replayed exchange can take less than
+    a millisecond: rounded to the millisecond, it could end before a request made during it."""
+    return round(seconds, 6)
 
 
 def trace_path(trace_dir: Path, episode: str) -> Path:

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from faultproxy.formats.errors import UserError
-from faultproxy.formats.trace import FORMAT_VERSION, TraceWriter, read_trace
+from faultproxy.formats.trace import FORMAT_VERSION, TraceWriter, read_trace, trace_time
 
 # A line as version 1 wrote it (a replay store or run directory from before the compact form).
 V1_LINE = (
@@ -115,3 +115,10 @@ def test_a_newer_version_is_one_clear_error_naming_the_line(tmp_path):
     path.write_text(V1_LINE + '{"v":99,"seq":2}\n')
     with pytest.raises(UserError, match=rf"new.jsonl:2: trace format version 99; .*versions 1 to {FORMAT_VERSION}"):
         list(read_trace(path))
+
+
+def test_trace_times_keep_the_order_a_check_compares():
+    """A server's request made 1.2 ms into a 1.4 ms replayed tool call (check_confirmation asks
+    whether it came while the call was open): rounded to the millisecond it fell outside it."""
+    call_started, call_lasted, asked_at = 1796140000.0004, 0.0014, 1796140000.0016
+    assert trace_time(call_started) <= trace_time(asked_at) <= trace_time(call_started) + trace_time(call_lasted)
