@@ -188,7 +188,10 @@ def test_a_client_that_leaves_the_recording_gets_a_close_naming_where(store, tmp
 
 def test_minimize_takes_a_message_fault_out_and_back(store, tmp_path):
     """The close that failed the episode is a fault decision of the upgrade: without it the
-    replayed answer comes whole (no reproduction), so it is the minimal fault set."""
+    failure does not reproduce, so it is the minimal fault set. (How the no-fault trial ends
+    depends on the recording: the answer comes whole when the server's messages after the live
+    close reached the proxy before it closed the server's side, which is usual; otherwise the
+    recording ends at the close and the client waits out its own deadline.)"""
     entry = store["entries"]["close"]
     assert [(d.seq, d.rule, d.index, d.type) for d in entry.fired] == [(1, "close-after-second", 2, "ws_close")]
     with Replayer(ReplayOptions(out=tmp_path / "out"), [entry]) as replayer:
@@ -196,4 +199,4 @@ def test_minimize_takes_a_message_fault_out_and_back(store, tmp_path):
     assert [(t.faults, t.reproduced, t.diverged) for t in result.trials] == [
         ([("close-after-second", 2)], True, 0), ([], False, 0)]
     assert [d.rule for d in result.minimal] == ["close-after-second"]
-    assert seen["close"][-1]["closed"] is None and seen["close"][-1]["events"][-1]["type"] == "response.done"
+    assert result.trials[1].status != "incomplete"  # judged: the client was served, not cut off by the replay
