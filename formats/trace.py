@@ -69,6 +69,7 @@ import base64
 import hashlib
 import json
 import re
+from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
@@ -200,7 +201,7 @@ def decode_body(message: dict[str, Any]) -> bytes | None:
     return body.encode("utf-8")
 
 
-class _LineFile:
+class _LineFile(ABC):
     """An append-only file of JSON lines written on the writer thread (formats.background): the
     caller hands over a record and goes on. Each line is whole or not at all. A line that finds
     the disk full is not written and `disk_full` is set (the proxy must not fail the agent's
@@ -232,8 +233,9 @@ class _LineFile:
         background.submit(self._file.close)
         background.flush()
 
+    @abstractmethod
     def _encode(self, record: dict[str, Any]) -> dict[str, Any]:
-        raise NotImplementedError
+        """The record as its line holds it."""
 
     def _append(self, record: dict[str, Any]) -> None:
         if self.stopped:
