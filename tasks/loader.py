@@ -47,7 +47,7 @@ from yaml.nodes import MappingNode, Node, ScalarNode
 
 TOP_FIELDS = ("env", "tasks", "severity", "prices")
 TASK_FIELDS = ("id", "prompt", "shape", "states", "reset_url", "state_url", "expected", "irreversible",
-               "forbidden", "secrets", "secret_hosts", "max_tool_calls", "max_retries", "budgets",
+               "forbidden", "read_only", "secrets", "secret_hosts", "max_tool_calls", "max_retries", "budgets",
                "severity", "env")
 EXPECTED_FIELDS = ("state", "ignore", "multiset", "effects", "output", "escalate")
 EFFECT_FIELDS = ("method", "path", "mcp", "count")
@@ -56,7 +56,7 @@ MAX_WALL_S = 86_400.0  # a day per episode, as --budget-s
 PRICE_FIELDS = ("input_per_mtok", "output_per_mtok")
 # A policy file (faultproxy monitor): the task fields that judge traffic without an expected end
 # state, under the same names and patterns as in a tasks file, plus the file-level prices.
-POLICY_FIELDS = ("id", "shape", "irreversible", "forbidden", "secrets", "secret_hosts", "max_tool_calls",
+POLICY_FIELDS = ("id", "shape", "irreversible", "forbidden", "read_only", "secrets", "secret_hosts", "max_tool_calls",
                  "max_retries", "budgets", "severity", "prices")
 POLICY_ID = "live"
 POLICY_PROMPT = "live traffic"
@@ -233,6 +233,7 @@ def _read_task(r: YamlReader, node: Node, field: str | None, seen: dict[str, int
     expected = _read_expected(r, present["expected"], sub("expected")) if given("expected") else Expected()
     irreversible = _read_endpoints(r, present, "irreversible", field)
     forbidden = _read_endpoints(r, present, "forbidden", field)
+    read_only = _read_endpoints(r, present, "read_only", field)
     secrets = _read_names(r, present["secrets"], sub("secrets"), "secret names", VARIABLE_NAME) if given("secrets") else ()
     secret_hosts = _read_secret_hosts(r, present["secret_hosts"], sub("secret_hosts"), secrets) \
         if given("secret_hosts") else {}
@@ -243,7 +244,8 @@ def _read_task(r: YamlReader, node: Node, field: str | None, seen: dict[str, int
     severity = _read_severity(r, present["severity"], sub("severity")) if given("severity") else {}
     env = _read_env(r, present["env"], sub("env")) if given("env") else {}
     return Task(task_id, prompt, shape, states, urls["reset_url"], urls["state_url"], expected, irreversible,
-                forbidden, secrets, secret_hosts, max_tool_calls, max_retries, budgets, severity, env, line_of(node))
+                forbidden, read_only, secrets, secret_hosts, max_tool_calls, max_retries, budgets, severity, env,
+                line_of(node))
 
 
 def _read_id(r: YamlReader, node: Node, field: str, seen: dict[str, int]) -> str:

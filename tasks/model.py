@@ -202,6 +202,7 @@ class Task:
     expected: Expected = field(default_factory=Expected)
     irreversible: tuple[EndpointPattern, ...] = ()
     forbidden: tuple[EndpointPattern, ...] = ()
+    read_only: tuple[EndpointPattern, ...] = ()  # requests that only read, whatever their method or annotations
     secrets: tuple[str, ...] = ()
     secret_hosts: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     max_tool_calls: int | None = None
@@ -242,6 +243,7 @@ class Task:
             "env": dict(self.env),
             "line": self.line,
             **({"online": True} if self.online else {}),  # absent otherwise: tasks' digests stay as they were
+            **({"read_only": [str(p) for p in self.read_only]} if self.read_only else {}),  # likewise
         }
 
     @classmethod
@@ -260,6 +262,7 @@ class Task:
             expected=Expected.from_json(data.get("expected") or {}),
             irreversible=tuple(EndpointPattern.parse(p) for p in data.get("irreversible") or ()),
             forbidden=tuple(EndpointPattern.parse(p) for p in data.get("forbidden") or ()),
+            read_only=tuple(EndpointPattern.parse(p) for p in data.get("read_only") or ()),
             secrets=tuple(data.get("secrets") or ()),
             secret_hosts={name: tuple(hosts) for name, hosts in (data.get("secret_hosts") or {}).items()},
             max_tool_calls=data.get("max_tool_calls"),
