@@ -38,6 +38,7 @@ def register(subparsers: Any) -> None:
     report.add_argument("--quiet", action="store_true", help="Print only where the files went.")
     report.add_argument("--jobs", type=_positive, metavar="N",
                         help="Processes reading the log (default: by its size, up to one per CPU).")
+    add_markdown_option(report)
     report.set_defaults(handler=f"{COMMANDS}:cmd_report")
 
     gate = subparsers.add_parser(
@@ -62,7 +63,15 @@ def register(subparsers: Any) -> None:
                       help="Leave the episodes the harness could not judge (incomplete, not run) out of both sides "
                            "instead of answering ERROR; the verdict says how many.")
     gate.add_argument("--jobs", type=_positive, metavar="N", help="Processes reading each log (default: by size).")
+    add_markdown_option(gate)
     gate.set_defaults(handler=f"{COMMANDS}:cmd_gate")
+
+
+def add_markdown_option(parser: Any) -> None:
+    """--markdown [FILE]: the summary a CI page shows (e.g. $GITHUB_STEP_SUMMARY), for report, gate and replay."""
+    parser.add_argument("--markdown", nargs="?", const="-", metavar="FILE",
+                        help="Also write a Markdown summary (under 64 KiB, redacted) to FILE; alone, print it "
+                             "instead of the terminal text.")
 
 
 def _probability(text: str) -> float:

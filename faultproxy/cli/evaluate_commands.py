@@ -11,6 +11,7 @@ from typing import Any
 from faultproxy.evaluator import html, sweep, sweep_html
 from faultproxy.evaluator.gate import GateResult, evaluate_gate
 from faultproxy.evaluator.junit import JUnitWriter
+from faultproxy.evaluator.markdown import gate_markdown, report_markdown, write_markdown
 from faultproxy.cli.evaluate import gate_options
 from faultproxy.evaluator.report import build_report, write_json
 from faultproxy.evaluator.sequential_html import sequential_section
@@ -61,11 +62,17 @@ def cmd_report(args: argparse.Namespace) -> int:
         written.append(out / "report.html")
     if not args.no_junit:
         written.append(out / "junit.xml")
-    if not args.quiet:
+    markdown_only = args.markdown == "-"  # stdout holds the summary alone; the rest goes to stderr
+    if args.markdown:
+        write_markdown(args.markdown, report_markdown(report) + (f"\n{sequential['line']}\n" if sequential else ""))
+        if not markdown_only:
+            written.append(Path(args.markdown))
+    stream = sys.stderr if markdown_only else sys.stdout
+    if not (args.quiet or markdown_only):
         print_summary(report)
     if sequential:
-        print(sequential["line"])
-    print("wrote " + ", ".join(str(p) for p in written))
+        print(sequential["line"], file=stream)
+    print("wrote " + ", ".join(str(p) for p in written), file=stream)
     return EXIT_OK
 
 
@@ -91,7 +98,7 @@ def cmd_gate(args: argparse.Namespace) -> int:
                            min_pass_hat_k=args.min_pass_hat_k, allow_incomplete=args.allow_incomplete,
                            strict_baseline=args.strict_baseline)
     code = result.exit_code(inconclusive_ok=args.inconclusive_ok)
-    print_gate(result, args.run_dir, args.baseline, code)
+    show_gate(args, result, code)
     return code
 
 
@@ -106,11 +113,18 @@ def _gate_sequential(args: argparse.Namespace, sealed: Design) -> int:
     check_design(sealed, asked, str(args.run_dir))
     result = evaluate_sequential(args.run_dir, args.baseline, sealed, jobs=args.jobs).result
     code = result.exit_code(inconclusive_ok=args.inconclusive_ok)
-    print_gate(result, args.run_dir, args.baseline, code)
+    show_gate(args, result, code)
     return code
 
 
 # --- printing -------------------------------------------------------------------------------------
+
+
+def show_gate(args: argparse.Namespace, result: GateResult, code: int) -> None:
+    """The gate's lines on stdout, and its Markdown summary where --markdown says (alone on stdout with "-")."""
+    if args.markdown:
+        write_markdown(args.markdown, gate_markdown(result, args.run_dir, args.baseline, code))
+    print_gate(result, args.run_dir, args.baseline, code, sys.stderr if args.markdown == "-" else None)
 
 
 def print_gate(result: GateResult, run_dir: Path, baseline: Path, code: int, stream: Any = None) -> None:

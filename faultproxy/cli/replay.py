@@ -10,11 +10,15 @@ faultproxy/cli/main.py calls `register(commands)`.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import sys
 from pathlib import Path
 
+from faultproxy.cli.evaluate import add_markdown_option
 from faultproxy.cli.options import check_budget_s, parse_pairs, parse_upstreams
 from faultproxy.cli.otel import add_otlp_options, close_export, open_export, run_attributes
+from faultproxy.evaluator.markdown import replay_markdown, write_markdown
 from faultproxy.formats.redact import Redactor
 from faultproxy.formats.errors import UsageError
 from faultproxy.formats.paths import folder_option
@@ -76,6 +80,7 @@ def _replay_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--accept", action="store_true",
                         help="Set each entry's expectation to what its replay showed (after fixing the agent).")
     parser.add_argument("--json", type=Path, metavar="FILE", help="Also write the results as JSON.")
+    add_markdown_option(parser)
     add_otlp_options(parser)
 
 
@@ -179,13 +184,18 @@ def cmd_replay(args: argparse.Namespace) -> int:
             results = replayer.replay_all(entries, options.command, repeat=args.repeat)
     finally:
         close_export(export)
-    print_results(results)
-    if args.json:
-        args.json.write_text(json.dumps([r.to_json() for r in results], indent=2))
-    if args.accept:
-        return accept(results)
-    if args.out:
-        print(f"traces: {args.out}/flows/")
+    if args.markdown:
+        write_markdown(args.markdown, replay_markdown([r.to_json() for r in results]),
+                       Redactor.from_env(args.secret_env))
+    # with the summary alone on stdout (--markdown), the table goes to stderr
+    with contextlib.redirect_stdout(sys.stderr) if args.markdown == "-" else contextlib.nullcontext():
+        print_results(results)
+        if args.json:
+            args.json.write_text(json.dumps([r.to_json() for r in results], indent=2))
+        if args.accept:
+            return accept(results)
+        if args.out:
+            print(f"traces: {args.out}/flows/")
     return 0 if all(r.meets_expectation for r in results) else EXIT_MISMATCH
 
 
