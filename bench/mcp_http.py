@@ -5,13 +5,17 @@ The official SDK's Streamable HTTP client lists the tools of a server on the off
 (tests/agents/asking_mcp_server.py --http, a process of its own) one request at a time. Each
 request's answer comes on an SSE stream, which passes the proxy's loopback relay so that a
 server's own messages on it can pass the fault injector (proxy/mcp_http.py): that hop is what
-this measures. Two configurations, each its own session:
+this measures. Three configurations, each its own session:
 
-  direct      the client talks to the server
-  in a run    through a `faultproxy proxy` process (bench/mcp_shim.py's zero scenario: 10 rules,
-              none firing; trace on), the episode in the proxy URL as `faultproxy run` gives it
+  direct          the client talks to the server
+  plain mitmdump  through `mitmdump -q` (forward proxy, a process of its own): what any
+                  mitmproxy-based proxy adds
+  in a run        through a `faultproxy proxy` process (bench/mcp_shim.py's zero scenario: 10
+                  rules, none firing; trace on), the episode in the proxy URL as `faultproxy run`
+                  gives it
 
-Rounds, warm-up and the table as in bench/mcp_shim.py; target: p50 added < 1 ms.
+Rounds, warm-up and the table as in bench/mcp_shim.py; target: p50 added < 1 ms, and no more
+than plain mitmdump adds (paired per round).
 
     .venv/bin/python bench/mcp_http.py              # 3 rounds x 1,000 requests per configuration
     .venv/bin/python bench/mcp_http.py --quick      # 1 round x 200 requests
@@ -28,8 +32,10 @@ import httpx2
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp_shim import REPO, arguments, conclude, measure, report, start_listening, start_proxy
+from proxy_overhead import tool
 
 SERVER = REPO / "tests" / "agents" / "asking_mcp_server.py"
+MITMDUMP = "plain mitmdump"
 
 
 async def time_requests(url: str, proxy: str | None, calls: int, warmup: int) -> list[float]:
@@ -54,17 +60,21 @@ def main() -> int:
         server, server_port = start_listening(
             lambda port: [sys.executable, str(SERVER), str(Path(tmp) / "refunds"), "--http", str(port)], "the MCP server")
         proxy, proxy_port = start_proxy(Path(tmp))
+        mitmdump, mitmdump_port = start_listening(lambda port: [
+            tool("mitmdump"), "--listen-host", "127.0.0.1", "-p", str(port), "-q",
+            "--set", f"confdir={Path(tmp) / 'mitmproxy-home'}", "--set", "connection_strategy=lazy"], "mitmdump")
         url = f"http://127.0.0.1:{server_port}/mcp"
         try:
-            rounds, names = measure({"direct": (url, None), "in a run": (url, f"http://bench:x@127.0.0.1:{proxy_port}")},
+            rounds, names = measure({"direct": (url, None), MITMDUMP: (url, f"http://127.0.0.1:{mitmdump_port}"),
+                                     "in a run": (url, f"http://bench:x@127.0.0.1:{proxy_port}")},
                                     args, time_requests)
         finally:
-            for process in (proxy, server):
+            for process in (proxy, mitmdump, server):
                 process.terminate()
                 process.wait()
     report(names, rounds, args, "tools/list over Streamable HTTP",
-           "a run's MCP requests over HTTP pay what `in a run` shows")
-    return conclude(rounds, args)
+           "a run's MCP requests over HTTP pay what `in a run` shows", baseline=MITMDUMP)
+    return conclude(rounds, args, baseline=MITMDUMP)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """How much does faultproxy cost on top of plain mitmproxy?
 
-Seven configurations, all on 127.0.0.1 with ephemeral ports, each in its own process
-(`--only` picks some beside the first two):
+Seven configurations in forward mode, all on 127.0.0.1 with ephemeral ports, each in its own
+process (`--only` picks some beside the first two):
 
   direct            load generator -> upstream (aiohttp, POST /items/N, ~200-byte JSON answer)
   mitmdump          load generator -> plain mitmdump (forward proxy) -> upstream
@@ -13,18 +13,24 @@ Seven configurations, all on 127.0.0.1 with ephemeral ports, each in its own pro
                     one recorded and judged) -> upstream
   monitor, 10%      the same, 10% of the connections sampled (the rest pass through unrecorded)
 
+And the same in reverse mode (`--modes` picks), as `--reverse` agents, `--upstream` and a
+monitor in front of production use the proxy: plain `mitmdump --mode reverse:UPSTREAM` (a
+process of its own), and the faultproxy and monitor processes above, started with
+`--upstream up=UPSTREAM`, reached at their reverse port with the episode in the path
+(`/bench/up/items/N`). The addon in mitmdump runs in forward mode only.
+
 faultproxy runs as users run it (`faultproxy proxy --scenario ... --trace-dir ...`), with
-episode credentials in the proxy URL and its JSON-lines trace on. `faultproxy proxy` loads only
+episode credentials in the proxy URL (or the path) and its JSON-lines trace on. `faultproxy proxy` loads only
 the mitmproxy addons it uses; the last configuration runs the same fault injector inside stock
 mitmdump, with all of mitmdump's addons, so the table also shows what the injector itself costs. Each configuration is
 measured twice per round: saturated with `--connections` keep-alive connections (throughput,
 proxy CPU per request) and with one connection, one request at a time (the latency a request
 pays; at saturation p50 is just connections / throughput). Rounds run every configuration once
 in a rotated order, so that a slow spell on a noisy machine hits all of them; ratios against
-mitmdump are paired per round and the median is reported.
+mitmdump in the same mode are paired per round and the median is reported.
 
 The load generator is wrk when it is on PATH (a Lua script sends absolute-form requests to the
-forward proxies), otherwise a separate Python process with aiohttp.
+forward proxies), otherwise a separate Python process with aiohttp; every table says which.
 
     .venv/bin/python bench/proxy_overhead.py            # 3 rounds x 5 s per configuration and load
     .venv/bin/python bench/proxy_overhead.py --quick    # smoke check: 1 round x 1 s
@@ -57,10 +63,16 @@ REPO = Path(__file__).resolve().parent.parent
 EPISODE, TOKEN = "bench", "x"
 REQUEST_BODY = b'{"name": "widget", "qty": 3, "tags": ["bench", "overhead"], "note": "small JSON POST"}'
 FAULT_SHARE = 0.3
-TARGET_THROUGHPUT_RATIO = 0.9
-TARGET_CPU_RATIO = 1.3  # requests per proxy CPU-second against plain mitmdump's
+# Targets (issue 35), in each mode against plain mitmdump in that mode: req/s at 10 connections and
+# requests per proxy CPU-second; with 30% of requests faulted, requests per CPU-second only.
+TARGET_THROUGHPUT_RATIO = 1.3
+TARGET_CPU_RATIO = 1.3
+TARGET_FAULTED_CPU_RATIO = 1.1
 CONFIG_KEYS = ("fp0", "fp30", "addon", "mon100", "mon10")
-TARGET_P50_DELTA_MS = 0.3
+FORWARD, REVERSE = "forward", "reverse"
+BASELINE = {FORWARD: "mitmdump", REVERSE: "mitmdump-rev"}  # what each mode's configurations are paired with
+REVERSE_EPISODE, UPSTREAM_NAME = "bench", "up"  # reverse-mode requests go to /bench/up/items/N
+TARGET_P50_DELTA_MS = 0.0  # p50 at one connection no more than mitmdump's
 BUSY_CORES = 0.25  # other processes using more than this: verdicts are only indicative
 
 # Ten rules, as a realistic scenario has. Only the last one can select the benchmark's
@@ -348,6 +360,8 @@ class Config:
     child: Child | None = None
     trace_dir: Path | None = None
     script_args: list[str] = field(default_factory=list)  # mitmdump -s and its options
+    mode: str = FORWARD
+    prefix: str = ""  # reverse mode: the path before /items/N (the episode and upstream name)
 
     def proxy_url(self) -> str:
         auth = f"{EPISODE}:{TOKEN}@" if self.credentials else ""
@@ -415,6 +429,10 @@ class Bench:
         mitm = Config("mitmdump", "plain mitmdump")
         self._start_mitmdump(mitm, env)
         self.configs = [direct, mitm]
+        reverse = REVERSE in a.modes
+        # Started with an upstream, a faultproxy process serves both modes: its reverse-mode
+        # configurations share the process (and trace folder) of the forward ones.
+        upstream_args = ["--upstream", f"{UPSTREAM_NAME}=http://127.0.0.1:{self.upstream_port}"] if reverse else []
         for key, label, share in (("fp0", "faultproxy, 0% faulted", 0.0),
                                   ("fp30", f"faultproxy, {FAULT_SHARE:.0%} faulted", FAULT_SHARE)):
             if key not in self.args.only:
@@ -422,7 +440,7 @@ class Bench:
             config = Config(key, label, credentials=True, fault_share=share, trace_dir=self.work / f"traces-{key}")
             config.child = self._spawn(f"faultproxy-{key}", [
                 tool("faultproxy"), "proxy", "--scenario", str(scenario), "--port", "0",
-                "--param", f"lambda={share}", "--trace-dir", str(config.trace_dir),
+                "--param", f"lambda={share}", "--trace-dir", str(config.trace_dir), *upstream_args,
             ], env=env | {"FAULTPROXY_HOME": str(self.work / f"faultproxy-home-{key}")}, cpus=self.proxy_cpus)
             self.configs.append(config)
         for key, label, sample in (("mon100", "faultproxy monitor, all sampled", 1.0),
@@ -433,13 +451,19 @@ class Bench:
             config = Config(key, label, credentials=True, trace_dir=out / "flows")
             config.child = self._spawn(f"faultproxy-{key}", [
                 tool("faultproxy"), "monitor", "--out", str(out), "--port", "0", "--quiet", "--episode-by", "client",
-                "--idle-s", "2", "--sample", str(sample),
+                "--idle-s", "2", "--sample", str(sample), *upstream_args,
             ], env=env | {"FAULTPROXY_HOME": str(self.work / f"faultproxy-home-{key}")}, cpus=self.proxy_cpus)
             self.configs.append(config)
-        for config in self.configs[2:]:
+        faultproxies = self.configs[2:]
+        for config in faultproxies:
             line = config.child.wait_for_line("forward proxy:", 60)
             config.port = int(line.split("@127.0.0.1:")[1].split()[0])
-        if "addon" in self.args.only:
+        if reverse:
+            self.configs += self._reverse_configs(faultproxies, env)
+        if FORWARD not in a.modes:
+            self.configs = [c for c in self.configs if c.mode == REVERSE or c.key == "direct"]
+            direct.mode = REVERSE  # then its p50 difference is to reverse mitmdump's
+        if "addon" in self.args.only and FORWARD in a.modes:
             addon = Config("addon", "addon in mitmdump, 0%", credentials=True, trace_dir=self.work / "traces-addon")
             self._start_mitmdump(addon, env, [
                 "-s", str(REPO / "proxy" / "mitmdump_addon.py"), "--set", f"faultproxy_scenario={scenario}",
@@ -447,10 +471,24 @@ class Bench:
             ])
             self.configs.append(addon)
         for config in self.configs:
-            if config.key in ("mitmdump", "addon"):
+            if config.key in ("mitmdump", "addon", BASELINE[REVERSE]):
                 self._wait_mitmdump(config, env)
         for config in self.configs:
             self._probe(config)
+
+    def _reverse_configs(self, faultproxies: list[Config], env: dict[str, str]) -> list[Config]:
+        """Plain mitmdump in reverse mode, and each faultproxy process at its reverse port."""
+        mitm = Config(BASELINE[REVERSE], "plain mitmdump", proxied=False, mode=REVERSE)
+        self._start_mitmdump(mitm, env, ["--mode", f"reverse:http://127.0.0.1:{self.upstream_port}"])
+        configs = [mitm]
+        for forward in faultproxies:
+            # "  up: base URL http://127.0.0.1:PORT/EPISODE/up"
+            line = forward.child.wait_for_line(f"{UPSTREAM_NAME}: base URL", 60)
+            port = int(line.split("127.0.0.1:")[1].split("/")[0])
+            configs.append(Config(f"{forward.key}-rev", forward.label, port=port, proxied=False,
+                                  fault_share=forward.fault_share, child=forward.child, trace_dir=forward.trace_dir,
+                                  mode=REVERSE, prefix=f"/{REVERSE_EPISODE}/{UPSTREAM_NAME}"))
+        return configs
 
     def _start_mitmdump(self, config: Config, env: dict[str, str], script_args: list[str] | None = None) -> None:
         # mitmdump -q does not say which port it got, so pick a free one first.
@@ -487,7 +525,7 @@ class Bench:
         handlers = [urllib.request.ProxyHandler({"http": config.proxy_url()} if config.proxied else {})]
         opener = urllib.request.build_opener(*handlers)
         request = urllib.request.Request(
-            f"http://127.0.0.1:{self.upstream_port}/items/0", data=REQUEST_BODY,
+            f"{self.target(config)}/items/0", data=REQUEST_BODY,
             headers={"content-type": "application/json"}, method="POST",
         )
         try:
@@ -499,6 +537,12 @@ class Bench:
 
     # load
 
+    def target(self, config: Config) -> str:
+        """Where requests go: the upstream (through a forward proxy, or direct), or a reverse proxy's base URL."""
+        if config.mode == REVERSE:
+            return f"http://127.0.0.1:{config.port}{config.prefix}"
+        return f"http://127.0.0.1:{self.upstream_port}"
+
     def run(self, config: Config, seconds: float, round_: int, connections: int) -> Run:
         before = config.child.cpu_seconds() if config.child else None
         if self.wrk:
@@ -508,9 +552,9 @@ class Bench:
                 auth = "Basic " + base64.b64encode(f"{EPISODE}:{TOKEN}".encode()).decode() if config.credentials else ""
                 argv += [f"http://127.0.0.1:{self.upstream_port}", auth, f"127.0.0.1:{self.upstream_port}"]
             else:
-                argv += ["", "", ""]
+                argv += [config.prefix, "", ""]
         else:
-            argv = [sys.executable, __file__, "_load", "--target", f"http://127.0.0.1:{self.upstream_port}",
+            argv = [sys.executable, __file__, "_load", "--target", self.target(config),
                     "--connections", str(connections), "--seconds", str(seconds),
                     "--max-requests", str(self.args.max_requests)]
             if config.proxied:
@@ -623,7 +667,8 @@ def spread(values: list[float], fmt: str, unit: str = "") -> str:
 LOAD, LATENCY = "load", "latency"
 
 
-def summarize(config: Config, config_runs: list[Run], baseline: dict[int, Run]) -> dict[str, list[float]]:
+def summarize(config_runs: list[Run], baseline: dict[int, Run]) -> dict[str, list[float]]:
+    """The cells of a configuration's row; `baseline`: plain mitmdump's run of each round, in its mode."""
     return {
         "rps": [r.rps for r in config_runs],
         "p50": [r.p50_ms for r in config_runs],
@@ -638,6 +683,29 @@ def summarize(config: Config, config_runs: list[Run], baseline: dict[int, Run]) 
     }
 
 
+def targets(config: Config) -> tuple[float, float]:
+    """(req/s ratio, req/CPU-s ratio) a configuration must reach; 0 for no target."""
+    if config.fault_share:  # faulted requests cost more by design (a fault is made and recorded)
+        return 0.0, TARGET_FAULTED_CPU_RATIO
+    return TARGET_THROUGHPUT_RATIO, TARGET_CPU_RATIO
+
+
+def baseline_of(config: Config, runs: dict[str, dict[str, list[Run]]], level: str) -> dict[int, Run]:
+    """Plain mitmdump's run of each round in the configuration's mode (direct goes with forward)."""
+    return {run.round: run for run in runs[BASELINE[config.mode]][level]}
+
+
+def mode_of(config: Config) -> str:
+    return "—" if config.key == "direct" else config.mode
+
+
+def load_generator(bench: Bench) -> str:
+    if bench.wrk:
+        version = subprocess.run([bench.wrk, "-v"], capture_output=True, text=True).stdout.split(" [")[0].strip()
+        return f"{version}, 1 thread, Lua script (absolute-form requests to the forward proxies, origin-form to the reverse ones)"
+    return "Python aiohttp client in a separate process"
+
+
 def report(bench: Bench, runs: dict[str, dict[str, list[Run]]], args: argparse.Namespace, load: MachineLoad) -> bool:
     from rich.console import Console
     from rich.table import Table
@@ -648,75 +716,80 @@ def report(bench: Bench, runs: dict[str, dict[str, list[Run]]], args: argparse.N
     others = load.others()
     busy = others is not None and others > BUSY_CORES
 
-    def verdict_text(met: bool) -> str:
-        text = "met" if met else "missed"
+    def verdict_text(met: bool, target: str = "") -> str:
+        text = (f"{target}: " if target else "") + ("met" if met else "missed")
         return f"[green]{text}{'?' if busy else ''}[/green]" if met else f"[red]{text}{'?' if busy else ''}[/red]"
 
+    loadgen = load_generator(bench)
     latency_runs = any(runs[c.key][LATENCY] for c in bench.configs)
-    throughput = Table(title=f"Throughput: {args.connections} connections, as fast as the proxy answers", title_justify="left")
-    for column in ("configuration", "requests", "req/s", "p50 ms", "p99 ms", "non-2xx", "errors",
+    throughput = Table(title=f"Throughput: {args.connections} connections, as fast as the proxy answers "
+                             f"(load generator: {loadgen})", title_justify="left")
+    for column in ("configuration", "mode", "requests", "req/s", "p50 ms", "p99 ms", "non-2xx", "errors",
                    "proxy CPU µs/req", "req/s vs mitmdump", "req/CPU-s vs mitmdump", "p50 vs mitmdump",
-                   f"≥ {TARGET_THROUGHPUT_RATIO:g}×, ≥ {TARGET_CPU_RATIO:g}×/CPU-s" if latency_runs else "targets"):
-        throughput.add_column(column, justify="left" if column == "configuration" else "right")
-    baseline = {run.round: run for run in runs["mitmdump"][LOAD]}
+                   "targets"):
+        throughput.add_column(column, justify="left" if column in ("configuration", "mode") else "right")
     for config in bench.configs:
         config_runs = runs[config.key][LOAD]
-        m = summarize(config, config_runs, baseline)
+        m = summarize(config_runs, baseline_of(config, runs, LOAD))
         requests = sum(r.requests for r in config_runs)
         verdict = ""
         if config.key.startswith(("fp", "mon")):
-            met = median(m["ratio"]) >= TARGET_THROUGHPUT_RATIO and median(m["cpu_ratio"]) >= TARGET_CPU_RATIO
+            throughput_target, cpu_target = targets(config)
+            met = median(m["ratio"]) >= throughput_target and median(m["cpu_ratio"]) >= cpu_target
             if not latency_runs:  # then the p50 target is judged here
                 met &= median(m["d50"]) <= TARGET_P50_DELTA_MS
             all_met &= met
-            verdict = verdict_text(met)
+            verdict = verdict_text(met, f"≥ {throughput_target:g}×, ≥ {cpu_target:g}×/CPU-s" if throughput_target
+                                   else f"≥ {cpu_target:g}×/CPU-s")
+        baseline_row = config.key in BASELINE.values()
         throughput.add_row(
-            config.label, f"{requests:,}", spread(m["rps"], ",.0f"), f"{median(m['p50']):.2f}", f"{median(m['p99']):.2f}",
+            config.label, mode_of(config), f"{requests:,}", spread(m["rps"], ",.0f"), f"{median(m['p50']):.2f}", f"{median(m['p99']):.2f}",
             f"{sum(r.non_2xx for r in config_runs) / requests:.1%}" if requests else same,
             f"{sum(r.errors for r in config_runs):,}",
             spread(m["cpu"], ",.0f") if m["cpu"] else same,
-            same if config.key == "mitmdump" else spread(m["ratio"], ".2f", "×"),
-            same if config.key == "mitmdump" or not m["cpu_ratio"] else spread(m["cpu_ratio"], ".2f", "×"),
-            same if config.key == "mitmdump" else f"{median(m['d50']):+.2f} ms",
+            same if baseline_row else spread(m["ratio"], ".2f", "×"),
+            same if baseline_row or not m["cpu_ratio"] else spread(m["cpu_ratio"], ".2f", "×"),
+            same if baseline_row else f"{median(m['d50']):+.2f} ms",
             verdict,
         )
     console.print(throughput)
 
     if latency_runs:
-        latency = Table(title="Latency: 1 connection, one request at a time (the per-request cost)", title_justify="left")
-        for column in ("configuration", "requests", "req/s", "p50 ms", "p99 ms", "p50 vs mitmdump",
-                       "p99 vs mitmdump", f"p50 ≤ +{TARGET_P50_DELTA_MS:g} ms"):
-            latency.add_column(column, justify="left" if column == "configuration" else "right")
-        baseline = {run.round: run for run in runs["mitmdump"][LATENCY]}
+        latency = Table(title=f"Latency: {args.latency_connections} connection(s), one request at a time "
+                              f"(the per-request cost; load generator: {loadgen})", title_justify="left")
+        for column in ("configuration", "mode", "requests", "req/s", "p50 ms", "p99 ms", "p50 vs mitmdump",
+                       "p99 vs mitmdump", "p50 ≤ mitmdump's" if not TARGET_P50_DELTA_MS else f"p50 ≤ +{TARGET_P50_DELTA_MS:g} ms"):
+            latency.add_column(column, justify="left" if column in ("configuration", "mode") else "right")
         for config in bench.configs:
             config_runs = runs[config.key][LATENCY]
-            m = summarize(config, config_runs, baseline)
+            m = summarize(config_runs, baseline_of(config, runs, LATENCY))
+            baseline_row = config.key in BASELINE.values()
             verdict = ""
             if config.key.startswith(("fp", "mon")):
                 met = median(m["d50"]) <= TARGET_P50_DELTA_MS
                 all_met &= met
                 verdict = verdict_text(met)
             latency.add_row(
-                config.label, f"{sum(r.requests for r in config_runs):,}", spread(m["rps"], ",.0f"),
+                config.label, mode_of(config), f"{sum(r.requests for r in config_runs):,}", spread(m["rps"], ",.0f"),
                 spread(m["p50"], ".3f"), spread(m["p99"], ".2f"),
-                same if config.key == "mitmdump" else spread(m["d50"], "+.3f", " ms"),
-                same if config.key == "mitmdump" else spread(m["d99"], "+.2f", " ms"),
+                same if baseline_row else spread(m["d50"], "+.3f", " ms"),
+                same if baseline_row else spread(m["d99"], "+.2f", " ms"),
                 verdict,
             )
         console.print(latency)
 
     console.print(
         "[dim]Cells: median over rounds (min–max). Ratios and differences are paired with the mitmdump run of the "
-        "same round. non-2xx are the injected 503s (completed responses); errors are socket errors and timeouts. "
+        "same round and mode (reverse: `mitmdump --mode reverse:UPSTREAM`). non-2xx are the injected 503s (completed responses); errors are socket errors and timeouts. "
         "proxy CPU: the proxy process's user+system time per request; req/CPU-s vs mitmdump is the ratio of requests "
         "served per CPU-second, the capacity ratio when nothing else competes for the CPUs (less noisy than req/s). "
         f"At {args.connections} connections the proxies are saturated, so p50 ≈ connections ÷ throughput (Little's law) "
         "and mostly restates throughput; the 1-connection runs measure the latency a request pays.[/dim]"
     )
     console.print(
-        f"Targets (faultproxy and its monitor vs plain mitmdump): throughput ≥ {TARGET_THROUGHPUT_RATIO:g}× "
-        f"and ≥ {TARGET_CPU_RATIO:g}× the requests per CPU-second "
-        f"(at {args.connections} connections), p50 at most {TARGET_P50_DELTA_MS:g} ms above "
+        f"Targets (faultproxy and its monitor vs plain mitmdump in the same mode): throughput ≥ {TARGET_THROUGHPUT_RATIO:g}× "
+        f"and ≥ {TARGET_CPU_RATIO:g}× the requests per CPU-second (≥ {TARGET_FAULTED_CPU_RATIO:g}× per CPU-second "
+        f"with {FAULT_SHARE:.0%} faulted) at {args.connections} connections, p50 at most {TARGET_P50_DELTA_MS:g} ms above "
         + ("(at 1 connection). " if args.latency_connections else f"(at {args.connections} connections). ")
         + ("[green]All met.[/green]" if all_met else "[red]Not met.[/red]")
     )
@@ -725,11 +798,6 @@ def report(bench: Bench, runs: dict[str, dict[str, list[Run]]], args: argparse.N
             f"[yellow]Other processes kept {others:.2f} cores busy during the run: the verdicts (marked ?) are "
             "indicative only. req/CPU-s is the steadiest figure; rerun on a quiet machine to judge.[/yellow]"
         )
-    if bench.wrk:
-        version = subprocess.run([bench.wrk, "-v"], capture_output=True, text=True).stdout.split(" [")[0].strip()
-        loadgen = f"{version}, 1 thread, Lua script (absolute-form requests to the forward proxies)"
-    else:
-        loadgen = "Python aiohttp client in a separate process"
     info = machine() | {
         "load generator": f"{loadgen}; {args.connections} keep-alive connections"
                           + (f", then {args.latency_connections}" if args.latency_connections else ""),
@@ -739,13 +807,15 @@ def report(bench: Bench, runs: dict[str, dict[str, list[Run]]], args: argparse.N
                     if bench.proxy_cpus else "none (all processes share all CPUs)"),
     }
     info |= load.describe()
+    shared = [c.trace_dir for c in bench.configs if c.mode == REVERSE and c.trace_dir]  # served both modes
     for config in bench.configs:
-        if config.trace_dir:
+        if config.trace_dir and not (config.mode == REVERSE and FORWARD in args.modes):  # each folder once
             files = list(config.trace_dir.glob("*.jsonl"))
             lines = sum(1 for path in files for _ in path.open("rb"))
             size = sum(path.stat().st_size for path in files)
             per_exchange = f", {size / lines:,.0f} bytes per exchange" if lines else ""
-            info[f"trace, {config.label}"] = f"{lines:,} exchanges, {size / 1e6:.1f} MB of JSON lines{per_exchange} (kept on)"
+            both = " (both modes)" if config.mode == FORWARD and config.trace_dir in shared else ""
+            info[f"trace, {config.label}{both}"] = f"{lines:,} exchanges, {size / 1e6:.1f} MB of JSON lines{per_exchange} (kept on)"
     for key, value in info.items():
         console.print(f"[bold]{key}:[/bold] {value}")
     return all_met
@@ -777,6 +847,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="Pin the proxies to the first CPU, upstream and load generator to the others.")
     parser.add_argument("--only", type=lambda text: text.split(","), default=list(CONFIG_KEYS),
                         help=f"Measure only these beside direct and plain mitmdump (default all: {','.join(CONFIG_KEYS)}).")
+    parser.add_argument("--modes", type=lambda text: text.split(","), default=[FORWARD, REVERSE],
+                        help="Proxy modes to measure: forward, reverse or both (default forward,reverse).")
     parser.add_argument("--json", type=Path, help="Also write every run's numbers to this file.")
     parser.add_argument("--keep", action="store_true", help="Keep the temporary folder (scenario, traces, logs).")
     parser.add_argument("--check", action="store_true", help="Exit 1 if faultproxy misses a target.")
@@ -785,6 +857,8 @@ def main(argv: list[str] | None = None) -> int:
         args.seconds, args.rounds, args.warmup = 1, 1, 1
     if args.seconds <= 0 or args.rounds < 1 or args.connections < 1 or args.latency_connections < 0:
         parser.error("--seconds, --rounds and --connections must be positive")
+    if not args.modes or set(args.modes) - {FORWARD, REVERSE}:
+        parser.error("--modes takes forward, reverse or forward,reverse")
 
     work = Path(tempfile.mkdtemp(prefix="faultproxy-bench-"))
     bench = Bench(args, work)
