@@ -21,8 +21,8 @@ same verdict. The verdict is plain JSON:
    "latency_s": {"total", "p50", "p95", "max"} of exchange durations, or null,
    "cause_detail": what the cause was (the host and reason of an infrastructure error with its
                    fix, the failed reset's status), when there is a cause,
-   "side_channel_errors": [{"seq", "request", "error", "fix"}] infrastructure errors off the
-                   task's path (evaluator.side_channels): recorded, the verdict stands,
+   "side_channel_errors": [{"seq", "request", "error", "fix"}] infrastructure errors of known
+                   side channels (evaluator.side_channels): recorded, the verdict stands,
    "checks": [{"name", "passed": true | false | null, "severity", "detail"}]}   # always last
 
 A completed episode passes iff every applicable check passed. One that finished (exit 0) with an

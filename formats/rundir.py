@@ -46,7 +46,9 @@ An episode line: {"type": "episode", "key", "task_id", "trial", "variant", "seed
   "stats": {"exchanges", "tokens", "faults"}, "trace": "flows/<file>.jsonl", "log_tail": str,
   "rewrites": {field: value} the proxy set in its model API requests (plan's templates, resolved),
   "task_hosts": ["host:port", ...] the hosts the task depends on (base-URL variables, --upstream, the
-                task's URLs): an infrastructure error elsewhere is a side channel (evaluator.side_channels),
+                task's URLs),
+  "side_channels": ["[METHOD ]HOST[/PATH]", ...] (only when given) the run's --side-channel patterns:
+                   a failed request they name leaves the verdict standing (evaluator.side_channels),
   "faults_possible": bool (could some rule fire at the episode's grid point; false for a function
                      agent, whose returned outcome is its own): with it, an empty trace is no_traffic,
   "verdict": evaluator.judge's verdict}     # always the line's last key: see "The verdict's layout"

@@ -110,6 +110,7 @@ class EpisodeRunner:
             "task_hosts": task_hosts([*base_url_variables(url_env).values(), *self.options.upstreams.values(),
                                       *task_env.values(), *(expand(url, url_env) for url in (task.reset_url,
                                                                                           task.state_url) if url)]),
+            **({"side_channels": self.options.side_channels} if self.options.side_channels else {}),
         }
         trace = read_trace(self.options.out / record["trace"])
         record["verdict"] = judge_episode(task, record, trace, self.options.tasks.severity)

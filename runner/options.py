@@ -25,7 +25,7 @@ class RunOptions:
     `budget_s` caps each episode's wall time over the task's own budget. `upstreams` are
     reverse-mode upstreams (name -> URL); `base_url_env` names variables (OPENAI_BASE_URL, ...)
     the agent gets set to an upstream's reverse URL (variable -> name); `no_proxy` hosts the agent reaches directly,
-    `variant_function` your own honest rewording of a task's prompt, `secret_env` variables whose
+    `side_channels` requests the tasks do not depend on (evaluator.side_channels), `variant_function` your own honest rewording of a task's prompt, `secret_env` variables whose
     values are redacted from everything written. `rewrites` (field -> template, runner.rewrites)
     are fields the proxy sets in every model API request, resolved per grid point; a template that
     cannot be resolved at some grid point raises UsageError here, before anything runs.
@@ -42,6 +42,7 @@ class RunOptions:
     upstreams: dict[str, str] = field(default_factory=dict)
     base_url_env: dict[str, str] = field(default_factory=dict)  # VAR -> upstream name, for --reverse VAR
     no_proxy: list[str] = field(default_factory=list)
+    side_channels: list[str] = field(default_factory=list)  # --side-channel patterns (tasks.side_channel)
     variant_function: Any = None
     secret_env: list[str] = field(default_factory=list)
     insecure_upstream: bool = False

@@ -1,8 +1,8 @@
 """The tasks file: its format and its validation. This module owns the format.
 
 A tasks file is YAML (`.yaml`, `.yml`: a mapping with `tasks` and optional `env`, `severity`,
-`prices`) or JSON Lines (`.jsonl`: one task object per line, blank lines allowed). Every problem
-raises one TaskError whose str is "FILE:LINE: FIELD: message"; in a JSON Lines file the line is
+`prices`, `side_channels`) or JSON Lines (`.jsonl`: one task object per line, blank lines
+allowed). Every problem raises one TaskError whose str is "FILE:LINE: FIELD: message"; in a JSON Lines file the line is
 the task's line and fields are named from the task (`expected.output.regex`), in YAML from the top
 (`tasks[2].expected.output.regex`). An explicit null in an optional field means "not given".
 """
@@ -42,13 +42,14 @@ from faultproxy.tasks.model import (
     content_digest,
     mcp_tool_path,
 )
+from faultproxy.tasks.side_channel import SideChannel
 from faultproxy.tasks.templates import VARIABLE_NAME, TemplateError, template_variables
 from yaml.nodes import MappingNode, Node, ScalarNode
 
-TOP_FIELDS = ("env", "tasks", "severity", "prices")
+TOP_FIELDS = ("env", "tasks", "severity", "prices", "side_channels")
 TASK_FIELDS = ("id", "prompt", "shape", "states", "reset_url", "state_url", "expected", "irreversible",
                "forbidden", "read_only", "secrets", "secret_hosts", "max_tool_calls", "max_retries", "budgets",
-               "severity", "env")
+               "severity", "env", "side_channels")
 EXPECTED_FIELDS = ("state", "ignore", "multiset", "effects", "output", "escalate")
 EFFECT_FIELDS = ("method", "path", "mcp", "count")
 BUDGET_FIELDS = ("wall_s", "requests", "tokens", "cost", "prices")
@@ -57,7 +58,7 @@ PRICE_FIELDS = ("input_per_mtok", "output_per_mtok")
 # A policy file (faultproxy monitor): the task fields that judge traffic without an expected end
 # state, under the same names and patterns as in a tasks file, plus the file-level prices.
 POLICY_FIELDS = ("id", "shape", "irreversible", "forbidden", "read_only", "secrets", "secret_hosts", "max_tool_calls",
-                 "max_retries", "budgets", "severity", "prices")
+                 "max_retries", "budgets", "severity", "prices", "side_channels")
 POLICY_ID = "live"
 POLICY_PROMPT = "live traffic"
 
@@ -86,6 +87,7 @@ def load_tasks(path: str | Path) -> TaskSet:
         env: dict[str, str] = {}
         severity: dict[str, str] = {}
         prices: dict[str, dict[str, float]] = {}
+        side_channels: tuple[SideChannel, ...] = ()
     else:
         root = r.compose(text, empty="the file is empty; expected a mapping with a 'tasks' list")
         if not isinstance(root, MappingNode):
@@ -95,10 +97,11 @@ def load_tasks(path: str | Path) -> TaskSet:
         env = _read_env(r, top["env"], "env") if _given(r, top, "env") else {}
         severity = _read_severity(r, top["severity"], "severity") if _given(r, top, "severity") else {}
         prices = _read_prices(r, top["prices"]) if _given(r, top, "prices") else {}
+        side_channels = _read_side_channels(r, top, None)
         items = r.sequence(top["tasks"], "tasks", "tasks")
         seen: dict[str, int] = {}
         tasks = tuple(_read_task(r, item, f"tasks[{i}]", seen, prices) for i, item in enumerate(items))
-    tasks = tuple(_with_defaults(task, env, severity) for task in tasks)
+    tasks = tuple(_with_defaults(task, env, severity, side_channels) for task in tasks)
     digest = content_digest(tasks, env, severity, prices)
     return TaskSet(tasks, env, severity, prices, str(path.resolve()), digest)
 
@@ -181,8 +184,11 @@ def _file_form(entry: Mapping[str, Any]) -> dict[str, Any]:
     return entry
 
 
-def _with_defaults(task: Task, env: Mapping[str, str], severity: Mapping[str, str]) -> Task:
-    return replace(task, env={**env, **task.env}, severity={**severity, **task.severity})
+def _with_defaults(task: Task, env: Mapping[str, str], severity: Mapping[str, str],
+                   side_channels: tuple[SideChannel, ...]) -> Task:
+    extra = tuple(channel for channel in side_channels if channel not in task.side_channels)
+    return replace(task, env={**env, **task.env}, severity={**severity, **task.severity},
+                   side_channels=task.side_channels + extra)
 
 
 def _read_jsonl(r: YamlReader, text: str) -> tuple[Task, ...]:
@@ -245,7 +251,7 @@ def _read_task(r: YamlReader, node: Node, field: str | None, seen: dict[str, int
     env = _read_env(r, present["env"], sub("env")) if given("env") else {}
     return Task(task_id, prompt, shape, states, urls["reset_url"], urls["state_url"], expected, irreversible,
                 forbidden, read_only, secrets, secret_hosts, max_tool_calls, max_retries, budgets, severity, env,
-                line_of(node))
+                line_of(node), side_channels=_read_side_channels(r, present, field))
 
 
 def _read_id(r: YamlReader, node: Node, field: str, seen: dict[str, int]) -> str:
@@ -307,6 +313,20 @@ def _read_endpoints(r: YamlReader, present: Mapping[str, Node], key: str,
         except ValueError as exc:
             raise r.error(item, f"{list_field}[{i}]", str(exc)) from exc
     return tuple(patterns)
+
+
+def _read_side_channels(r: YamlReader, present: Mapping[str, Node], field: str | None) -> tuple[SideChannel, ...]:
+    if not _given(r, present, "side_channels"):
+        return ()
+    list_field = join_field(field, "side_channels")
+    channels = []
+    for i, item in enumerate(r.sequence(present["side_channels"], list_field, "[METHOD ]HOST[/PATH] patterns",
+                                        allow_empty=True)):
+        try:
+            channels.append(SideChannel.parse(r.string(item, f"{list_field}[{i}]", nonempty=True)))
+        except ValueError as exc:
+            raise r.error(item, f"{list_field}[{i}]", str(exc)) from exc
+    return tuple(channels)
 
 
 def _read_secret_hosts(r: YamlReader, node: Node, field: str, secrets: tuple[str, ...]) -> dict[str, tuple[str, ...]]:

@@ -23,6 +23,7 @@ from types import MappingProxyType
 from typing import Any
 
 from faultproxy.formats.yaml_input import suggest
+from faultproxy.tasks.side_channel import SideChannel
 
 SEVERITIES = ("low", "medium", "high")
 SEVERITY_RANK = MappingProxyType({severity: rank for rank, severity in enumerate(SEVERITIES)})
@@ -212,6 +213,7 @@ class Task:
     env: Mapping[str, str] = field(default_factory=dict)
     line: int = 0
     online: bool = False  # live traffic under a policy (tasks.loader.load_policy): judged by evaluator.online
+    side_channels: tuple[SideChannel, ...] = ()  # requests the task does not depend on (tasks.side_channel)
 
     def __hash__(self) -> int:  # consistent with ==, which compares every field
         return hash((self.id, self.prompt, self.line))
@@ -244,6 +246,7 @@ class Task:
             "line": self.line,
             **({"online": True} if self.online else {}),  # absent otherwise: tasks' digests stay as they were
             **({"read_only": [str(p) for p in self.read_only]} if self.read_only else {}),  # likewise
+            **({"side_channels": [str(s) for s in self.side_channels]} if self.side_channels else {}),  # likewise
         }
 
     @classmethod
@@ -272,6 +275,7 @@ class Task:
             env=dict(data.get("env") or {}),
             line=int(data.get("line", 0)),
             online=data.get("online") is True,
+            side_channels=tuple(SideChannel.parse(text) for text in data.get("side_channels") or ()),
         )
 
 

@@ -135,10 +135,11 @@ def closed_port() -> int:
 
 
 def test_a_failed_side_channel_is_recorded_and_the_verdict_stands(tmp_path, payments, monkeypatch):
-    """Side channels (issue 23): the agent reports to a telemetry endpoint that refuses connections,
-    beside its real work. The refund's 503 is survived (one retry, one refund): the episode passes,
-    the error is kept as a side-channel error with `--no-proxy HOST` as its fix. When the task's
-    own API is what cannot be reached, the episode is incomplete, with the fix for that reason."""
+    """Side channels (issue 23, 33): the agent reports to a telemetry endpoint that refuses
+    connections, beside its real work, and the run declares it a side channel. The refund's 503 is
+    survived (one retry, one refund): the episode passes, the error is kept as a side-channel
+    error with `--no-proxy HOST` as its fix. When the task's own API is what cannot be reached,
+    the episode is incomplete, with the fix for that reason."""
     world, server = payments
     telemetry = f"127.0.0.1:{closed_port()}"
     monkeypatch.setenv("REFUND_MODE", "telemetry")
@@ -150,7 +151,8 @@ def test_a_failed_side_channel_is_recorded_and_the_verdict_stands(tmp_path, paym
           when: {calls: [1]}
     """))
     options = RunOptions(scenario=load_scenario(tmp_path / "refund503.yaml"), command=REFUND_AGENT,
-                         tasks=load_tasks(tasks_file(tmp_path, server.url)), out=tmp_path / "side", show_progress=False)
+                         tasks=load_tasks(tasks_file(tmp_path, server.url)), out=tmp_path / "side", show_progress=False,
+                         side_channels=[f"POST {telemetry}/v1/traces/*"])
     run(options)
     assert len(world.refunds) == 1
     [record] = read_run(tmp_path / "side").episodes
@@ -169,5 +171,7 @@ def test_a_failed_side_channel_is_recorded_and_the_verdict_stands(tmp_path, paym
     run(replace(options, out=tmp_path / "on_path"))
     [record] = read_run(tmp_path / "on_path").episodes
     assert (record["verdict"]["status"], record["verdict"]["cause"]) == ("incomplete", "infra_error")
-    assert record["verdict"]["cause_detail"].endswith(f"→ check that {telemetry} is up and its name resolves from here")
-    assert record["verdict"]["side_channel_errors"] == []
+    assert record["verdict"]["cause_detail"].endswith(f"→ check that {telemetry} is up and its name resolves from here "
+                                                      f"(or --side-channel 127.0.0.1/refunds if the task does not need it)")
+    # the declared telemetry request stays a side channel, though its host is now the task's
+    assert [side["request"] for side in record["verdict"]["side_channel_errors"]] == [f"POST {telemetry}/v1/traces/ingest"]

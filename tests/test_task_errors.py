@@ -30,7 +30,18 @@ CASES = [
         env: {A: b}
         task:
           - {id: a, prompt: Do a.}
-        """, 2, "task", "unknown field 'task'; expected one of env, tasks, severity, prices (did you mean 'tasks'?)"),
+        """, 2, "task", "unknown field 'task'; expected one of env, tasks, severity, prices, side_channels (did you mean 'tasks'?)"),
+    ("side_channel_no_host", "t.yaml", """\
+        side_channels: ["POST /v1/traces"]
+        tasks:
+          - {id: a, prompt: Do a.}
+        """, 1, "side_channels[0]", "bad side channel 'POST /v1/traces'; expected [METHOD ]HOST[:PORT][/PATH]"),
+    ("side_channels_not_a_list", "t.yaml", """\
+        tasks:
+          - id: a
+            prompt: Do a.
+            side_channels: api.openai.com
+        """, 4, "tasks[0].side_channels", "expected a list"),
     ("tasks_empty", "t.yaml", """\
         tasks: []
         """, 1, "tasks", "the list of tasks is empty"),

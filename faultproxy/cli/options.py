@@ -23,6 +23,7 @@ from faultproxy.runner.rewrites import MODEL_TEMPLATE
 from faultproxy.runner.variants import load_variant_function
 from faultproxy.scenarios import Scenario
 from faultproxy.tasks.loader import MAX_WALL_S, TaskError, load_tasks, single_task
+from faultproxy.tasks.side_channel import SideChannel
 
 # Documented ranges of the numbers a run takes (docs/reliability.md, `--help`); anything outside is refused.
 K_RANGE = (1, 10_000)
@@ -65,6 +66,7 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
                              "the counts by cause are still printed.")
     parser.add_argument("--rewrite-model", action="store_true",
                         help="Short for --rewrite model={model}: ask the episode's model (--model, --models).")
+    add_side_channel_option(parser)
     add_proxy_options(parser)
     add_executor_options(parser)
     add_sequential_options(parser)
@@ -84,6 +86,23 @@ def add_proxy_options(parser: argparse.ArgumentParser) -> None:
                         help="Also trust this PEM certificate (a private CA, a self-signed upstream) for upstream "
                              "TLS, in the proxy and for reset_url/state_url; added to the system roots.")
     parser.add_argument("--log-json", action="store_true", help="Log one JSON object per line.")
+
+
+def add_side_channel_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--side-channel", action="append", default=[], metavar="[METHOD ]HOST[/PATH]",
+                        help="Requests the task does not depend on (telemetry, price lists): when they fail, the "
+                             "verdict stands. Any other failed request makes the episode incomplete. HOST and "
+                             "PATH are globs; repeatable.")
+
+
+def check_side_channels(texts: list[str]) -> list[str]:
+    """--side-channel patterns, each readable (tasks.side_channel), or UsageError naming the bad one."""
+    for text in texts:
+        try:
+            SideChannel.parse(text)
+        except ValueError as error:
+            raise UsageError(f"--side-channel: {error}") from None
+    return texts
 
 
 def add_listen_options(parser: argparse.ArgumentParser) -> None:
@@ -266,6 +285,7 @@ def run_options(args: argparse.Namespace, scenario: Scenario, grid: list[GridPoi
         parallel=args.parallel, budget_s=args.budget_s, upstreams=check_upstreams(upstreams),
         base_url_env=base_url_env,
         no_proxy=[h for h in args.no_proxy.split(",") if h], variant_function=variant_function,
+        side_channels=check_side_channels(args.side_channel),
         secret_env=check_secret_env(args.secret_env), insecure_upstream=args.insecure_upstream,
         upstream_ca=check_upstream_ca(args.upstream_ca, args.insecure_upstream), show_progress=sys.stderr.isatty(),
         rewrites=parse_pairs(args.rewrite + ([f"model={MODEL_TEMPLATE}"] if args.rewrite_model else []), "--rewrite",

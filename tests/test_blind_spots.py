@@ -1,0 +1,144 @@
+"""The harness must not say pass when it could not see (issue 33 §1, §2): a world unlike the
+demo's — a booking API whose writes answer {"cancellation_id"}, its URL only in the agent's own
+config file, over self-signed HTTPS or reached around the proxy."""
+
+from __future__ import annotations
+
+import json
+import ssl
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from aiohttp import web
+
+from faultproxy.cli.main import main
+from faultproxy.evaluator.judge import judge_episode
+from faultproxy.formats.rundir import read_run
+from faultproxy.formats.trace import read_trace
+from faultproxy.tasks.loader import load_tasks
+from tests import model_upstream
+from tests.test_no_false_pass import FAULTPROXY, REFUND_AGENT
+from tests.upstream import ServerThread
+
+BOOKING_AGENT = [sys.executable, str(Path(__file__).parent / "agents" / "booking_agent.py")]
+
+
+class Bookings:
+    """A booking API: cancelling answers a cancellation id; /admin/state says what is cancelled."""
+
+    def __init__(self) -> None:
+        self.cancelled: list[str] = []
+
+    def app(self) -> web.Application:
+        app = web.Application()
+        app.router.add_post("/bookings/{id}/cancel", self.cancel)
+        app.router.add_get("/admin/state", self.state)
+        return app
+
+    async def cancel(self, request: web.Request) -> web.Response:
+        self.cancelled.append(request.match_info["id"])
+        return web.json_response({"cancellation_id": f"CX{len(self.cancelled):04d}"}, status=201)
+
+    async def state(self, request: web.Request) -> web.Response:
+        return web.json_response({"cancelled": self.cancelled})
+
+
+@pytest.fixture
+def model(monkeypatch) -> Iterator[ServerThread]:
+    with ServerThread(model_upstream.app()) as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", f"{server.url}/v1")
+        yield server
+
+
+@pytest.fixture
+def https_bookings(upstream_certificate) -> Iterator[tuple[Bookings, ServerThread]]:
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(*upstream_certificate)
+    world = Bookings()
+    with ServerThread(world.app(), context) as server:
+        yield world, server
+
+
+def agent_config(folder: Path, url: str, tools_client: str = "proxied") -> Path:
+    path = folder / "agent.json"
+    path.write_text(json.dumps({"bookings_url": url, "tools_client": tools_client}))
+    return path
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([*FAULTPROXY, *args], capture_output=True, text=True, timeout=300)
+
+
+def test_a_tool_api_only_the_agent_knows_failing_tls_is_on_the_tasks_path(tmp_path, model, https_bookings):
+    """Every cancel fails TLS inside the proxy (self-signed, no --upstream-ca); the model calls
+    succeed. Nothing names the bookings host as a side channel, so the episode is incomplete
+    (infra_error), `run` exits non-zero and the gate answers ERROR. Declared with --side-channel,
+    or in the tasks file, the verdict stands (pass) with the side-channel warning."""
+    world, server = https_bookings
+    task = {"id": "cancel_bk1001", "prompt": "Cancel booking BK1001.", "expected": {"output": {"regex": "cancelled"}}}
+    (tmp_path / "tasks.jsonl").write_text(json.dumps(task) + "\n")
+    command = ["--", *BOOKING_AGENT, str(agent_config(tmp_path, server.url))]
+    blind = cli("run", "--scenario", "observe", "--tasks", str(tmp_path / "tasks.jsonl"), "--out",
+                str(tmp_path / "blind"), *command)
+    assert world.cancelled == []
+    assert blind.returncode != 0, blind.stdout + blind.stderr
+    [record] = read_run(tmp_path / "blind").episodes
+    verdict = record["verdict"]
+    assert (verdict["status"], verdict["cause"]) == ("incomplete", "infra_error"), verdict
+    assert verdict["cause_detail"].startswith(f"POST 127.0.0.1:{server.port}: ")
+    assert f"--upstream-ca FILE if 127.0.0.1:{server.port}'s certificate" in verdict["cause_detail"]
+    assert "--side-channel 127.0.0.1/bookings/BK1001/cancel if the task does not need it" in verdict["cause_detail"]
+    gate = cli("gate", str(tmp_path / "blind"), "--baseline", str(tmp_path / "blind"))
+    assert gate.returncode == 4, gate.stdout + gate.stderr
+
+    declared = cli("run", "--scenario", "observe", "--tasks", str(tmp_path / "tasks.jsonl"), "--out",
+                   str(tmp_path / "declared"), "--side-channel", f"127.0.0.1:{server.port}/bookings/*", *command)
+    assert declared.returncode == 0, declared.stdout + declared.stderr
+    [record] = read_run(tmp_path / "declared").episodes
+    assert record["side_channels"] == [f"127.0.0.1:{server.port}/bookings/*"]
+    verdict = record["verdict"]
+    assert verdict["status"] == "pass", verdict
+    [side] = verdict["side_channel_errors"]
+    assert side["request"] == f"POST 127.0.0.1:{server.port}/bookings/BK1001/cancel"
+    assert "side-channel errors" in declared.stdout + declared.stderr
+
+    # The same blind episode, its task declaring the host in a tasks file's `side_channels:`.
+    (tmp_path / "tasks.yaml").write_text(f"side_channels: ['POST 127.0.0.1:{server.port}']\ntasks:\n"
+                                         f"  - {json.dumps(task)}\n")
+    [declaring] = load_tasks(tmp_path / "tasks.yaml")
+    [record] = read_run(tmp_path / "blind").episodes
+    trace = list(read_trace(tmp_path / "blind" / record["trace"]))
+    assert judge_episode(declaring, record, trace)["status"] == "pass"
+    other_port = json.loads(json.dumps(task) .replace("cancel_bk1001", "other"))
+    (tmp_path / "other.yaml").write_text(f"side_channels: ['POST 127.0.0.1:{server.port + 1}']\ntasks:\n"
+                                         f"  - {json.dumps(other_port)}\n")
+    [other] = load_tasks(tmp_path / "other.yaml")
+    assert judge_episode(other, record, trace)["cause"] == "infra_error"  # another port names another service
+
+
+def test_an_episode_in_which_no_request_got_through_is_never_pass(tmp_path, https_bookings, monkeypatch):
+    """The refund agent's only request fails TLS, and it answers "refunded" anyway. Even with its
+    host declared a side channel, nothing the agent did was seen working: incomplete."""
+    world, server = https_bookings
+    monkeypatch.setenv("PAY_URL", server.url)
+    monkeypatch.setenv("REFUND_MODE", "claim")
+    task = {"id": "refund_1001", "prompt": "Refund order 1001.", "expected": {"output": {"regex": "refunded"}},
+            "side_channels": [f"127.0.0.1:{server.port}"]}
+    (tmp_path / "tasks.jsonl").write_text(json.dumps(task) + "\n")
+    done = cli("run", "--scenario", "observe", "--tasks", str(tmp_path / "tasks.jsonl"), "--out", str(tmp_path / "run"),
+               "--", *REFUND_AGENT)
+    assert done.returncode != 0, done.stdout + done.stderr
+    [record] = read_run(tmp_path / "run").episodes
+    assert record["output"] == {"answer": "refunded"}
+    assert (record["verdict"]["status"], record["verdict"]["cause"]) == ("incomplete", "infra_error")
+    assert record["verdict"]["side_channel_errors"] == []
+
+
+def test_a_bad_side_channel_flag_is_one_clear_error(tmp_path, capsys):
+    assert main(["run", "--scenario", "observe", "--side-channel", "api.openai.com /x", "--out", str(tmp_path / "r"),
+                 "--", "true"]) == 2
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("faultproxy: --side-channel: bad side channel 'api.openai.com /x'"), line
