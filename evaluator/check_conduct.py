@@ -86,6 +86,8 @@ def check_retry(task: Any, record: Mapping[str, Any], exchanges: Sequence[Traced
     retries: dict[tuple[str, str, str], int] = defaultdict(int)
     early, too_many, seen_retries = [], [], 0
     for ex in exchanges:
+        if ex.mcp_plumbing:  # the SDK's own session traffic (its GET stream refused with 405, ...): no retry
+            continue
         ident = ex.identity
         previous = last.get(ident)
         if previous is not None and previous.failed:

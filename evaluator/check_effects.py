@@ -10,6 +10,7 @@ from typing import Any
 from faultproxy.evaluator.check_result import CheckResult, max_severity, not_applicable
 from faultproxy.evaluator.equivalence import subset_equal
 from faultproxy.evaluator.traced import TracedExchange, is_irreversible, matches_any, mcp_tool_hints, seqs
+from faultproxy.tasks.request_class import NOTHING_DECLARED, Declared
 
 
 def effects_apply(task: Any) -> bool:
@@ -36,21 +37,22 @@ def check_end_state(task: Any, record: Mapping[str, Any], exchanges: Sequence[Tr
     return CheckResult(name, False, severity, "; ".join(differences[:5]))
 
 
-def committed_effects(exchanges: Sequence[TracedExchange],
-                      hints: Mapping[str, Mapping[str, Any]] | None = None) -> list[TracedExchange]:
+def committed_effects(exchanges: Sequence[TracedExchange], hints: Mapping[str, Mapping[str, Any]] | None = None,
+                      declared: Declared = NOTHING_DECLARED) -> list[TracedExchange]:
     """Committed tool calls that may have changed something, counted from what the upstream
     answered: every 2xx is a commit (TracedExchange.committed leaves out answers the upstream
     marked Idempotent-Replayed), and two answers are one effect only when they carry the same
     idempotency key for the same method and path AND name the same resource id — the upstream
     evidently deduplicated. Two answers creating different ids are two commits, whatever the
-    keys. MCP tools their server marks read-only change nothing."""
+    keys. An MCP tool call changes something only when it is a write (tasks.request_class: its
+    annotations or the task's patterns say so); read-only and unclassified tools change nothing."""
     hints = mcp_tool_hints(exchanges) if hints is None else hints
     seen: set[tuple[str, str, str, str]] = set()
     effective = []
     for ex in exchanges:
         if not ex.committed or not ex.is_tool_call:
             continue
-        if ex.mcp_tool is not None and hints.get(ex.mcp_tool, {}).get("readOnlyHint") is True:
+        if ex.mcp_tool is not None and not ex.request_class(declared, hints).is_write:
             continue
         key, resource = ex.idempotency_key, ex.resource_id
         if key is not None and resource is not None:
@@ -73,7 +75,7 @@ def check_effects(task: Any, record: Mapping[str, Any], exchanges: Sequence[Trac
     if not effects_apply(task):
         return not_applicable(name, "medium", "no expected effects and no irreversible endpoints")
     hints = mcp_tool_hints(exchanges)
-    effective = committed_effects(exchanges, hints)
+    effective = committed_effects(exchanges, hints, Declared.of(task))
     patterns = tuple(task.expected.effects) + tuple(task.irreversible)
     unnamed = [ex for ex in effective if ex.mcp_tool is not None and not matches_any(patterns, ex)]
     if unnamed:

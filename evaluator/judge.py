@@ -23,6 +23,8 @@ same verdict. The verdict is plain JSON:
                    fix, the failed reset's status), when there is a cause,
    "side_channel_errors": [{"seq", "request", "error", "fix"}] infrastructure errors of known
                    side channels (evaluator.side_channels): recorded, the verdict stands,
+   "unclassified_tools": [MCP tools called that no annotation and no pattern says read or write
+                   (tasks.request_class): not counted as writes, shown so the user can say],
    "checks": [{"name", "passed": true | false | null, "severity", "detail"}]}   # always last
 
 A completed episode passes iff every applicable check passed. One that finished (exit 0) with an
@@ -138,6 +140,7 @@ def judge_episode(task: Any, record: Mapping[str, Any], trace: Iterable[Mapping[
             "p95": round(percentile(durations, 95), 6), "max": round(max(durations), 6)},
         "cause_detail": None if completed else cause_detail,
         "side_channel_errors": [side_channel_record(ex) for ex in side_channels],
+        "unclassified_tools": C.unclassified_tools(task, exchanges),
         "checks": results,
     }
 

@@ -36,6 +36,7 @@ from faultproxy.formats.rundir import (
     write_atomic,
 )
 from faultproxy.tasks.model import SEVERITY_RANK
+from faultproxy.tasks.request_class import suggested_line
 
 REPORT_VERSION = 1
 DRILLDOWN_LIMIT = 200
@@ -75,7 +76,8 @@ def build_report(run_dir: Path | str, *, rejudge: bool = False, sinks: Sequence[
     k = 1 if plan.open_ended else plan.k  # live traffic has no repeated trials: pass^1 is its pass rate
     planned = scan.logged if plan.open_ended else plan.k * len(plan.labels) * len(plan.task_ids)
     run_scope = scope_report("", _run_scope(plan, by_label), k, planned // max(1, len(plan.task_ids)), plan.prices)
-    run_scope["headline"]["alerts"] = headline_alerts(run_scope, run_dir, plan) + side_channel_alerts(scan)
+    run_scope["headline"]["alerts"] = (headline_alerts(run_scope, run_dir, plan) + side_channel_alerts(scan)
+                                       + unclassified_alerts(scan))
     return {
         "report_version": REPORT_VERSION,
         "run_dir": str(run_dir),
@@ -135,6 +137,16 @@ def side_channel_alerts(scan: Scan) -> list[str]:
         return []
     return [f"{scan.side_channels} episode(s) had side-channel errors (requests the task does not depend on; "
             f"verdicts stand); first: {first.get('request')}: {first.get('error')} → {first.get('fix')}"]
+
+
+def unclassified_alerts(scan: Scan) -> list[str]:
+    """MCP tools nobody said read or write: not counted as writes, never a failure by themselves."""
+    if not scan.unclassified:
+        return []
+    tools = sorted(scan.unclassified_tools)
+    return [f"{scan.unclassified} episode(s) called MCP tools that no annotation and no pattern classifies "
+            f"({', '.join(tools)}): not counted as writes; if they only read, add to the tasks or policy file "
+            f"`{suggested_line(tools)}`, if they write, name them in `irreversible` or `expected.effects`"]
 
 
 def write_json(path: Path, report: Mapping[str, Any]) -> None:

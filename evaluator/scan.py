@@ -37,6 +37,7 @@ from faultproxy.formats.rundir import (
     EPISODE_FIELDS,
     LOG_FILE,
     SIDE_CHANNEL_MARK,
+    UNCLASSIFIED_MARK,
     STATUSES,
     Plan,
     RunDirError,
@@ -103,6 +104,8 @@ class Scan:
     logged: int = 0
     side_channels: int = 0  # episodes whose verdict lists side-channel errors
     first_side_channel: dict | None = None  # the first of those errors (evaluator.side_channels)
+    unclassified: int = 0  # episodes whose verdict lists MCP tools nobody classified
+    unclassified_tools: set[str] = field(default_factory=set)  # those tools
     notable: list = field(default_factory=list)  # drill-down candidates: raw lines (fast path) or verdicts
     passing: list = field(default_factory=list)
     shards: list = field(default_factory=list)
@@ -113,8 +116,10 @@ class Scan:
         for key, acc in other.accs.items():
             self.accs[key].absorb(acc)
         self.header = self.header or other.header
-        for name in ("lines", "unplanned", "duplicates", "out_of_plan", "judged", "fast", "logged", "side_channels"):
+        for name in ("lines", "unplanned", "duplicates", "out_of_plan", "judged", "fast", "logged", "side_channels",
+                     "unclassified"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.unclassified_tools |= other.unclassified_tools
         self.first_side_channel = self.first_side_channel or other.first_side_channel
         self.notable = (self.notable + other.notable)[:limit]
         self.passing = (self.passing + other.passing)[:limit]
@@ -218,6 +223,8 @@ class _Chunk:
             acc.add(v)
             if SIDE_CHANNEL_MARK in raw:  # a substring test per line: only those lines are decoded
                 self._side_channels(json.loads(raw)["verdict"])
+            if UNCLASSIFIED_MARK in raw:
+                self._unclassified(json.loads(raw)["verdict"])
             if sinks:
                 verdict = None
                 for sink in sinks:
@@ -265,6 +272,7 @@ class _Chunk:
         self.scan.logged += 1
         acc.add(verdict_fields(verdict))
         self._side_channels(verdict)
+        self._unclassified(verdict)
         for sink in self.sinks:
             if sink.wants_fields:
                 sink.fields(raw_fields(verdict), acc.task_id)
@@ -277,6 +285,12 @@ class _Chunk:
         if errors:
             self.scan.side_channels += 1
             self.scan.first_side_channel = self.scan.first_side_channel or errors[0]
+
+    def _unclassified(self, verdict: Mapping[str, Any]) -> None:
+        tools = verdict.get("unclassified_tools")
+        if tools:
+            self.scan.unclassified += 1
+            self.scan.unclassified_tools.update(str(tool) for tool in tools)
 
     def _first_of_trial(self, acc: TaskAccumulator, trial: Any) -> bool:
         """Is this line the first for a trial the plan has? Others are counted and ignored."""

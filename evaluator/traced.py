@@ -2,8 +2,10 @@
 of it (model or tool call, MCP tool, committed, failed, idempotency key, identity, Retry-After).
 
 Vocabulary (the checks' own, see evaluator.checks):
-- model call: a request whose path ends in /chat/completions, /v1/messages or /responses;
-  every other exchange is a tool call (MCP protocol messages other than tools/call excepted);
+- what a request is (model call, read, write, irreversible, MCP plumbing, MCP tool call read /
+  write / unclassified) is tasks.request_class's word (`request_class`); every exchange that is
+  no model call and no MCP plumbing (initialize, notifications, lists, the GET stream, DELETE) is
+  a tool call;
 - committed: the upstream answered 2xx (the trace's `upstream` is not null) and did not say it
   replayed an earlier answer (Idempotent-Replayed: true);
 - maybe committed: the request was forwarded (the trace's `forwarded`) but no upstream answer
@@ -15,7 +17,8 @@ Vocabulary (the checks' own, see evaluator.checks):
   request ids and idempotency keys removed.
 
 MCP: the trace's tools/list answers give each tool's annotations (mcp_tool_hints). Endpoint
-patterns name an MCP tool call only when their glob contains "tools/" (matches_any).
+patterns name an MCP tool call only when their glob contains "tools/" (matches_any). An MCP tool
+nobody annotated and no pattern names is unclassified: not a write (unclassified_tools).
 
 Live model sessions (OpenAI Realtime, Gemini Live over a WebSocket): parse_trace adds the model
 calls (one per turn) and the function calls of each session as exchanges of their own
@@ -38,12 +41,15 @@ from faultproxy.evaluator.identity import Identity, identity_of, idempotency_key
 from faultproxy.evaluator.metrics import endpoint_class
 from faultproxy.evaluator.sessions import session_api, session_lines
 from faultproxy.formats.model_apis import is_model_call
+from faultproxy.formats.request_kinds import Access, is_mcp_plumbing, listed_tools, mcp_tool_name, rpc_method
 from faultproxy.formats.trace import SERVER_TO_CLIENT
 from faultproxy.scenarios import trace_forwarded
+from faultproxy.tasks.request_class import MODEL_CALL, PLUMBING, Declared, RequestClass, http_class, naming, tool_class
 
 _FAILED_OUTCOMES = frozenset({"reset", "cut", "error", "injected", "client_gone"})
 
 _NOT_JSON = object()
+_CLOCK_SLACK_S = 0.001  # trace times are rounded to the microsecond, and two clocks measure them
 
 
 @dataclass(frozen=True)
@@ -88,8 +94,9 @@ class TracedExchange:
     @property
     def is_request(self) -> bool:
         """One of the agent's requests, as a `requests` budget counts them: not a live session's
-        turn or call (they travel on its one upgrade), nor an MCP server's own message."""
-        return self.session_kind is None and not self.from_server
+        turn or call (they travel on its one upgrade), nor an MCP server's own message, nor the
+        MCP session's plumbing."""
+        return self.session_kind is None and not self.from_server and not self.mcp_plumbing
 
     @cached_property
     def is_model(self) -> bool:
@@ -110,19 +117,19 @@ class TracedExchange:
     @cached_property
     def rpc_method(self) -> str | None:
         """The JSON-RPC method of an MCP request, else None."""
-        body = self.body_json
-        if isinstance(body, dict) and body.get("jsonrpc") == "2.0" and isinstance(body.get("method"), str):
-            return body["method"]
-        return None
+        return rpc_method(self.body_json)
+
+    @cached_property
+    def mcp_plumbing(self) -> bool:
+        """MCP session plumbing (formats.request_kinds): initialize, notifications, lists, the
+        client's answers, the GET stream and DELETE of a session, however answered."""
+        return self.session_kind is None and is_mcp_plumbing(self.headers, self.body_json)
 
     @property
     def is_protocol(self) -> bool:
-        """An MCP message that is not a tool call (initialize, tools/list, notifications, ...), or
-        the upgrade of a live model session (its turns and function calls are exchanges of their own)."""
-        method = self.rpc_method
-        if self.session_kind is None and session_api(self.raw) is not None:
-            return True
-        return method is not None and method != "tools/call"
+        """MCP plumbing, or the upgrade of a live model session (its turns and function calls
+        are exchanges of their own)."""
+        return self.mcp_plumbing or (self.session_kind is None and session_api(self.raw) is not None)
 
     @property
     def _reported_failure(self) -> bool:
@@ -138,11 +145,18 @@ class TracedExchange:
     @cached_property
     def mcp_tool(self) -> str | None:
         """The tool an MCP tools/call names, else None."""
-        if self.rpc_method != "tools/call":
-            return None
-        params = self.body_json.get("params")
-        name = params.get("name") if isinstance(params, dict) else None
-        return name if isinstance(name, str) else "?"
+        return mcp_tool_name(self.body_json) if self.session_kind is None else None
+
+    def request_class(self, declared: Declared, hints: Mapping[str, Mapping[str, Any]]) -> RequestClass:
+        """What this exchange is (tasks.request_class), given what the task declares and the
+        tools' annotations (mcp_tool_hints)."""
+        if self.is_model:
+            return MODEL_CALL
+        if self.is_protocol:
+            return PLUMBING
+        if self.tool_name is not None:
+            return tool_class(self.tool_name, self.method, self.host, self.route, declared, hints)
+        return http_class(self.method, self.host, self.path, declared)
 
     @cached_property
     def rpc_answer(self) -> dict | None:
@@ -173,13 +187,6 @@ class TracedExchange:
         return not any(v.strip().lower() == "true" for v in self.upstream_headers.get("idempotent-replayed", ()))
 
     @property
-    def tool_path(self) -> str | None:
-        """For an MCP tool call or a live session's function call, <path>/tools/<name>: what tool
-        patterns match."""
-        name = self.tool_name
-        return None if name is None else f"{self.route.rstrip('/')}/tools/{name}"
-
-    @property
     def maybe_committed(self) -> bool:
         if self.upstream_status is not None or not self.forwarded:
             return False
@@ -194,9 +201,30 @@ class TracedExchange:
     @property
     def failed(self) -> bool:
         status = self.client_status
+        if self.client_outcome == "client_gone" and self._answered_before_gone:
+            return status is None or status >= 400 or self._reported_failure
         if self.client_outcome in _FAILED_OUTCOMES or status is None or status >= 400:
             return True
         return self._reported_failure
+
+    @property
+    def _answered_before_gone(self) -> bool:
+        """Did the JSON-RPC answer to this MCP request reach the client before it left? The SDK
+        closes a call's event stream once it has the result, and the trace then says the client
+        disconnected: the answer was delivered, and the next call is no retry of this one."""
+        client = self.raw.get("client") or {}
+        gone, headers_after = client.get("gone_after_s"), self.raw.get("response_after_s")
+        request_id = self.body_json.get("id") if self.rpc_method is not None else None
+        if gone is None or headers_after is None or request_id is None:
+            return False
+        sent = client if client.get("sse") else (self.raw.get("upstream") or {})  # the client's, when it differs
+        for offset, event in sent.get("sse") or ():
+            if headers_after + offset > gone + _CLOCK_SLACK_S:
+                return False
+            if any(isinstance(document, dict) and document.get("id") == request_id
+                   and ("result" in document or "error" in document) for document in documents({"sse": [[offset, event]]})):
+                return True
+        return False
 
     @cached_property
     def resource_id(self) -> str | None:
@@ -350,14 +378,7 @@ def matches_any(patterns: Iterable[Any], ex: TracedExchange) -> Any:
     """The first pattern naming this call. An MCP tool call (always POST to one URL) is named
     only by tool patterns — globs containing "tools/", tried on <path>/tools/<name>, e.g.
     "POST */tools/refund_order" — so that "POST *" keeps meaning HTTP writes."""
-    tool_path = ex.tool_path
-    for pattern in patterns:
-        if tool_path is None:
-            if pattern.matches(ex.method, ex.host, ex.path):
-                return pattern
-        elif "tools/" in pattern.path and pattern.matches(ex.method, ex.host, tool_path):
-            return pattern
-    return None
+    return naming(patterns, ex.method, ex.host, ex.path if ex.tool_name is None else ex.route, ex.tool_name)
 
 
 def documents(message: Mapping[str, Any]) -> list[Any]:
@@ -382,24 +403,22 @@ def documents(message: Mapping[str, Any]) -> list[Any]:
 def mcp_tool_hints(exchanges: Sequence[TracedExchange]) -> dict[str, Mapping[str, Any]]:
     """{tool: annotations} from every MCP tools/list answer in the trace (readOnlyHint,
     destructiveHint, ...: the MCP spec's own way for a server to say what a tool does)."""
-    hints: dict[str, Mapping[str, Any]] = {}
-    for ex in exchanges:
-        if ex.rpc_method != "tools/list" or ex.rpc_answer is None:
-            continue
-        result = ex.rpc_answer.get("result")
-        tools = result.get("tools") if isinstance(result, dict) else None
-        for tool in tools if isinstance(tools, list) else ():
-            if isinstance(tool, dict) and isinstance(tool.get("name"), str):
-                annotations = tool.get("annotations")
-                hints[tool["name"]] = annotations if isinstance(annotations, dict) else {}
-    return hints
+    return listed_tools(ex.rpc_answer for ex in exchanges if ex.rpc_method == "tools/list")
 
 
 def is_irreversible(task: Any, ex: TracedExchange, hints: Mapping[str, Mapping[str, Any]]) -> bool:
     """Named by the task's irreversible patterns, or an MCP tool its server marks destructive."""
-    if matches_any(task.irreversible, ex):
-        return True
-    return ex.mcp_tool is not None and hints.get(ex.mcp_tool, {}).get("destructiveHint") is True
+    return ex.request_class(Declared.of(task), hints).irreversible
+
+
+def unclassified_tools(task: Any, exchanges: Sequence[TracedExchange],
+                       hints: Mapping[str, Mapping[str, Any]] | None = None) -> list[str]:
+    """The MCP tools the agent called that no annotation and no pattern of the task classifies
+    (tasks.request_class): neither reads nor writes, shown so that the user can say which."""
+    hints = mcp_tool_hints(exchanges) if hints is None else hints
+    declared = Declared.of(task)
+    return sorted({ex.tool_name for ex in exchanges if ex.mcp_tool is not None
+                   and ex.request_class(declared, hints).access is Access.UNCLASSIFIED})
 
 
 def seqs(exchanges: Iterable[TracedExchange], limit: int = 6) -> str:

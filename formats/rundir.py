@@ -440,6 +440,7 @@ _FAULT_ITEM = re.compile(rb'"type": (null|' + _STR + rb'), "delivered": (true|fa
 _FAILED_ITEM = re.compile(rb'"name": (null|' + _STR + rb'), "severity": (null|' + _STR + rb')')
 _FAST_MARK = b'"verdict": {"v": '
 SIDE_CHANNEL_MARK = b'"side_channel_errors": [{'  # in a line whose verdict lists side-channel errors
+UNCLASSIFIED_MARK = b'"unclassified_tools": ["'  # in a line whose verdict lists unclassified MCP tools
 _TAIL = b"]}}\n"  # ...the checks list, the verdict, the record
 _STATUS = {b"pass": 0, b"fail": 1, b"incomplete": 2}
 

@@ -139,6 +139,11 @@ def classify(method: str, host: str, path: str, headers: Mapping[str, Any], body
     tool = mcp_tool_name(body)
     if tool is not None:
         return tool_class(tool, method, host, path, declared, hints or {})
+    return http_class(method, host, path, declared)
+
+
+def http_class(method: str, host: str, path: str, declared: Declared) -> RequestClass:
+    """A plain HTTP request's class: its method, unless an irreversible or read_only pattern names it."""
     if naming(declared.irreversible, method, host, path):
         return RequestClass(access=Access.WRITE, irreversible=True)
     if naming(declared.read_only, method, host, path):
@@ -152,5 +157,5 @@ def suggested_line(tools: Iterable[str]) -> str:
     return f"read_only: [{names}]"
 
 
-__all__ = ["Declared", "MODEL_CALL", "NOTHING_DECLARED", "PLUMBING", "RequestClass", "classify", "naming",
+__all__ = ["Declared", "MODEL_CALL", "NOTHING_DECLARED", "PLUMBING", "RequestClass", "classify", "http_class", "naming",
            "suggested_line", "tool_class", "tool_path"]

@@ -6,13 +6,16 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 import subprocess
 import sys
+import threading
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
+import uvicorn
 from mcp import ClientSession, StdioServerParameters, types
 from mcp.client.stdio import stdio_client
 from mcp.shared.exceptions import MCPError
@@ -26,6 +29,29 @@ def shim_parameters(server: Sequence[str], *shim_flags: str) -> StdioServerParam
     the SDK's default, six variables)."""
     return StdioServerParameters(command=sys.executable,
                                  args=["-m", "faultproxy", "mcp", *shim_flags, "--", *server])
+
+
+class HttpServer:
+    """An ASGI app (an SDK server's streamable_http_app) on an ephemeral 127.0.0.1 port, in a
+    thread of its own; `url` is its /mcp endpoint."""
+
+    def __init__(self, app) -> None:
+        self.socket = socket.socket()
+        self.socket.bind(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.socket.getsockname()[1]}/mcp"
+        self.server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.socket]}, daemon=True)
+
+    def __enter__(self) -> HttpServer:
+        self.thread.start()
+        pause = threading.Event()
+        while not self.server.started and self.thread.is_alive():
+            pause.wait(0.02)  # uvicorn sets `started` and gives nothing to wait on
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(10)
 
 
 def counter_server(state: Path) -> list[str]:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
-import threading
 import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -16,7 +15,6 @@ from pathlib import Path
 
 import httpx2
 import pytest
-import uvicorn
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
@@ -32,37 +30,20 @@ from faultproxy.scenarios import load_scenario
 from faultproxy.tasks.loader import load_tasks
 from faultproxy.tasks.model import Task
 from tests.agents.asking_mcp_server import make_server
-from tests.mcp_clients import (FAULTED_BOTH_WAYS, Client, answer_through_faults, check_fault_lines, method, rule,
-                               server_messages)
+from tests.mcp_clients import (FAULTED_BOTH_WAYS, Client, HttpServer, answer_through_faults, check_fault_lines, method,
+                               rule, server_messages)
 
 pytestmark = pytest.mark.timeout(120)
 
 SERVER_TO_CLIENT = "server to client"
 
 
-class AskingServer:
+class AskingServer(HttpServer):
     """The asking server over Streamable HTTP on an ephemeral port, in a thread of its own."""
 
     def __init__(self, state: Path) -> None:
         self.state = state
-        self.socket = socket.socket()
-        self.socket.bind(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self.socket.getsockname()[1]}/mcp"
-        app = make_server(state).streamable_http_app(host="127.0.0.1")
-        self.server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
-        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.socket]}, daemon=True)
-
-
-    def __enter__(self) -> AskingServer:
-        self.thread.start()
-        pause = threading.Event()
-        while not self.server.started and self.thread.is_alive():
-            pause.wait(0.02)  # uvicorn sets `started` and gives nothing to wait on
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.should_exit = True
-        self.thread.join(10)
+        super().__init__(make_server(state).streamable_http_app(host="127.0.0.1"))
 
 
 @pytest.fixture(scope="module")
