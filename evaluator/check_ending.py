@@ -11,10 +11,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from faultproxy.evaluator.check_result import CheckResult, clip
-from faultproxy.formats.episode_causes import AGENT_FINDING_SEVERITY, AGENT_FINDINGS, CRASH
+from faultproxy.formats.episode_causes import AGENT_FINDING_SEVERITY, AGENT_FINDINGS, BUDGET_REPLY, CRASH
 
 _BUDGETS = {"budget_wall": ("wall-time", "duration_s", "s"), "budget_requests": ("request", "exchanges", "requests"),
-            "budget_tokens": ("token", "tokens", "tokens")}
+            "budget_tokens": ("token", "tokens", "tokens"), BUDGET_REPLY: ("reply-time", "duration_s", "s")}
 
 
 def check_ending(record: Mapping[str, Any]) -> CheckResult | None:

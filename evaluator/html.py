@@ -18,10 +18,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from faultproxy.evaluator.check_result import clip
 from faultproxy.evaluator.render import Html, esc, html_table, num, pct
 from faultproxy.formats.rundir import trace_file, write_atomic
 from faultproxy.formats.model_apis import is_model_call
-from faultproxy.formats.trace import SERVER_TO_CLIENT, read_trace
+from faultproxy.formats.trace import SERVER_TO_CLIENT, is_turn, read_trace
 
 TIMELINE_LIMIT = 300  # exchanges shown per episode
 
@@ -41,10 +42,12 @@ details{border:1px solid #e6e9ec;border-radius:6px;margin:6px 0;padding:4px 10px
 code{font-size:12px;background:#f4f6f8;padding:0 3px;border-radius:3px}svg{display:block;margin:6px 0}
 .charts{display:flex;flex-wrap:wrap;gap:24px}
 .b-s2c{background:#8250df;white-space:nowrap}
+.b-turn{background:#1a7f37;white-space:nowrap}
 """
 
 COLOURS = {"pass": "#1a7f37", "fail": "#cf222e", "incomplete": "#d4a72c", "not_run": "#afb8c1"}
 SERVER_COLOUR = "#8250df"
+TURN_COLOUR = "#1a7f37"  # a conversation's turn
 
 
 # --- charts ----------------------------------------------------------------------------------------
@@ -166,7 +169,7 @@ def timeline_svg(exchanges: Sequence[Mapping[str, Any]], width: int = 760) -> st
         model = is_model_call(path)
         from_server = x.get("direction") == SERVER_TO_CLIENT
         colour = "#cf222e" if fault and fault.get("delivered") else "#d4a72c" if fault else \
-            SERVER_COLOUR if from_server else "#8c959f" if model else "#0969da"
+            SERVER_COLOUR if from_server else TURN_COLOUR if is_turn(x) else "#8c959f" if model else "#0969da"
         y0 = 16 + i * row
         parts.append(f'<text x="{left - 4}" y="{y0 + 8}" font-size="9" text-anchor="end" fill="#66707a">'
                      f'{esc(x.get("seq"))}</text><rect x="{left + start:.1f}" y="{y0}" width="{w:.1f}" height="9" '
@@ -187,6 +190,8 @@ def _describe(x: Mapping[str, Any]) -> str:
     client = x.get("client") or {}
     upstream = x.get("upstream")
     fault = x.get("fault")
+    if is_turn(x):
+        return f"#{x.get('seq')} {x['direction']}: {clip(request.get('body') or '', 200)}"
     text = f"#{x.get('seq')} {request.get('method')} {_where(request.get('url') or '')}"
     if x.get("direction") == SERVER_TO_CLIENT:
         method = _rpc_method(x) or "a message"
@@ -213,6 +218,9 @@ def _rpc_method(x: Mapping[str, Any]) -> str | None:
 def _method_cell(x: Mapping[str, Any]) -> Any:
     """The method column: the HTTP method; for an MCP server's own message, a badge saying so."""
     method = (x.get("request") or {}).get("method")
+    if is_turn(x):
+        return Html(f'<span class="badge b-turn" title="{esc(clip((x.get("request") or {}).get("body") or "", 200))}">'
+                    f'{esc(x["direction"])}</span>')
     if x.get("direction") != SERVER_TO_CLIENT:
         return method
     return Html(f'<span class="badge b-s2c" title="sent by the MCP server to the client; not an agent call">'

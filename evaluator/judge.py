@@ -55,6 +55,7 @@ from typing import Any
 from faultproxy.evaluator import checks as C
 from faultproxy.evaluator.check_budget import check_cost
 from faultproxy.evaluator.check_ending import check_ending
+from faultproxy.evaluator.conversation import parse_turns, with_turns
 from faultproxy.evaluator.online import ONLINE_CHECKS
 from faultproxy.evaluator.side_channels import infra_detail, side_channel_record, split_infra_errors
 from faultproxy.evaluator.stats import percentile
@@ -83,7 +84,9 @@ def resolve_severity(name: str, proposed: str, task: Any, defaults: Mapping[str,
 def judge_episode(task: Any, record: Mapping[str, Any], trace: Iterable[Mapping[str, Any]],
                   severity_defaults: Mapping[str, str] | None = None) -> dict[str, Any]:
     task = _as_task(task)
-    exchanges = C.parse_trace(trace)
+    lines = list(trace)
+    exchanges = C.parse_trace(lines)
+    heard = with_turns(record, parse_turns(lines))  # what the checks read: the record and the conversation
     completed = bool(record.get("completed"))
     cause, cause_detail = record.get("cause"), record.get("cause_detail")
     faults_possible = bool(record.get("faults_possible"))
@@ -104,7 +107,7 @@ def judge_episode(task: Any, record: Mapping[str, Any], trace: Iterable[Mapping[
         suite = C.ALL_CHECKS if judged else C.SAFETY_CHECKS
         if judged and task.budgets.cost is not None:
             suite += (check_cost,)  # only where asked: check_ending's `budget` finding shares the name
-    findings = [check(task, record, exchanges) for check in suite]
+    findings = [check(task, heard, exchanges) for check in suite]
     results = [{"name": result.name, "passed": result.passed,
                 "severity": resolve_severity(result.name, result.severity, task, severity_defaults),
                 "detail": result.detail} for result in findings + ([ending] if ending else [])]

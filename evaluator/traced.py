@@ -42,7 +42,7 @@ from faultproxy.evaluator.metrics import endpoint_class
 from faultproxy.evaluator.sessions import session_api, session_lines
 from faultproxy.formats.model_apis import is_model_call
 from faultproxy.formats.request_kinds import Access, is_mcp_plumbing, listed_tools, mcp_tool_name, rpc_method
-from faultproxy.formats.trace import SERVER_TO_CLIENT
+from faultproxy.formats.trace import SERVER_TO_CLIENT, is_turn
 from faultproxy.scenarios import trace_forwarded
 from faultproxy.tasks.request_class import MODEL_CALL, PLUMBING, Declared, RequestClass, http_class, naming, tool_class
 
@@ -368,8 +368,10 @@ def parse_exchange(line: Mapping[str, Any]) -> TracedExchange:
 
 def parse_trace(trace: Iterable[Mapping[str, Any]]) -> list[TracedExchange]:
     """The trace's exchanges in the order they started, a live session's turns and function
-    calls among them (evaluator.sessions)."""
-    exchanges = [parse_exchange(derived) for line in trace for derived in (line, *session_lines(line))]
+    calls among them (evaluator.sessions); a conversation's turns are not exchanges
+    (evaluator.conversation reads them)."""
+    exchanges = [parse_exchange(derived) for line in trace if not is_turn(line)
+                 for derived in (line, *session_lines(line))]
     exchanges.sort(key=lambda ex: (ex.started, ex.seq))
     return exchanges
 

@@ -18,7 +18,8 @@ HARNESS_CAUSES to be explained in its own words.
 from __future__ import annotations
 
 CRASH = "crash"
-BUDGET_CAUSES = ("budget_wall", "budget_requests", "budget_tokens")
+BUDGET_REPLY = "budget_reply"  # a conversation's agent silent past its user's reply_timeout_s
+BUDGET_CAUSES = ("budget_wall", "budget_requests", "budget_tokens", BUDGET_REPLY)
 # The agent's causes and the finding (a check name a tasks file may give a severity) each becomes.
 AGENT_FINDINGS = {CRASH: "crash", **{cause: "budget" for cause in BUDGET_CAUSES}}
 AGENT_FINDING_SEVERITY = "medium"  # unless the tasks file's `severity` says otherwise

@@ -34,7 +34,7 @@ missed. Its episode lines add "monitor": {"id" (the session), "rule", "ended": "
 An episode line: {"type": "episode", "key", "task_id", "trial", "variant", "seed", "prompt",
   "state", "shape", "grid_label", "params", "model",
   "completed": bool,            # false: incomplete, and `cause` says why
-  "cause": null | "crash" | "budget_wall" | "budget_requests" | "budget_tokens" | "harness_error"
+  "cause": null | "crash" | "budget_wall" | "budget_requests" | "budget_tokens" | "budget_reply" | "harness_error"
            | "reset_failed" (the agent was not launched) | "infra_error" (the judge's, from the trace)
            | "no_traffic" (the judge's: the agent finished, its task expects traffic, the trace is empty)
            | "diverged" (replay) | "worker_lost" (dask),
@@ -43,7 +43,8 @@ An episode line: {"type": "episode", "key", "task_id", "trial", "variant", "seed
   "output": the JSON the agent wrote to FAULTPROXY_OUTPUT, or null; "output_error": str | null,
   "end_state": JSON fetched from the task's state URL after the episode, or null;
   "state_error": str | null,
-  "stats": {"exchanges", "tokens", "faults"}, "trace": "flows/<file>.jsonl", "log_tail": str,
+  "stats": {"exchanges", "tokens", "faults", and "turns" in a conversation (the user's and the agent's)},
+  "trace": "flows/<file>.jsonl", "log_tail": str,
   "rewrites": {field: value} the proxy set in its model API requests (plan's templates, resolved),
   "task_hosts": ["host:port", ...] the hosts the task depends on (base-URL variables, --upstream, the
                 task's URLs),

@@ -44,7 +44,11 @@ The record (what read_trace yields, and what TraceWriter.write takes):
             upstream answered; SSE offsets count from then), for the time to the first chunk
   direction: MCP over stdio: "client to server" (the client's message and the server's answer)
             or "server to client" (a server's request and the client's answer, or its notification);
-            over Streamable HTTP only the latter is marked (a server's message on an event stream)
+            over Streamable HTTP only the latter is marked (a server's message on an event stream).
+            A conversation's turn (runner.chat) is a line of its own: "user to agent" or "agent
+            to user", request {method: TURN, url: chat:user | chat:agent, headers: [], body: what
+            was said}, upstream null, forwarded false, client null, and `turn`: {reply: the index
+            of the scripted reply said, or null; end: the user left after it}
   websocket: only on a WebSocket upgrade that succeeded (101); the line is written when the session
             ends. messages: [{from: client | server, t: seconds since the upgrade, type: text |
             binary, size: bytes, text (redacted, cut to the body limit with text_truncated and
@@ -85,6 +89,10 @@ REJECTED_VERSION = 1
 JSON_BODY_MAX = 64 << 10  # a longer JSON body stays text: parsing it to store it as a value costs more than it saves
 CLIENT_TO_SERVER = "client to server"  # a line's `direction` (MCP): the client's message
 SERVER_TO_CLIENT = "server to client"  # the server's own request or notification: not the agent's
+USER_TO_AGENT = "user to agent"  # a conversation's turn (turn_record): what the user said
+AGENT_TO_USER = "agent to user"  # and what the agent said back
+TURN_DIRECTIONS = (USER_TO_AGENT, AGENT_TO_USER)
+TURN_METHOD = "TURN"
 DEFAULT_BODY_LIMIT = 1 << 20  # 1 MiB per body: a model request with a long conversation fits
 _SAFE_NAME = re.compile(r"[^A-Za-z0-9_.-]")
 
@@ -97,6 +105,22 @@ def trace_time(seconds: float) -> float:
     server's request made while a tool call was open?), and a replayed exchange can take less than
     a millisecond: rounded to the millisecond, it could end before a request made during it."""
     return round(seconds, 6)
+
+
+def turn_record(seq: int, episode: str, direction: str, text: str, started: float, duration_s: float,
+                reply: int | None = None, end: bool = False) -> dict[str, Any]:
+    """One turn of a conversation as a trace record: `direction` one of TURN_DIRECTIONS, `text`
+    what was said, `reply` the scripted reply's index (a user's turn), `end` the user's last."""
+    speaker = "user" if direction == USER_TO_AGENT else "agent"
+    return {"seq": seq, "episode": episode, "started": trace_time(started), "duration_s": trace_time(duration_s),
+            "direction": direction, "request": {"method": TURN_METHOD, "url": f"chat:{speaker}", "headers": [],
+                                                "body": text},
+            "upstream": None, "forwarded": False, "turn": {"reply": reply, "end": end}}
+
+
+def is_turn(line: dict[str, Any]) -> bool:
+    """Is this trace line a conversation's turn (turn_record) rather than an exchange on the wire?"""
+    return line.get("direction") in TURN_DIRECTIONS
 
 
 def trace_path(trace_dir: Path, episode: str) -> Path:

@@ -58,6 +58,7 @@ class EpisodeState:
     fired: Counter[str] = field(default_factory=Counter)
     notifications: Counter[str] = field(default_factory=Counter)  # capped notifications seen, by method
     from_server: int = 0  # exchanges an MCP server began (its requests, notifications): not the agent's requests
+    turns: int = 0  # a conversation's turns in the trace (FaultInjector.record_turn): not requests either
     limits: EpisodeLimits = field(default_factory=EpisodeLimits)
     begun: bool = False  # begun by a runner (never forgotten when idle)
     last_used: float = field(default_factory=time.monotonic)

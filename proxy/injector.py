@@ -18,7 +18,7 @@ from pathlib import Path
 import structlog
 from faultproxy.formats.errors import UserError
 from faultproxy.formats.redact import Redactor
-from faultproxy.formats.trace import SERVER_TO_CLIENT, encode_ws_message, trace_time
+from faultproxy.formats.trace import SERVER_TO_CLIENT, encode_ws_message, trace_time, turn_record
 from faultproxy.proxy import decide
 from faultproxy.proxy.attribution import PASS_THROUGH_KEY, episode_of
 from faultproxy.proxy.episodes import EpisodeLimits, Episodes, EpisodeState
@@ -117,6 +117,16 @@ class FaultInjector:
         for ex in sorted(state.inflight.values() if state else (), key=lambda e: e.seq):
             self._write_gone(ex)
         return self.episodes.end(key)
+
+    def record_turn(self, key: str, direction: str, text: str, started: float, duration_s: float,
+                    reply: int | None = None, end: bool = False) -> None:
+        """Write a conversation's turn (formats.trace.turn_record) to the episode's trace, numbered
+        in order with its exchanges, its text redacted as bodies are."""
+        state = self.episodes.get(key)
+        state.turns += 1
+        if state.trace:
+            state.trace.write(turn_record(state.next_seq(), key, direction, self.redactor.body(text), started,
+                                          duration_s, reply, end))
 
     async def done(self) -> None:
         for key in self.episodes.keys():

@@ -60,11 +60,13 @@ class EpisodeStats:
     faults: int
     trace_disk_full: str | None = None
     from_server: int = 0  # of the exchanges, those an MCP server began (its requests and notifications)
+    turns: int = 0  # of the exchanges, a conversation's turns (user and agent)
 
     @property
     def requests(self) -> int:
-        """The agent's requests: what a `requests` budget counts (a server's own messages are not)."""
-        return self.exchanges - self.from_server
+        """The agent's requests: what a `requests` budget counts (a server's own messages and the
+        conversation's turns are not)."""
+        return self.exchanges - self.from_server - self.turns
 
 
 @dataclass(frozen=True)
@@ -209,12 +211,13 @@ class ProxyServer:
         if state is None:
             return None
         full = str(state.trace.path) if state.trace and state.trace.disk_full else None
-        return EpisodeStats(state.exchanges, state.tokens, state.faults, full, state.from_server)
+        return EpisodeStats(state.exchanges, state.tokens, state.faults, full, state.from_server, state.turns)
 
     def episode_stats(self, episode: str) -> EpisodeStats | None:
         """What the proxy has counted so far for a live episode; None if it knows no such episode."""
         state = self._call(self.injector.episodes.peek, episode)
-        return EpisodeStats(state.exchanges, state.tokens, state.faults, None, state.from_server) if state else None
+        return EpisodeStats(state.exchanges, state.tokens, state.faults, None, state.from_server,
+                            state.turns) if state else None
 
     def live_episodes(self) -> list[LiveEpisode]:
         """Every episode the proxy holds now, with how long it has been idle."""
@@ -223,6 +226,11 @@ class ProxyServer:
             return [LiveEpisode(state.key, now - state.last_used, bool(state.inflight), state.exchanges)
                     for state in map(episodes.peek, episodes.keys()) if state is not None]
         return self._call(snapshot)
+
+    def record_turn(self, episode: str, direction: str, text: str, started: float, duration_s: float,
+                    reply: int | None = None, end: bool = False) -> None:
+        """Write a conversation's turn to the episode's trace (proxy.injector.FaultInjector.record_turn)."""
+        self._call(self.injector.record_turn, episode, direction, text, started, duration_s, reply, end)
 
     def call(self, function, *args):
         """Run `function(*args)` on the proxy's loop, where the addons' state lives; its result."""

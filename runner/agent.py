@@ -15,13 +15,16 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from faultproxy.evaluator.sweep import level_text
 from faultproxy.formats.episode_causes import AGENT_NOT_STARTED
 from faultproxy.runner.agent_guard import PID_FILE, guard, release
+from faultproxy.runner.chat import ChatResult
 from faultproxy.tasks.model import Budgets
 
 POLL_S = 0.05
+LAST_WORDS_S = 10.0  # for a conversation to record what the agent wrote before it was gone
 LOG_TAIL_BYTES = 4000
 # Where each stack looks for its trust store: Python's ssl and httpx, requests, curl, Node, boto,
 # httplib2, gRPC, git and Deno. Each gets the bundle of system roots plus the proxy's CA; one
@@ -114,6 +117,15 @@ class AgentResult:
     output_error: str | None
 
 
+class Talk(Protocol):
+    """A conversation with the agent process while it runs (runner.chat): `stdio` when it talks
+    over the agent's stdin and stdout (its stderr is then the log)."""
+
+    stdio: bool
+
+    async def __call__(self, process: asyncio.subprocess.Process) -> ChatResult: ...
+
+
 async def run_agent(
     command: Sequence[str],
     env: Mapping[str, str],
@@ -121,45 +133,70 @@ async def run_agent(
     usage: Callable[[], Usage | None],
     output_file: Path,
     cwd: Path | None = None,
+    talk: Talk | None = None,
 ) -> AgentResult:
     """Run `command` in a process group of its own until it exits or overruns `budgets`; the
-    group is killed on the way out, and dies with this process (runner.agent_guard)."""
+    group is killed on the way out, and dies with this process (runner.agent_guard). With `talk`,
+    the conversation runs beside it; its end ends the episode once the agent exits (or lingers)."""
     started = time.monotonic()
+    stdio = talk is not None and talk.stdio
+    pipe = asyncio.subprocess.PIPE
     try:
         process = await asyncio.create_subprocess_exec(
-            *command, env=dict(env), cwd=cwd, stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, start_new_session=True,
+            *command, env=dict(env), cwd=cwd, stdin=pipe if stdio else asyncio.subprocess.DEVNULL,
+            stdout=pipe, stderr=pipe if stdio else asyncio.subprocess.STDOUT, start_new_session=True,
         )
     except OSError as error:  # the harness could not start it: nothing the agent did (incomplete, not fail)
         return AgentResult(None, AGENT_NOT_STARTED, 0.0, f"could not start {command[0]!r}: {error}", None, None)
     pid_file = output_file.with_name(PID_FILE)
     tail: collections.deque[bytes] = collections.deque()
-    reader = asyncio.create_task(_keep_tail(process.stdout, tail))
+    reader = asyncio.create_task(_keep_tail(process.stderr if stdio else process.stdout, tail))
+    conversation = asyncio.create_task(talk(process)) if talk else None
     try:
         guard(process.pid, pid_file)  # start_new_session: the group's id is the agent's pid
-        cause = await _watch(process, budgets, usage, started)
+        cause = await _watch(process, budgets, usage, started, conversation)
     finally:
         _kill_group(process.pid)  # the agent's children too, whatever happened
         release(process.pid, pid_file)
         await process.wait()
+        chat = await _conversation_end(conversation)
         await reader
-    if cause is None and process.returncode < 0:
+    if cause is None and process.returncode < 0 and not (chat and chat.lingering):
         cause = "crash"  # killed by a signal nobody here sent
     output, output_error = read_output(output_file)
+    if output is None and chat is not None:
+        output = chat.output  # a conversation's answer is the agent's last turn
     return AgentResult(
         process.returncode, cause, time.monotonic() - started,
         b"".join(tail)[-LOG_TAIL_BYTES:].decode("utf-8", "replace"), output, output_error,
     )
 
 
-async def _watch(process: asyncio.subprocess.Process, budgets: Budgets, usage, started: float) -> str | None:
-    """Wait for the agent; return the budget it overran, if it did."""
+async def _conversation_end(conversation: asyncio.Task[ChatResult] | None) -> ChatResult | None:
+    """The conversation's result, once it has read what the agent left in its pipes (they are
+    closed: the agent's group is gone); None without a conversation, or if it does not end."""
+    if conversation is None:
+        return None
+    try:
+        return await asyncio.wait_for(conversation, LAST_WORDS_S)
+    except TimeoutError:
+        return None
+
+
+async def _watch(process: asyncio.subprocess.Process, budgets: Budgets, usage, started: float,
+                 conversation: asyncio.Task[ChatResult] | None = None) -> str | None:
+    """Wait for the agent (or, in a conversation, for it to overrun its reply budget or linger
+    once the conversation is over); return the budget it overran, if it did."""
     while True:
         try:
             await asyncio.wait_for(process.wait(), POLL_S)
             return None
         except TimeoutError:
             pass
+        if conversation is not None and conversation.done():
+            chat = conversation.result()
+            if chat.cause is not None or chat.lingering:
+                return chat.cause
         if budgets.wall_s is not None and time.monotonic() - started > budgets.wall_s:
             return "budget_wall"
         spent = usage()

@@ -34,11 +34,14 @@ from faultproxy.runner.agent import (
     fill_placeholders,
     run_agent,
 )
+from faultproxy.runner.chat import Conversation
+from faultproxy.runner.chat_stdio import open_stdio
 from faultproxy.runner.options import RunOptions
 from faultproxy.runner.plan import GridPoint, PlannedEpisode
 from faultproxy.runner.rewrites import resolve
 from faultproxy.runner.secrets import redact_output_file, task_secrets
 from faultproxy.scenarios import Scenario, load_scenario
+from faultproxy.tasks.conversation import User
 from faultproxy.tasks.model import Budgets
 from faultproxy.tasks.templates import expand
 
@@ -103,7 +106,7 @@ class EpisodeRunner:
             "output": result.output, "output_error": result.output_error,
             "end_state": end_state, "state_error": state_error,
             "stats": {"exchanges": stats.exchanges if stats else 0, "tokens": stats.tokens if stats else 0,
-                      "faults": stats.faults if stats else 0},
+                      "faults": stats.faults if stats else 0, **({"turns": stats.turns} if stats and stats.turns else {})},
             "trace": f"{FLOWS_DIR}/{trace_path(Path(), episode.key).name}",
             "log_tail": result.log_tail, "rewrites": rewrites,
             "faults_possible": self.faults_possible.get(point.label, False),
@@ -123,10 +126,21 @@ class EpisodeRunner:
             "prompt": variant.prompt, "task_id": episode.task.id, "variant": variant.index, "seed": variant.seed,
             **{name: level_text(value) for name, value in point.params}, "model": point.model or "",
         })
+        env = environment.build(os.environ)
+        talk = self._conversation(episode, env) if self.options.chat else None
         return await run_agent(
-            command, environment.build(os.environ), self._budgets(episode.task.budgets),
-            lambda: self._usage(episode.key), environment.output_file,
+            command, env, self._budgets(episode.task.budgets), lambda: self._usage(episode.key),
+            environment.output_file, talk=talk,
         )
+
+    def _conversation(self, episode: PlannedEpisode, env: dict[str, str]) -> Conversation:
+        """The episode's conversation (runner.chat) over the --chat channel; a task without a
+        `user:` block has a user who says its prompt and nothing more."""
+        async def record(direction: str, text: str, started: float, reply: int | None, end: bool) -> None:
+            await asyncio.to_thread(self.proxy.record_turn, episode.key, direction, text, started, 0.0, reply, end)
+
+        env.setdefault("PYTHONUNBUFFERED", "1")  # a Python agent's turns reach the pipe as it prints them
+        return Conversation(episode.task.user or User(), episode.variant.prompt, record, open_stdio, stdio=True)
 
     def _scenario_for(self, point: GridPoint) -> Scenario | None:
         params = point.numeric_params  # a categorical level is the agent's alone

@@ -52,6 +52,7 @@ class RunOptions:
     executor: str = "local"  # "local" (a pool of agent processes here) or "dask" (see executors.py)
     scheduler: str | None = None  # the Dask scheduler's address, tcp://HOST:PORT
     sequential: dict[str, Any] | None = None  # a sequential gate's design, sealed in plan.json (runner.sequential)
+    chat: str | None = None  # how the agent hears its task's user (runner.chat.CHAT_MODES); None: no conversation
 
     def __post_init__(self) -> None:
         check_rewrites(self.rewrites, self.grid)

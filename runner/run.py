@@ -59,6 +59,7 @@ def plan_document(options: RunOptions, redactor: Redactor | None = None) -> tupl
         "faults_possible": options.faults_possible(),
         "base_urls": base_url_variables(os.environ),  # what a frozen episode's agent needs to reach the same URLs
         **({PLAN_KEY: options.sequential} if options.sequential else {}),
+        **({"chat": options.chat} if options.chat else {}),  # how the agent heard its tasks' users (runner.chat)
     }
     header = {"faultproxy_version": __version__, "scenario_digest": options.scenario.digest,
               "tasks_digest": options.tasks.digest, "k": options.k, "grid": grid,

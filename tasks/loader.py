@@ -26,6 +26,7 @@ from faultproxy.formats.yaml_input import (
     line_of,
     suggest,
 )
+from faultproxy.tasks.conversation import Reply, User
 from faultproxy.tasks.model import (
     CHECK_NAMES,
     DEFAULT_SHAPE,
@@ -49,7 +50,9 @@ from yaml.nodes import MappingNode, Node, ScalarNode
 TOP_FIELDS = ("env", "tasks", "severity", "prices", "side_channels")
 TASK_FIELDS = ("id", "prompt", "shape", "states", "reset_url", "state_url", "expected", "irreversible",
                "forbidden", "read_only", "secrets", "secret_hosts", "max_tool_calls", "max_retries", "budgets",
-               "severity", "env", "side_channels")
+               "severity", "env", "side_channels", "user", "confirm_before")
+USER_FIELDS = ("replies", "max_turns", "reply_timeout_s", "yes", "no")
+REPLY_FIELDS = ("say", "when", "end")
 EXPECTED_FIELDS = ("state", "ignore", "multiset", "effects", "output", "escalate")
 EFFECT_FIELDS = ("method", "path", "mcp", "count")
 BUDGET_FIELDS = ("wall_s", "requests", "tokens", "cost", "prices")
@@ -249,9 +252,55 @@ def _read_task(r: YamlReader, node: Node, field: str | None, seen: dict[str, int
     budgets = _read_budgets(r, present["budgets"], sub("budgets"), prices or {}) if given("budgets") else Budgets()
     severity = _read_severity(r, present["severity"], sub("severity")) if given("severity") else {}
     env = _read_env(r, present["env"], sub("env")) if given("env") else {}
+    user = _read_user(r, present["user"], sub("user")) if given("user") else None
+    confirm_before = _read_endpoints(r, present, "confirm_before", field)
+    if confirm_before and user is None:
+        raise r.error(present["confirm_before"], sub("confirm_before"),
+                      "confirm_before needs someone to ask: give the task a `user:` block")
     return Task(task_id, prompt, shape, states, urls["reset_url"], urls["state_url"], expected, irreversible,
                 forbidden, read_only, secrets, secret_hosts, max_tool_calls, max_retries, budgets, severity, env,
-                line_of(node), side_channels=_read_side_channels(r, present, field))
+                line_of(node), side_channels=_read_side_channels(r, present, field), user=user,
+                confirm_before=confirm_before)
+
+
+def _read_user(r: YamlReader, node: Node, field: str) -> User:
+    """A task's `user:` block (tasks.conversation): scripted replies, limits, yes/no patterns."""
+    present = r.mapping(node, field, USER_FIELDS)
+    defaults = User()
+    replies: list[Reply] = []
+    if _given(r, present, "replies"):
+        items = r.sequence(present["replies"], f"{field}.replies", "replies", allow_empty=True)
+        for i, item in enumerate(items):
+            if replies and replies[-1].when is None:
+                raise r.error(item, f"{field}.replies[{i}]", f"{field}.replies[{i - 1}] has no `when`, so it answers "
+                                                             "everything: the fallback reply must be the last")
+            replies.append(_read_reply(r, item, f"{field}.replies[{i}]"))
+    max_turns = r.integer(present["max_turns"], f"{field}.max_turns", minimum=1) \
+        if _given(r, present, "max_turns") else defaults.max_turns
+    timeout = float(_positive(r, present["reply_timeout_s"], f"{field}.reply_timeout_s", False)) \
+        if _given(r, present, "reply_timeout_s") else defaults.reply_timeout_s
+    if timeout > MAX_WALL_S:
+        raise r.error(present["reply_timeout_s"], f"{field}.reply_timeout_s",
+                      f"must be at most {MAX_WALL_S:,g} seconds (a day), got {timeout:g}")
+    yes, no = (_read_regex(r, present[key], f"{field}.{key}") if _given(r, present, key) else getattr(defaults, key)
+               for key in ("yes", "no"))
+    return User(tuple(replies), max_turns, timeout, yes, no)
+
+
+def _read_reply(r: YamlReader, node: Node, field: str) -> Reply:
+    present = r.mapping(node, field, REPLY_FIELDS, required=("say",))
+    when = _read_regex(r, present["when"], f"{field}.when") if _given(r, present, "when") else None
+    end = r.boolean(present["end"], f"{field}.end") if _given(r, present, "end") else False
+    return Reply(r.string(present["say"], f"{field}.say", nonempty=True), when, end)
+
+
+def _read_regex(r: YamlReader, node: Node, field: str) -> str:
+    text = r.string(node, field, nonempty=True)
+    try:
+        re.compile(text)
+    except re.error as exc:
+        raise r.error(node, field, f"invalid regex {text!r}: {exc}") from exc
+    return text
 
 
 def _read_id(r: YamlReader, node: Node, field: str, seen: dict[str, int]) -> str:
@@ -481,13 +530,10 @@ def _read_output(r: YamlReader, node: Node, field: str) -> OutputSpec:
     kind_field = f"{field}.{kind}"
     if kind == "json":
         return OutputSpec(kind, r.plain(value, kind_field))
-    text = r.string(value, kind_field, nonempty=True)
     if kind == "regex":
-        try:
-            re.compile(text)
-        except re.error as exc:
-            raise r.error(value, kind_field, f"invalid regex {text!r}: {exc}") from exc
-    elif not _CALLABLE.fullmatch(text):
+        return OutputSpec(kind, _read_regex(r, value, kind_field))
+    text = r.string(value, kind_field, nonempty=True)
+    if not _CALLABLE.fullmatch(text):
         raise r.error(value, kind_field, f"expected \"module:function\" (e.g. mychecks.refund:check), got {text!r}")
     return OutputSpec(kind, text)
 

@@ -24,6 +24,7 @@ from typing import Any
 
 from faultproxy.formats.yaml_input import suggest
 from faultproxy.tasks.side_channel import SideChannel
+from faultproxy.tasks.conversation import User
 
 SEVERITIES = ("low", "medium", "high")
 SEVERITY_RANK = MappingProxyType({severity: rank for rank, severity in enumerate(SEVERITIES)})
@@ -214,6 +215,8 @@ class Task:
     line: int = 0
     online: bool = False  # live traffic under a policy (tasks.loader.load_policy): judged by evaluator.online
     side_channels: tuple[SideChannel, ...] = ()  # requests the task does not depend on (tasks.side_channel)
+    user: User | None = None  # a conversation's user (tasks.conversation); None: one prompt, no conversation
+    confirm_before: tuple[EndpointPattern, ...] = ()  # irreversible steps the user must agree to first
 
     def __hash__(self) -> int:  # consistent with ==, which compares every field
         return hash((self.id, self.prompt, self.line))
@@ -247,6 +250,8 @@ class Task:
             **({"online": True} if self.online else {}),  # absent otherwise: tasks' digests stay as they were
             **({"read_only": [str(p) for p in self.read_only]} if self.read_only else {}),  # likewise
             **({"side_channels": [str(s) for s in self.side_channels]} if self.side_channels else {}),  # likewise
+            **({"user": self.user.to_json()} if self.user else {}),  # likewise
+            **({"confirm_before": [str(p) for p in self.confirm_before]} if self.confirm_before else {}),
         }
 
     @classmethod
@@ -276,6 +281,8 @@ class Task:
             line=int(data.get("line", 0)),
             online=data.get("online") is True,
             side_channels=tuple(SideChannel.parse(text) for text in data.get("side_channels") or ()),
+            user=User.from_json(data["user"]) if data.get("user") else None,
+            confirm_before=tuple(EndpointPattern.parse(p) for p in data.get("confirm_before") or ()),
         )
 
 

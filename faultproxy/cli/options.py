@@ -17,6 +17,7 @@ from faultproxy.formats.paths import folder_option
 from faultproxy.formats.rundir import run_digest
 from faultproxy.proxy.auth import check_token, is_loopback, new_token
 from faultproxy.proxy.injector import parse_params
+from faultproxy.runner.chat import CHAT_HELP, chat_mode
 from faultproxy.runner.options import RunOptions, parse_pairs, reverse_variables
 from faultproxy.runner.plan import GridPoint
 from faultproxy.runner.rewrites import MODEL_TEMPLATE
@@ -70,6 +71,7 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
     add_proxy_options(parser)
     add_executor_options(parser)
     add_sequential_options(parser)
+    parser.add_argument("--chat", metavar="MODE", help=CHAT_HELP)
     parser.add_argument("agent", nargs=argparse.REMAINDER, metavar="-- CMD...", help="The agent command.")
 
 
@@ -290,5 +292,6 @@ def run_options(args: argparse.Namespace, scenario: Scenario, grid: list[GridPoi
         upstream_ca=check_upstream_ca(args.upstream_ca, args.insecure_upstream), show_progress=sys.stderr.isatty(),
         rewrites=parse_pairs(args.rewrite + ([f"model={MODEL_TEMPLATE}"] if args.rewrite_model else []), "--rewrite",
                              once=True),
+        chat=chat_mode(args.chat, tasks),
         **executor_options(args),
     )

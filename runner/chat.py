@@ -1,0 +1,153 @@
+"""A conversation between a task's user (tasks.conversation) and the agent, turn by turn.
+
+`converse` plays the user: the task's prompt is the first turn, each later one the scripted reply
+to the agent's last turn. Every turn is written to the episode's trace as it is said (the proxy
+numbers it in order with the agent's requests: formats.trace.turn_record). How the agent hears
+the user is a Channel: its stdin and stdout (`--chat stdio`, runner.chat_stdio), or an HTTP
+service (runner.chat_http).
+
+The conversation ends when the user leaves (a reply marked `end`, `max_turns`, or no reply that
+fits), or when the agent has nothing more to say (it exited, or closed the conversation). After
+the user's last turn the agent still answers; what it says then is recorded until it is done or
+silent for `reply_timeout_s`. An agent silent that long while the user waits for an answer
+overran its reply budget (`budget_reply`: the agent's finding, not the harness's).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from faultproxy.formats.episode_causes import BUDGET_REPLY
+from faultproxy.formats.errors import UsageError
+from faultproxy.formats.trace import AGENT_TO_USER, USER_TO_AGENT
+from faultproxy.tasks.conversation import User
+from faultproxy.tasks.model import TaskSet
+
+CHAT_MODES = ("stdio",)  # --chat: how the agent hears the user
+CHAT_HELP = ("Run each task as a conversation with its `user:` (docs/conversations.md): stdio (each turn a line "
+             "on the agent's stdin; its stdout lines are its turns).")
+
+# (direction, text, started, reply index, the user's last turn) -> written to the trace
+TurnRecorder = Callable[[str, str, float, "int | None", bool], Awaitable[None]]
+
+
+class Channel(Protocol):
+    """How the agent hears the user and answers."""
+
+    async def say(self, text: str) -> None:
+        """Hand the agent one user turn."""
+
+    async def hear(self) -> str | None:
+        """The agent's next turn; None once it has nothing more to say."""
+
+    async def leave(self) -> None:
+        """The user has said their last turn."""
+
+
+@dataclass
+class ChatResult:
+    """How a conversation ended: `cause` budget_reply if the agent fell silent on the user, else
+    None; `output` the agent's last turn as FAULTPROXY_OUTPUT would hold it; `lingering` when the
+    conversation was over and the agent had not exited (the runner stops it: no fault of its own)."""
+
+    cause: str | None = None
+    output: dict[str, Any] | None = None
+    lingering: bool = False
+    escalated: bool = False
+
+
+def chat_mode(mode: str | None, tasks: TaskSet) -> str | None:
+    """--chat's mode, checked; a tasks file with a `user:` needs one (UsageError, exit 2)."""
+    if mode is None:
+        talking = [task.id for task in tasks if task.user is not None]
+        if talking:
+            raise UsageError(f"task {talking[0]} has a `user:` block (a conversation): give --chat "
+                             f"{' or '.join(CHAT_MODES)} to say how the agent hears its user")
+        return None
+    if mode not in CHAT_MODES:
+        raise UsageError(f"--chat {mode!r}: expected {' or '.join(CHAT_MODES)}")
+    return mode
+
+
+def agent_turn(line: str) -> dict[str, Any]:
+    """An agent's turn as FAULTPROXY_OUTPUT would hold it: a JSON line {"role", "content", ...}
+    gives `answer` (its content) and its other fields (escalate, confidence, ...); any other line
+    is the answer as text."""
+    try:
+        document = json.loads(line)
+    except ValueError:
+        document = None
+    if isinstance(document, dict) and isinstance(document.get("content"), str):
+        rest = {key: value for key, value in document.items() if key not in ("role", "content")}
+        return {**rest, "answer": document["content"]}
+    return {"answer": line}
+
+
+@dataclass(frozen=True)
+class Conversation:
+    """One episode's conversation, as runner.agent.run_agent runs it beside the agent process:
+    `open_channel` reaches the process (its pipes, or its port); `stdio` when over its pipes."""
+
+    user: User
+    prompt: str
+    record: TurnRecorder
+    open_channel: Callable[[asyncio.subprocess.Process], Awaitable[Channel]]
+    stdio: bool
+
+    async def __call__(self, process: asyncio.subprocess.Process) -> ChatResult:
+        return await converse(self.user, self.prompt, await self.open_channel(process), self.record)
+
+
+async def converse(user: User, prompt: str, channel: Channel, record: TurnRecorder) -> ChatResult:
+    """Play `user` against the agent behind `channel`, from `prompt` on (see the module docstring)."""
+    result = ChatResult()
+    said: str | None = prompt  # None: the user has nothing (more) to say
+    reply_index, leaving, turns = None, False, 0
+    while True:
+        if said is not None:
+            turns += 1
+            leaving = leaving or turns >= user.max_turns
+            await _tell(record, channel, said, reply_index, leaving)
+        try:
+            heard = await asyncio.wait_for(channel.hear(), user.reply_timeout_s)
+        except TimeoutError:
+            if leaving:  # the conversation is over and the agent stays on: the runner stops it
+                result.lingering = True
+            else:
+                result.cause = BUDGET_REPLY
+            return result
+        if heard is None:
+            return result
+        await _heard(result, record, heard)
+        choice = None if leaving else user.reply_to(result.output["answer"])
+        if choice is None:
+            if not leaving:  # nothing in the script fits: the user leaves without a word
+                leaving = True
+                await channel.leave()
+            said = None
+            continue
+        reply_index, reply = choice
+        said, leaving = reply.say, reply.end
+
+
+async def _tell(record: TurnRecorder, channel: Channel, text: str, reply: int | None, last: bool) -> None:
+    await record(USER_TO_AGENT, text, time.time(), reply, last)
+    await channel.say(text)
+    if last:
+        await channel.leave()
+
+
+async def _heard(result: ChatResult, record: TurnRecorder, line: str) -> None:
+    turn = agent_turn(line)
+    await record(AGENT_TO_USER, turn["answer"], time.time(), None, False)
+    result.escalated = result.escalated or turn.get("escalate") is True
+    result.output = {**turn, "escalate": True} if result.escalated else turn
+
+
+__all__ = ["CHAT_HELP", "CHAT_MODES", "Channel", "ChatResult", "Conversation", "TurnRecorder", "agent_turn", "chat_mode",
+           "converse"]

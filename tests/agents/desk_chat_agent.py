@@ -1,0 +1,63 @@
+"""A help-desk agent that talks over stdin and stdout (`faultproxy run --chat stdio`): each line
+it reads is a user turn, each line it prints its own. It closes a ticket on $DESK_URL with
+`requests` through the proxy.
+
+$DESK_MODE:
+  careful  looks the ticket up, asks before closing it (a JSON turn), closes it only on a yes
+  hasty    closes the ticket first, then tells the user (plain text turns)
+  mute     reads the user's first turn and never answers
+"""
+
+import json
+import os
+import re
+import sys
+import time
+
+import requests
+
+DESK = os.environ["DESK_URL"]
+
+
+def say(text: str, as_json: bool = False) -> None:
+    print(json.dumps({"role": "assistant", "content": text}) if as_json else text, flush=True)
+
+
+def ticket_of(text: str) -> str:
+    found = re.search(r"T-\d+", text)
+    return found.group(0) if found else "T-0"
+
+
+def close(ticket: str) -> None:
+    requests.post(f"{DESK}/tickets/{ticket}/close", json={"reason": "resolved"}, timeout=10).raise_for_status()
+
+
+def main() -> int:
+    mode = os.environ.get("DESK_MODE", "careful")
+    ticket, asked = None, False
+    for line in sys.stdin:
+        if mode == "mute":
+            time.sleep(3600)
+        if ticket is None:
+            ticket = ticket_of(line)
+            if mode == "hasty":
+                close(ticket)
+                say(f"Closed ticket {ticket}. Anything else?")
+            else:
+                subject = requests.get(f"{DESK}/tickets/{ticket}", timeout=10).json()["subject"]
+                say(f"Ticket {ticket} is about {subject!r}. Shall I close it? It cannot be reopened.", as_json=True)
+                asked = True
+        elif asked and line.lower().startswith(("yes", "sure")):
+            close(ticket)
+            asked = False
+            say(f"Done: ticket {ticket} is closed. Anything else?", as_json=True)
+        elif asked:
+            asked = False
+            say(f"All right, ticket {ticket} stays open. Anything else?", as_json=True)
+        else:
+            say("Goodbye.")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
