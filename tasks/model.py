@@ -23,8 +23,8 @@ from types import MappingProxyType
 from typing import Any
 
 from faultproxy.formats.yaml_input import suggest
-from faultproxy.tasks.side_channel import SideChannel
 from faultproxy.tasks.conversation import User
+from faultproxy.tasks.side_channel import SideChannel
 
 SEVERITIES = ("low", "medium", "high")
 SEVERITY_RANK = MappingProxyType({severity: rank for rank, severity in enumerate(SEVERITIES)})
