@@ -161,13 +161,14 @@ async def run_agent(
         await process.wait()
         chat = await _conversation_end(conversation)
         await reader
-    if cause is None and process.returncode < 0 and not (chat and chat.lingering):
+    stopped = chat is not None and chat.lingering and process.returncode < 0  # by the runner, the conversation over
+    if cause is None and process.returncode < 0 and not stopped:
         cause = "crash"  # killed by a signal nobody here sent
     output, output_error = read_output(output_file)
     if output is None and chat is not None:
         output = chat.output  # a conversation's answer is the agent's last turn
     return AgentResult(
-        process.returncode, cause, time.monotonic() - started,
+        None if stopped else process.returncode, cause, time.monotonic() - started,
         b"".join(tail)[-LOG_TAIL_BYTES:].decode("utf-8", "replace"), output, output_error,
     )
 

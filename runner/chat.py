@@ -25,12 +25,18 @@ from typing import Any, Protocol
 from faultproxy.formats.episode_causes import BUDGET_REPLY
 from faultproxy.formats.errors import UsageError
 from faultproxy.formats.trace import AGENT_TO_USER, USER_TO_AGENT
+from faultproxy.proxy.server import free_port
+from faultproxy.runner.chat_http import ServiceChannel, check_service_url
+from faultproxy.runner.chat_stdio import StdioChannel
 from faultproxy.tasks.conversation import User
 from faultproxy.tasks.model import TaskSet
 
-CHAT_MODES = ("stdio",)  # --chat: how the agent hears the user
+STDIO = "stdio"
+CHAT_MODES = (STDIO, "http://127.0.0.1:{port}/PATH", "openai:http://127.0.0.1:{port}/v1")  # --chat
 CHAT_HELP = ("Run each task as a conversation with its `user:` (docs/conversations.md): stdio (each turn a line "
-             "on the agent's stdin; its stdout lines are its turns).")
+             "on the agent's stdin; its stdout lines are its turns), http://127.0.0.1:{port}/PATH (CMD is an HTTP "
+             "service started with PORT: POST {session, message}, read reply), or openai:http://127.0.0.1:{port}/v1 "
+             "(a Chat Completions service).")
 
 # (direction, text, started, reply index, the user's last turn) -> written to the trace
 TurnRecorder = Callable[[str, str, float, "int | None", bool], Awaitable[None]]
@@ -69,9 +75,21 @@ def chat_mode(mode: str | None, tasks: TaskSet) -> str | None:
             raise UsageError(f"task {talking[0]} has a `user:` block (a conversation): give --chat "
                              f"{' or '.join(CHAT_MODES)} to say how the agent hears its user")
         return None
-    if mode not in CHAT_MODES:
-        raise UsageError(f"--chat {mode!r}: expected {' or '.join(CHAT_MODES)}")
+    if mode != STDIO:
+        check_service_url(mode)
     return mode
+
+
+def channel_for(mode: str, env: dict[str, str], session: str,
+                model: str | None) -> tuple[Callable[[asyncio.subprocess.Process], Channel], bool]:
+    """How an episode reaches its agent under --chat `mode`, and whether over its stdio; a
+    service's port is chosen here and given to it as PORT in `env`."""
+    if mode == STDIO:
+        env.setdefault("PYTHONUNBUFFERED", "1")  # a Python agent's turns reach the pipe as it prints them
+        return StdioChannel, True
+    port = free_port("127.0.0.1")
+    env["PORT"] = str(port)
+    return lambda process: ServiceChannel(process, mode, port, session, model), False
 
 
 def agent_turn(line: str) -> dict[str, Any]:
@@ -96,11 +114,14 @@ class Conversation:
     user: User
     prompt: str
     record: TurnRecorder
-    open_channel: Callable[[asyncio.subprocess.Process], Awaitable[Channel]]
+    open_channel: Callable[[asyncio.subprocess.Process], Channel]
     stdio: bool
 
     async def __call__(self, process: asyncio.subprocess.Process) -> ChatResult:
-        return await converse(self.user, self.prompt, await self.open_channel(process), self.record)
+        result = await converse(self.user, self.prompt, self.open_channel(process), self.record)
+        if not self.stdio:
+            result.lingering = True  # a service stays up for more: its conversation's end is the episode's
+        return result
 
 
 async def converse(user: User, prompt: str, channel: Channel, record: TurnRecorder) -> ChatResult:
@@ -149,5 +170,5 @@ async def _heard(result: ChatResult, record: TurnRecorder, line: str) -> None:
     result.output = {**turn, "escalate": True} if result.escalated else turn
 
 
-__all__ = ["CHAT_HELP", "CHAT_MODES", "Channel", "ChatResult", "Conversation", "TurnRecorder", "agent_turn", "chat_mode",
-           "converse"]
+__all__ = ["CHAT_HELP", "CHAT_MODES", "Channel", "ChatResult", "Conversation", "TurnRecorder", "agent_turn",
+           "channel_for", "chat_mode", "converse"]

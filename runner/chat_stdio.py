@@ -34,6 +34,3 @@ class StdioChannel:
         if not stdin.is_closing():
             stdin.close()
 
-
-async def open_stdio(process: asyncio.subprocess.Process) -> StdioChannel:
-    return StdioChannel(process)

@@ -34,8 +34,7 @@ from faultproxy.runner.agent import (
     fill_placeholders,
     run_agent,
 )
-from faultproxy.runner.chat import Conversation
-from faultproxy.runner.chat_stdio import open_stdio
+from faultproxy.runner.chat import Conversation, channel_for
 from faultproxy.runner.options import RunOptions
 from faultproxy.runner.plan import GridPoint, PlannedEpisode
 from faultproxy.runner.rewrites import resolve
@@ -127,7 +126,7 @@ class EpisodeRunner:
             **{name: level_text(value) for name, value in point.params}, "model": point.model or "",
         })
         env = environment.build(os.environ)
-        talk = self._conversation(episode, env) if self.options.chat else None
+        talk = self._conversation(episode, env) if self.options.chat else None  # before the agent starts: PORT
         return await run_agent(
             command, env, self._budgets(episode.task.budgets), lambda: self._usage(episode.key),
             environment.output_file, talk=talk,
@@ -139,8 +138,8 @@ class EpisodeRunner:
         async def record(direction: str, text: str, started: float, reply: int | None, end: bool) -> None:
             await asyncio.to_thread(self.proxy.record_turn, episode.key, direction, text, started, 0.0, reply, end)
 
-        env.setdefault("PYTHONUNBUFFERED", "1")  # a Python agent's turns reach the pipe as it prints them
-        return Conversation(episode.task.user or User(), episode.variant.prompt, record, open_stdio, stdio=True)
+        open_channel, stdio = channel_for(self.options.chat, env, episode.key, episode.point.model)
+        return Conversation(episode.task.user or User(), episode.variant.prompt, record, open_channel, stdio)
 
     def _scenario_for(self, point: GridPoint) -> Scenario | None:
         params = point.numeric_params  # a categorical level is the agent's alone

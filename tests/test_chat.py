@@ -6,7 +6,6 @@ The world is a help desk (tickets closed by POST /tickets/{id}/close), not the d
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,10 +14,12 @@ import pytest
 from aiohttp import web
 
 from faultproxy import RunOptions, run
+from faultproxy.cli.main import main
 from faultproxy.formats.rundir import read_run
 from faultproxy.formats.trace import AGENT_TO_USER, USER_TO_AGENT, read_trace
 from faultproxy.scenarios import load_scenario
 from faultproxy.tasks.loader import TaskError, load_tasks, task_set_from_json
+from tests.processes import alive
 from tests.upstream import ServerThread
 
 DESK_AGENT = [sys.executable, str(Path(__file__).parent / "agents" / "desk_chat_agent.py")]
@@ -169,20 +170,38 @@ def test_a_bad_user_block_names_file_line_and_field(tmp_path, block, where):
     assert f"{path}{where}" in str(caught.value)
 
 
-def test_the_command_line_refuses_a_bad_user_block_with_status_2_and_no_traceback(tmp_path):
+@pytest.mark.parametrize(("user", "chat", "message"), [
+    ("{reply_timeout_s: -1}", ["--chat", "stdio"], "{path}:4: tasks[0].user.reply_timeout_s: must be positive, got -1"),
+    ("{max_turns: 2}", [], "task t has a `user:` block (a conversation): give --chat"),
+    ("{max_turns: 2}", ["--chat", "http://example.com:8080/chat"], "an agent service's URL is http://127.0.0.1:{port}/PATH"),
+])
+def test_the_command_line_refuses_a_bad_conversation_in_one_line_with_status_2(tmp_path, capsys, user, chat, message):
     path = tmp_path / "tasks.yaml"
-    path.write_text("tasks:\n  - id: t\n    prompt: close it\n    user:\n      reply_timeout_s: -1\n")
-    done = subprocess.run([sys.executable, "-m", "faultproxy", "run", "--scenario", "observe", "--tasks", str(path),
-                           "--chat", "stdio", "--out", str(tmp_path / "run"), "--", "true"],
-                          capture_output=True, text=True, timeout=60)
-    assert done.returncode == 2
-    assert f"{path}:5: tasks[0].user.reply_timeout_s: must be positive" in done.stderr
-    assert "Traceback" not in done.stderr
+    path.write_text(f"tasks:\n  - id: t\n    prompt: close it\n    user: {user}\n")
+    code = main(["run", "--scenario", "observe", "--tasks", str(path), *chat, "--out", str(tmp_path / "run"),
+                 "--", "true"])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.splitlines()) == 1 and message.replace("{path}", str(path)) in err, err
+    assert not (tmp_path / "run" / "episodes.jsonl").exists()
+
+DESK_SERVICE = [sys.executable, str(Path(__file__).parent / "agents" / "desk_service_agent.py")]
 
 
-def test_a_conversation_needs_chat_on_the_command_line(tmp_path):
-    path = tmp_path / "tasks.yaml"
-    path.write_text("tasks:\n  - id: t\n    prompt: close it\n    user: {max_turns: 2}\n")
-    done = subprocess.run([sys.executable, "-m", "faultproxy", "run", "--scenario", "observe", "--tasks", str(path),
-                           "--out", str(tmp_path / "run"), "--", "true"], capture_output=True, text=True, timeout=60)
-    assert done.returncode == 2 and "give --chat" in done.stderr and "Traceback" not in done.stderr
+@pytest.mark.parametrize("mode", ["http://127.0.0.1:{port}/chat", "openai:http://127.0.0.1:{port}/v1"])
+def test_an_agent_service_hears_each_turn_over_http_and_is_stopped_at_the_end(tmp_path, desk, monkeypatch, mode):
+    """A plain service keeps the session itself; a Chat Completions one is handed the conversation
+    so far (it keeps nothing: without the history it would never close the ticket)."""
+    world, server = desk
+    monkeypatch.setenv("DESK_PID_FILE", str(tmp_path / "pid"))
+    task = close_task(server.url, "Yes, please close it.", ["T-77"])
+    run(RunOptions(scenario=load_scenario("observe"), tasks=task_set_from_json([task]), command=DESK_SERVICE,
+                   out=tmp_path / "run", chat=mode, show_progress=False))
+    [record] = read_run(tmp_path / "run").episodes
+    assert record["verdict"]["status"] == "pass", (record["verdict"], record["log_tail"])
+    assert world.closed == ["T-77"]
+    trace = sorted(read_trace(tmp_path / "run" / record["trace"]), key=lambda line: line["seq"])
+    assert [line.get("direction") or line["request"]["method"] for line in trace] == [
+        USER_TO_AGENT, "GET", AGENT_TO_USER, USER_TO_AGENT, "POST", AGENT_TO_USER, USER_TO_AGENT, AGENT_TO_USER]
+    assert record["output"]["answer"] == "Goodbye." and record["cause"] is None
+    assert not alive(int((tmp_path / "pid").read_text()))  # stopped with its process group
+
