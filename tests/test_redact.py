@@ -4,14 +4,14 @@ events — property tests (hypothesis) over documents, splits and names."""
 from __future__ import annotations
 
 import json
-from urllib.parse import quote_plus
+from urllib.parse import quote_plus, unquote_plus
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from faultproxy.formats.errors import UserError
-from faultproxy.formats.redact import MASK, Redactor, SecretTooShort
+from faultproxy.formats.redact import _CANDIDATE, _STEMS, MASK, Redactor, SecretTooShort, _has_secret_field
 from faultproxy.formats.secret_names import is_secret_name
 
 SECRET_NAMES = ["api_key", "apiKey", "x-goog-api-key", "X-Auth-Token", "Private-Token", "password", "pin_password",
@@ -153,3 +153,34 @@ def test_a_short_secret_is_refused():
     assert isinstance(caught.value, UserError) and "--secret-env PIN" in str(caught.value)
     assert "1234" not in str(caught.value)
     assert Redactor.from_env(["UNSET"], {}).secrets == frozenset()
+
+
+# The gate that says a body may hold a secret-named field: its fast path (ASCII text lowered, a
+# first look at the names alone) must answer as the case-insensitive regex it stands for.
+_GATE_PIECES = ['"', '\\"', ":", "=", "&", "?", ";", " ", "\n", "{", "}", ",", ".", "-", "[", "]", "é", "K",
+                *SECRET_NAMES, *LOOKALIKES, "TOKEN", "Key", "sid", "design", "mapping", "inside", "value", "x"]
+
+
+def _gate_reference(text: str) -> bool:
+    """The gate as it was: a substring test for the stems, then the case-insensitive regex."""
+    if "%7B" in text or "%7b" in text:
+        text = unquote_plus(text)
+    lowered = text.lower()
+    if not any(stem in lowered for stem in _STEMS):
+        return False
+    return any(is_secret_name(m.group(1)) for m in _CANDIDATE.finditer(text))
+
+
+@pytest.mark.parametrize("text", [
+    '"a"token":1', '"token"secret":1', '{"apiKey": "x"}', '{\\"client_secret\\": \\"x\\"}', "a=1&password=2",
+    '{"description": "design a mapping inside"}', 'name="session_id"', "APIKEY=1", "café \"api_key\":1",
+    "\u212aey=1", 'x%7B%22token%22%3A1%7D', '{"progressToken": 1, "max_tokens": 2}',
+])
+def test_the_secret_field_gate_answers_as_its_regex(text):
+    assert _has_secret_field(text) == _gate_reference(text)
+
+
+@given(st.lists(st.sampled_from(_GATE_PIECES), max_size=30).map("".join))
+@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+def test_the_secret_field_gate_answers_as_its_regex_on_any_text(text):
+    assert _has_secret_field(text) == _gate_reference(text)
