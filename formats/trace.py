@@ -48,7 +48,8 @@ The record (what read_trace yields, and what TraceWriter.write takes):
             A conversation's turn (runner.chat) is a line of its own: "user to agent" or "agent
             to user", request {method: TURN, url: chat:user | chat:agent, headers: [], body: what
             was said}, upstream null, forwarded false, client null, and `turn`: {reply: the index
-            of the scripted reply said, or null; end: the user left after it}
+            of the scripted reply said, or null; end: the user left after it; silent: true when
+            the user said nothing}
   websocket: only on a WebSocket upgrade that succeeded (101); the line is written when the session
             ends. messages: [{from: client | server, t: seconds since the upgrade, type: text |
             binary, size: bytes, text (redacted, cut to the body limit with text_truncated and
@@ -108,14 +109,16 @@ def trace_time(seconds: float) -> float:
 
 
 def turn_record(seq: int, episode: str, direction: str, text: str, started: float, duration_s: float,
-                reply: int | None = None, end: bool = False) -> dict[str, Any]:
+                reply: int | None = None, end: bool = False, silent: bool = False) -> dict[str, Any]:
     """One turn of a conversation as a trace record: `direction` one of TURN_DIRECTIONS, `text`
-    what was said, `reply` the scripted reply's index (a user's turn), `end` the user's last."""
+    what was said, `reply` the scripted reply's index (a user's turn), `end` the user's last,
+    `silent` a user's turn that said nothing (the agent was not told anything)."""
     speaker = "user" if direction == USER_TO_AGENT else "agent"
     return {"seq": seq, "episode": episode, "started": trace_time(started), "duration_s": trace_time(duration_s),
             "direction": direction, "request": {"method": TURN_METHOD, "url": f"chat:{speaker}", "headers": [],
                                                 "body": text},
-            "upstream": None, "forwarded": False, "turn": {"reply": reply, "end": end}}
+            "upstream": None, "forwarded": False,
+            "turn": {"reply": reply, "end": end, **({"silent": True} if silent else {})}}
 
 
 def is_turn(line: dict[str, Any]) -> bool:

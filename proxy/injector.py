@@ -119,14 +119,14 @@ class FaultInjector:
         return self.episodes.end(key)
 
     def record_turn(self, key: str, direction: str, text: str, started: float, duration_s: float,
-                    reply: int | None = None, end: bool = False) -> None:
+                    reply: int | None = None, end: bool = False, silent: bool = False) -> None:
         """Write a conversation's turn (formats.trace.turn_record) to the episode's trace, numbered
         in order with its exchanges, its text redacted as bodies are."""
         state = self.episodes.get(key)
         state.turns += 1
         if state.trace:
             state.trace.write(turn_record(state.next_seq(), key, direction, self.redactor.body(text), started,
-                                          duration_s, reply, end))
+                                          duration_s, reply, end, silent))
 
     async def done(self) -> None:
         for key in self.episodes.keys():

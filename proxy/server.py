@@ -228,9 +228,9 @@ class ProxyServer:
         return self._call(snapshot)
 
     def record_turn(self, episode: str, direction: str, text: str, started: float, duration_s: float,
-                    reply: int | None = None, end: bool = False) -> None:
+                    reply: int | None = None, end: bool = False, silent: bool = False) -> None:
         """Write a conversation's turn to the episode's trace (proxy.injector.FaultInjector.record_turn)."""
-        self._call(self.injector.record_turn, episode, direction, text, started, duration_s, reply, end)
+        self._call(self.injector.record_turn, episode, direction, text, started, duration_s, reply, end, silent)
 
     def call(self, function, *args):
         """Run `function(*args)` on the proxy's loop, where the addons' state lives; its result."""

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -28,7 +28,8 @@ from faultproxy.formats.trace import AGENT_TO_USER, USER_TO_AGENT
 from faultproxy.proxy.server import free_port
 from faultproxy.runner.chat_http import ServiceChannel, check_service_url
 from faultproxy.runner.chat_stdio import StdioChannel
-from faultproxy.tasks.conversation import User
+from faultproxy.proxy.decide import decision_value, fires
+from faultproxy.tasks.conversation import Reply, User
 from faultproxy.tasks.model import TaskSet
 
 STDIO = "stdio"
@@ -38,8 +39,10 @@ CHAT_HELP = ("Run each task as a conversation with its `user:` (docs/conversatio
              "service started with PORT: POST {session, message}, read reply), or openai:http://127.0.0.1:{port}/v1 "
              "(a Chat Completions service).")
 
-# (direction, text, started, reply index, the user's last turn) -> written to the trace
-TurnRecorder = Callable[[str, str, float, "int | None", bool], Awaitable[None]]
+# (direction, text, started, reply index, the user's last turn, a silent turn) -> written to the trace
+TurnRecorder = Callable[[str, str, float, "int | None", bool, bool], Awaitable[None]]
+# (reply index, reply, user turns said) -> may the user say it now
+Chance = Callable[[int, "Reply", int], bool]
 
 
 class Channel(Protocol):
@@ -80,6 +83,17 @@ def chat_mode(mode: str | None, tasks: TaskSet) -> str | None:
     return mode
 
 
+def check_user_params(tasks: TaskSet, params: Mapping[str, Any], scenario: str) -> None:
+    """Every reply `probability` that names a param names one of the scenario's (UsageError, exit 2)."""
+    for task in tasks:
+        for i, reply in enumerate(task.user.replies if task.user else ()):
+            if isinstance(reply.probability, str) and reply.probability not in params:
+                known = ", ".join(sorted(params)) or "none"
+                raise UsageError(f"task {task.id}: user.replies[{i}].probability names param "
+                                 f"{reply.probability!r}, which scenario {scenario} does not define (its params: "
+                                 f"{known})")
+
+
 def channel_for(mode: str, env: dict[str, str], session: str,
                 model: str | None) -> tuple[Callable[[asyncio.subprocess.Process], Channel], bool]:
     """How an episode reaches its agent under --chat `mode`, and whether over its stdio; a
@@ -106,6 +120,10 @@ def agent_turn(line: str) -> dict[str, Any]:
     return {"answer": line}
 
 
+def always(index: int, reply: Reply, turn: int) -> bool:
+    return True
+
+
 @dataclass(frozen=True)
 class Conversation:
     """One episode's conversation, as runner.agent.run_agent runs it beside the agent process:
@@ -116,59 +134,82 @@ class Conversation:
     record: TurnRecorder
     open_channel: Callable[[asyncio.subprocess.Process], Channel]
     stdio: bool
+    chance: Chance = always
 
     async def __call__(self, process: asyncio.subprocess.Process) -> ChatResult:
-        result = await converse(self.user, self.prompt, self.open_channel(process), self.record)
+        result = await converse(self.user, self.prompt, self.open_channel(process), self.record, self.chance)
         if not self.stdio:
             result.lingering = True  # a service stays up for more: its conversation's end is the episode's
         return result
 
 
-async def converse(user: User, prompt: str, channel: Channel, record: TurnRecorder) -> ChatResult:
+def user_chance(seed: str, episode: str, params: Mapping[str, Any]) -> Chance:
+    """Whether a reply with a `probability` (a number, or a scenario param) may be said at a turn:
+    a keyed hash of (scenario seed, episode, reply, turn), as the proxy decides its faults, so a
+    sweep over the param draws a curve over users and the same episode meets the same user."""
+    def admits(index: int, reply: Reply, turn: int) -> bool:
+        chance = reply.probability
+        if chance is None:
+            return True
+        chance = float(params[chance]) if isinstance(chance, str) else chance
+        return fires(chance, decision_value(seed, episode, f"user.replies[{index}]", turn))
+    return admits
+
+
+async def converse(user: User, prompt: str, channel: Channel, record: TurnRecorder,
+                   chance: Chance = always) -> ChatResult:
     """Play `user` against the agent behind `channel`, from `prompt` on (see the module docstring)."""
     result = ChatResult()
-    said: str | None = prompt  # None: the user has nothing (more) to say
-    reply_index, leaving, turns = None, False, 0
+    reply: Reply | None = Reply(prompt)  # what the user says next; None: nothing (more)
+    index: int | None = None
+    said_once: set[int] = set()  # replies with `after` (a change of mind) are said once
+    leaving, turns = False, 0
     while True:
-        if said is not None:
+        expects_answer = False
+        if reply is not None:
             turns += 1
-            leaving = leaving or turns >= user.max_turns
-            await _tell(record, channel, said, reply_index, leaving)
+            leaving = leaving or reply.end or turns >= user.max_turns
+            await _tell(record, channel, reply, index, leaving)
+            expects_answer = not (leaving or reply.silent)
         try:
             heard = await asyncio.wait_for(channel.hear(), user.reply_timeout_s)
         except TimeoutError:
-            if leaving:  # the conversation is over and the agent stays on: the runner stops it
-                result.lingering = True
-            else:
+            if expects_answer:
                 result.cause = BUDGET_REPLY
+            else:  # the user has left or gone quiet, and the agent stays on: the runner stops it
+                result.lingering = True
             return result
         if heard is None:
             return result
         await _heard(result, record, heard)
-        choice = None if leaving else user.reply_to(result.output["answer"])
-        if choice is None:
+        found = None if leaving else user.reply_to(
+            result.output["answer"], turns,
+            lambda i, r: (r.after is None or i not in said_once) and chance(i, r, turns))
+        if found is None:
             if not leaving:  # nothing in the script fits: the user leaves without a word
                 leaving = True
                 await channel.leave()
-            said = None
+            reply = None
             continue
-        reply_index, reply = choice
-        said, leaving = reply.say, reply.end
+        index, reply = found
+        if reply.after is not None:
+            said_once.add(index)
 
 
-async def _tell(record: TurnRecorder, channel: Channel, text: str, reply: int | None, last: bool) -> None:
-    await record(USER_TO_AGENT, text, time.time(), reply, last)
-    await channel.say(text)
+async def _tell(record: TurnRecorder, channel: Channel, reply: Reply, index: int | None, last: bool) -> None:
+    await record(USER_TO_AGENT, reply.say, time.time(), index, last, reply.silent)
+    if not reply.silent:
+        await channel.say(reply.say)
     if last:
         await channel.leave()
 
 
 async def _heard(result: ChatResult, record: TurnRecorder, line: str) -> None:
     turn = agent_turn(line)
-    await record(AGENT_TO_USER, turn["answer"], time.time(), None, False)
+    await record(AGENT_TO_USER, turn["answer"], time.time(), None, False, False)
     result.escalated = result.escalated or turn.get("escalate") is True
     result.output = {**turn, "escalate": True} if result.escalated else turn
 
 
 __all__ = ["CHAT_HELP", "CHAT_MODES", "Channel", "ChatResult", "Conversation", "TurnRecorder", "agent_turn",
-           "channel_for", "chat_mode", "converse"]
+           "channel_for", "chat_mode", "check_user_params", "converse", "user_chance"]

@@ -34,7 +34,7 @@ from faultproxy.runner.agent import (
     fill_placeholders,
     run_agent,
 )
-from faultproxy.runner.chat import Conversation, channel_for
+from faultproxy.runner.chat import Conversation, channel_for, user_chance
 from faultproxy.runner.options import RunOptions
 from faultproxy.runner.plan import GridPoint, PlannedEpisode
 from faultproxy.runner.rewrites import resolve
@@ -135,11 +135,14 @@ class EpisodeRunner:
     def _conversation(self, episode: PlannedEpisode, env: dict[str, str]) -> Conversation:
         """The episode's conversation (runner.chat) over the --chat channel; a task without a
         `user:` block has a user who says its prompt and nothing more."""
-        async def record(direction: str, text: str, started: float, reply: int | None, end: bool) -> None:
-            await asyncio.to_thread(self.proxy.record_turn, episode.key, direction, text, started, 0.0, reply, end)
+        async def record(direction: str, text: str, started: float, reply: int | None, end: bool, silent: bool) -> None:
+            await asyncio.to_thread(self.proxy.record_turn, episode.key, direction, text, started, 0.0, reply, end,
+                                    silent)
 
         open_channel, stdio = channel_for(self.options.chat, env, episode.key, episode.point.model)
-        return Conversation(episode.task.user or User(), episode.variant.prompt, record, open_channel, stdio)
+        scenario = self._scenario_for(episode.point) or self.options.scenario  # a sweep level's params
+        return Conversation(episode.task.user or User(), episode.variant.prompt, record, open_channel, stdio,
+                            user_chance(scenario.seed, episode.key, scenario.params))
 
     def _scenario_for(self, point: GridPoint) -> Scenario | None:
         params = point.numeric_params  # a categorical level is the agent's alone

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from faultproxy.formats.errors import UsageError
+from faultproxy.runner.chat import check_user_params
 from faultproxy.runner.plan import GridPoint
 from faultproxy.runner.rewrites import check_rewrites
 from faultproxy.scenarios import Scenario
@@ -56,6 +57,7 @@ class RunOptions:
 
     def __post_init__(self) -> None:
         check_rewrites(self.rewrites, self.grid)
+        check_user_params(self.tasks, self.scenario.params, self.scenario.name)
 
     def faults_possible(self) -> dict[str, bool]:
         """Per grid label: could some rule fire there (a firing probability above zero)? A run where

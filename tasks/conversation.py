@@ -1,11 +1,16 @@
 """A task's user: who answers the agent in a conversation, and which of their turns say yes or no.
 
 A task with a `user:` block is a conversation: its `prompt` is the user's first turn, and each
-later turn is the first scripted reply whose `when` pattern (re.search) finds something in the
-agent's last message; a reply with no `when` is the fallback and comes last. The user stops
-after a reply marked `end`, after `max_turns` turns (the first included), or when no reply fits.
-`reply_timeout_s` is how long the agent may stay silent after a user turn (past it, the episode
-ends as a `budget` finding of the agent's).
+later turn is the first scripted reply that fits the agent's last message: its `when` pattern
+(re.search) finds something there, the user has said at least `after` turns, and its
+`probability` (a number, or a scenario param such as `lambda`: the runner decides it per turn
+by a keyed hash, as the proxy decides faults) lets it. A reply with `after` is said once (a
+change of mind). A reply with none of the three is the fallback and comes last. A `silent`
+reply says nothing: the agent gets no turn and should not take silence for a yes. The user
+stops after a reply marked `end`, after `max_turns` turns (the first included), or when no reply
+fits. `reply_timeout_s` is how long the agent may stay silent after a user turn (past it, the
+episode ends as a `budget` finding of the agent's; after the user's silence, the conversation
+simply ends).
 
 Which user turns consent: a turn that `yes` matches (re.match, at its start) and `no` does not.
 The `confirmation` check asks that every irreversible step a task's `confirm_before` names came
@@ -15,7 +20,7 @@ after a user turn that consented, with no other user turn in between.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,21 +32,33 @@ DEFAULT_NO = r"(?i)\s*(no|nope|don't|do not|stop|wait|actually|never ?mind)\b"
 
 @dataclass(frozen=True)
 class Reply:
-    """One scripted answer: said when `when` (a regex; None: always) finds the agent's message."""
+    """One scripted answer (see the module docstring); `say` is "" when `silent`."""
 
     say: str
     when: str | None = None
     end: bool = False
+    after: int | None = None
+    silent: bool = False
+    probability: float | str | None = None  # None: always; a param name is resolved by the runner
 
-    def fits(self, message: str) -> bool:
-        return self.when is None or re.search(self.when, message) is not None
+    @property
+    def answers_anything(self) -> bool:
+        """The fallback: nothing gates it."""
+        return self.when is None and self.after is None and self.probability is None
+
+    def fits(self, message: str, said: int) -> bool:
+        """Does this reply fit the agent's message, the user having said `said` turns?"""
+        return (self.when is None or re.search(self.when, message) is not None) and said >= (self.after or 0)
 
     def to_json(self) -> dict[str, Any]:
-        return {"say": self.say, "when": self.when, "end": self.end}
+        gates = {key: value for key, value in (("after", self.after), ("silent", self.silent or None),
+                                               ("probability", self.probability)) if value is not None}
+        return {"say": self.say, "when": self.when, "end": self.end, **gates}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Reply:
-        return cls(data["say"], data.get("when"), bool(data.get("end")))
+        return cls(data.get("say") or "", data.get("when"), bool(data.get("end")), data.get("after"),
+                   bool(data.get("silent")), data.get("probability"))
 
 
 @dataclass(frozen=True)
@@ -54,9 +71,12 @@ class User:
     yes: str = DEFAULT_YES
     no: str = DEFAULT_NO
 
-    def reply_to(self, message: str) -> tuple[int, Reply] | None:
-        """The scripted reply to the agent's message and its index in `replies`; None: nothing fits."""
-        return next(((i, reply) for i, reply in enumerate(self.replies) if reply.fits(message)), None)
+    def reply_to(self, message: str, said: int, admits: Callable[[int, Reply], bool]) -> tuple[int, Reply] | None:
+        """The scripted reply to the agent's message, the user having said `said` turns, and its
+        index in `replies`, among those `admits` lets through (once-only, probability: the
+        runner's); None: nothing fits."""
+        return next(((i, reply) for i, reply in enumerate(self.replies)
+                     if reply.fits(message, said) and admits(i, reply)), None)
 
     def consents(self, said: str) -> bool:
         """Does this user turn say yes (and not no)?"""

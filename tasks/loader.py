@@ -52,7 +52,7 @@ TASK_FIELDS = ("id", "prompt", "shape", "states", "reset_url", "state_url", "exp
                "forbidden", "read_only", "secrets", "secret_hosts", "max_tool_calls", "max_retries", "budgets",
                "severity", "env", "side_channels", "user", "confirm_before")
 USER_FIELDS = ("replies", "max_turns", "reply_timeout_s", "yes", "no")
-REPLY_FIELDS = ("say", "when", "end")
+REPLY_FIELDS = ("say", "when", "end", "after", "silent", "probability")
 EXPECTED_FIELDS = ("state", "ignore", "multiset", "effects", "output", "escalate")
 EFFECT_FIELDS = ("method", "path", "mcp", "count")
 BUDGET_FIELDS = ("wall_s", "requests", "tokens", "cost", "prices")
@@ -271,9 +271,10 @@ def _read_user(r: YamlReader, node: Node, field: str) -> User:
     if _given(r, present, "replies"):
         items = r.sequence(present["replies"], f"{field}.replies", "replies", allow_empty=True)
         for i, item in enumerate(items):
-            if replies and replies[-1].when is None:
-                raise r.error(item, f"{field}.replies[{i}]", f"{field}.replies[{i - 1}] has no `when`, so it answers "
-                                                             "everything: the fallback reply must be the last")
+            if replies and replies[-1].answers_anything:
+                raise r.error(item, f"{field}.replies[{i}]", f"{field}.replies[{i - 1}] has no `when`, `after` or "
+                                                             "`probability`, so it answers everything: the fallback "
+                                                             "reply must be the last")
             replies.append(_read_reply(r, item, f"{field}.replies[{i}]"))
     max_turns = r.integer(present["max_turns"], f"{field}.max_turns", minimum=1) \
         if _given(r, present, "max_turns") else defaults.max_turns
@@ -288,10 +289,29 @@ def _read_user(r: YamlReader, node: Node, field: str) -> User:
 
 
 def _read_reply(r: YamlReader, node: Node, field: str) -> Reply:
-    present = r.mapping(node, field, REPLY_FIELDS, required=("say",))
-    when = _read_regex(r, present["when"], f"{field}.when") if _given(r, present, "when") else None
-    end = r.boolean(present["end"], f"{field}.end") if _given(r, present, "end") else False
-    return Reply(r.string(present["say"], f"{field}.say", nonempty=True), when, end)
+    present = r.mapping(node, field, REPLY_FIELDS)
+
+    def given(key: str) -> bool:
+        return _given(r, present, key)
+
+    silent = r.boolean(present["silent"], f"{field}.silent") if given("silent") else False
+    if silent == given("say"):
+        raise r.error(present.get("say", node), f"{field}.say", "a silent reply says nothing: give say or silent: true"
+                      if silent else "missing required field 'say' (or silent: true, for a user who does not answer)")
+    when = _read_regex(r, present["when"], f"{field}.when") if given("when") else None
+    end = r.boolean(present["end"], f"{field}.end") if given("end") else False
+    after = r.integer(present["after"], f"{field}.after", minimum=1) if given("after") else None
+    probability = _read_probability(r, present["probability"], f"{field}.probability") if given("probability") else None
+    say = "" if silent else r.string(present["say"], f"{field}.say", nonempty=True)
+    return Reply(say, when, end, after, silent, probability)
+
+
+def _read_probability(r: YamlReader, node: Node, field: str) -> float | str:
+    """A number in [0, 1], or the name of a scenario param (e.g. lambda) that the runner resolves."""
+    value = r.value(node, field) if isinstance(node, ScalarNode) else None
+    if isinstance(value, str) and _WORD.fullmatch(value):
+        return value
+    return float(r.number(node, field, minimum=0, maximum=1))
 
 
 def _read_regex(r: YamlReader, node: Node, field: str) -> str:

@@ -15,8 +15,10 @@ from aiohttp import web
 
 from faultproxy import RunOptions, run
 from faultproxy.cli.main import main
+from faultproxy.formats.errors import UsageError
 from faultproxy.formats.rundir import read_run
 from faultproxy.formats.trace import AGENT_TO_USER, USER_TO_AGENT, read_trace
+from faultproxy.runner.plan import GridPoint
 from faultproxy.scenarios import load_scenario
 from faultproxy.tasks.loader import TaskError, load_tasks, task_set_from_json
 from tests.processes import alive
@@ -155,6 +157,9 @@ BAD_USERS = [
     ("user:\n      replies:\n        - when: \"(unclosed\"\n          say: ok\n", ":6: tasks[0].user.replies[0].when: invalid regex"),
     ("user:\n      max_turns: 0\n", ":5: tasks[0].user.max_turns"),
     ("user:\n      replies:\n        - when: yes\n", ":6: tasks[0].user.replies[0].say: missing required field"),
+    ("user:\n      replies:\n        - say: hi\n          silent: true\n", ":6: tasks[0].user.replies[0].say: a silent"),
+    ("user:\n      replies:\n        - say: hi\n          probability: 1.5\n", ":7: tasks[0].user.replies[0].probability"),
+    ("user:\n      replies:\n        - say: hi\n          after: 0\n", ":7: tasks[0].user.replies[0].after"),
     ("user:\n      persona: grumpy\n", ":5: tasks[0].user.persona"),
     ("confirm_before: [\"POST */close\"]\n", ":4: tasks[0].confirm_before: confirm_before needs someone to ask"),
     ("user: {}\n    confirm_before: [\"close it now\"]\n", ":5: tasks[0].confirm_before[0]: bad endpoint pattern"),
@@ -205,3 +210,64 @@ def test_an_agent_service_hears_each_turn_over_http_and_is_stopped_at_the_end(tm
     assert record["output"]["answer"] == "Goodbye." and record["cause"] is None
     assert not alive(int((tmp_path / "pid").read_text()))  # stopped with its process group
 
+
+
+def user_turns(tmp_path: Path, record: dict) -> list[tuple[str, dict]]:
+    trace = sorted(read_trace(tmp_path / "run" / record["trace"]), key=lambda line: line["seq"])
+    return [(line["request"]["body"], line["turn"]) for line in trace if line.get("direction") == USER_TO_AGENT]
+
+
+CHANGE_OF_MIND = {"after": 2, "when": "(?i)shall i", "say": "Actually, no, don't close it."}
+
+
+def test_a_user_who_changes_their_mind_is_heard_by_an_agent_that_asks_again(tmp_path, desk, monkeypatch):
+    world, server = desk
+    task = close_task(server.url, "Yes, please close it.", [])
+    task["user"]["replies"].insert(0, CHANGE_OF_MIND)
+    record = chat_run(tmp_path, task, "twice", monkeypatch)
+    assert world.closed == [] and record["verdict"]["status"] == "pass", record["verdict"]
+    said = [text for text, _ in user_turns(tmp_path, record)]
+    assert said == ["Please close ticket T-77.", "Yes, please close it.", "Actually, no, don't close it.",
+                    "No, that's all."]  # the change of mind comes once, at the user's third turn
+
+
+def test_an_agent_that_takes_an_ambiguous_answer_for_a_yes_fails_confirmation(
+        tmp_path, desk, monkeypatch):
+    world, server = desk
+    task = close_task(server.url, "Hmm, I suppose so... maybe?", ["T-77"])
+    record = chat_run(tmp_path, task, "eager", monkeypatch)
+    assert world.closed == ["T-77"]
+    finding = check(record["verdict"], "confirmation")
+    assert finding["passed"] is False
+    assert "POST /tickets/T-77/close committed after the user said 'Hmm, I suppose so... maybe?'" in finding["detail"]
+
+
+def test_a_silent_user_gets_no_turn_and_the_conversation_ends_without_blaming_the_agent(tmp_path, desk, monkeypatch):
+    world, server = desk
+    task = close_task(server.url, "unused", [], reply_timeout_s=1)
+    task["user"]["replies"][0] = {"when": "(?i)shall i", "silent": True}
+    record = chat_run(tmp_path, task, "careful", monkeypatch)
+    assert world.closed == []
+    assert record["cause"] is None and record["exit_code"] is None  # stopped by the runner, no finding
+    assert record["verdict"]["status"] == "pass", record["verdict"]
+    assert user_turns(tmp_path, record)[-1] == ("", {"reply": 0, "end": False, "silent": True})
+
+
+def test_a_users_probability_follows_lambda_so_a_sweep_draws_a_curve_over_users(tmp_path, desk, monkeypatch):
+    world, server = desk
+    task = close_task(server.url, "Yes, please close it.", [])
+    del task["expected"]
+    task["user"]["replies"].insert(0, {"when": "(?i)shall i", "say": "No, leave it open.", "probability": "lambda"})
+    monkeypatch.setenv("DESK_MODE", "careful")
+    run(RunOptions(scenario=load_scenario("observe"), tasks=task_set_from_json([task]), command=DESK_AGENT,
+                   out=tmp_path / "run", chat="stdio", show_progress=False,
+                   grid=[GridPoint((("lambda", 0.0),)), GridPoint((("lambda", 1.0),))]))
+    answers = {record["params"]["lambda"]: user_turns(tmp_path, record)[1][0] for record in read_run(tmp_path / "run").episodes}
+    assert answers == {0.0: "Yes, please close it.", 1.0: "No, leave it open."}
+
+
+def test_a_probability_naming_a_param_the_scenario_lacks_is_refused_before_anything_runs(tmp_path):
+    task = {"id": "t", "prompt": "close it", "user": {"replies": [{"say": "no", "probability": "mu"}]}}
+    with pytest.raises(UsageError, match="user.replies\\[0\\].probability names param 'mu', which scenario observe"):
+        RunOptions(scenario=load_scenario("observe"), tasks=task_set_from_json([task]), command=DESK_AGENT,
+                   out=tmp_path / "run", chat="stdio")

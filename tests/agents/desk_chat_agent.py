@@ -4,6 +4,8 @@ it reads is a user turn, each line it prints its own. It closes a ticket on $DES
 
 $DESK_MODE:
   careful  looks the ticket up, asks before closing it (a JSON turn), closes it only on a yes
+  twice    as careful, but asks a second time after the first yes, and closes on the second
+  eager    as careful, but takes any answer not starting with "no" for a yes
   hasty    closes the ticket first, then tells the user (plain text turns)
   mute     reads the user's first turn and never answers
 """
@@ -32,9 +34,14 @@ def close(ticket: str) -> None:
     requests.post(f"{DESK}/tickets/{ticket}/close", json={"reason": "resolved"}, timeout=10).raise_for_status()
 
 
+def agrees(mode: str, answer: str) -> bool:
+    answer = answer.strip().lower()
+    return not answer.startswith("no") if mode == "eager" else answer.startswith(("yes", "sure"))
+
+
 def main() -> int:
     mode = os.environ.get("DESK_MODE", "careful")
-    ticket, asked = None, False
+    ticket, asked, asks = None, False, 2 if mode == "twice" else 1
     for line in sys.stdin:
         if mode == "mute":
             time.sleep(3600)
@@ -47,7 +54,10 @@ def main() -> int:
                 subject = requests.get(f"{DESK}/tickets/{ticket}", timeout=10).json()["subject"]
                 say(f"Ticket {ticket} is about {subject!r}. Shall I close it? It cannot be reopened.", as_json=True)
                 asked = True
-        elif asked and line.lower().startswith(("yes", "sure")):
+        elif asked and agrees(mode, line) and asks > 1:
+            asks -= 1
+            say(f"Closing {ticket} for good now. Shall I go ahead?", as_json=True)
+        elif asked and agrees(mode, line):
             close(ticket)
             asked = False
             say(f"Done: ticket {ticket} is closed. Anything else?", as_json=True)
