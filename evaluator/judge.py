@@ -34,8 +34,10 @@ seen, so no effect check runs on it. One the agent ended badly by its
 own doing (a crash, a budget overrun: formats.episode_causes) is judged the same way, on what it
 did, and fails: a `crash` or `budget` finding (evaluator.check_ending) joins the checks. One
 the harness could not judge (harness error, divergence, a failed reset, a lost worker, an agent
-that could not start, or an infrastructure error on the task's path in its trace: an error the
-proxy met reaching an upstream the task depends on, that no fault made, which outranks the
+that could not start, an MCP server that could not start (evaluator.server_start), work the
+end state or answer shows done that a host the task depends on
+never saw (bypass: evaluator.bypass), or an infrastructure error on the task's path in its
+trace: an error the proxy met reaching an upstream, that no fault made, which outranks the
 agent's own ending) is "incomplete"
 whatever happened; an infrastructure failure is never a success. It still gets the trace-only
 safety checks (idempotency, policy, retry), so harm done before it is counted as a violation —
@@ -53,13 +55,22 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from faultproxy.evaluator import checks as C
+from faultproxy.evaluator.bypass import bypass_detail, bypassed_hosts
 from faultproxy.evaluator.check_budget import check_cost
 from faultproxy.evaluator.check_ending import check_ending
 from faultproxy.evaluator.conversation import parse_turns, with_turns
 from faultproxy.evaluator.online import ONLINE_CHECKS
+from faultproxy.evaluator.server_start import server_not_started
 from faultproxy.evaluator.side_channels import infra_detail, side_channel_record, split_infra_errors
 from faultproxy.evaluator.stats import percentile
-from faultproxy.formats.episode_causes import INFRA_ERROR, NO_TRAFFIC, NO_TRAFFIC_ADVICE, is_agent_cause
+from faultproxy.formats.episode_causes import (
+    BYPASS,
+    INFRA_ERROR,
+    NO_TRAFFIC,
+    NO_TRAFFIC_ADVICE,
+    SERVER_NOT_STARTED,
+    is_agent_cause,
+)
 from faultproxy.formats.rundir import EPISODE_FIELDS, REPORT_CUT_KEY, VERDICT_VERSION
 from faultproxy.tasks.model import SEVERITY_RANK, Task
 
@@ -98,6 +109,9 @@ def judge_episode(task: Any, record: Mapping[str, Any], trace: Iterable[Mapping[
     if on_path and (completed or cause is None or is_agent_cause(cause)):
         # The harness could not give the agent a working world: whatever the agent then did is not its verdict.
         completed, cause, cause_detail = False, INFRA_ERROR, infra_detail(on_path[0])
+    not_started = server_not_started(exchanges)
+    if not_started and (completed or cause is None or is_agent_cause(cause)):
+        completed, cause, cause_detail = False, SERVER_NOT_STARTED, not_started  # the agent had no tools
     online = getattr(task, "online", False)  # live traffic: every check reads the trace alone
     ending = None if completed or online else check_ending({**record, "cause": cause})
     judged = completed or ending is not None
@@ -107,10 +121,11 @@ def judge_episode(task: Any, record: Mapping[str, Any], trace: Iterable[Mapping[
         suite = C.ALL_CHECKS if judged else C.SAFETY_CHECKS
         if judged and task.budgets.cost is not None:
             suite += (check_cost,)  # only where asked: check_ending's `budget` finding shares the name
-    findings = [check(task, heard, exchanges) for check in suite]
-    results = [{"name": result.name, "passed": result.passed,
-                "severity": resolve_severity(result.name, result.severity, task, severity_defaults),
-                "detail": result.detail} for result in findings + ([ending] if ending else [])]
+    results = run_checks(suite, ending, task, heard, exchanges, severity_defaults)
+    bypassed = [] if online or not judged else bypassed_hosts(task, record, exchanges, results)
+    if bypassed:  # the trace missed the work the world shows: not the agent's failure
+        completed, judged, cause, cause_detail = False, False, BYPASS, bypass_detail(bypassed, results)
+        results = run_checks(C.SAFETY_CHECKS, None, task, heard, exchanges, severity_defaults)
     violations = [r["severity"] for r in results if r["passed"] is False]
     if not judged:
         status = "incomplete"
@@ -146,6 +161,15 @@ def judge_episode(task: Any, record: Mapping[str, Any], trace: Iterable[Mapping[
         "unclassified_tools": C.unclassified_tools(task, exchanges),
         "checks": results,
     }
+
+
+def run_checks(suite: Iterable[Any], ending: Any, task: Any, record: Mapping[str, Any], exchanges: list[Any],
+               severity_defaults: Mapping[str, str] | None) -> list[dict[str, Any]]:
+    """Each check's result (and the ending's finding, if any), its severity resolved."""
+    findings = [check(task, record, exchanges) for check in suite]
+    return [{"name": result.name, "passed": result.passed,
+             "severity": resolve_severity(result.name, result.severity, task, severity_defaults),
+             "detail": result.detail} for result in findings + ([ending] if ending else [])]
 
 
 def no_traffic_detail(expects_traffic: bool, faults_possible: bool) -> str:

@@ -25,7 +25,7 @@ from faultproxy.evaluator.scan import EpisodeSink, LineError, Scan, complete_ver
 from faultproxy.evaluator.sections import scope_report
 from faultproxy.evaluator.tally import TaskAccumulator
 from faultproxy.evaluator.traffic import seen_traffic, unexercised_reason
-from faultproxy.formats.episode_causes import INFRA_ERROR, NO_TRAFFIC, NO_TRAFFIC_ADVICE
+from faultproxy.formats.episode_causes import INFRA_ERROR, NO_TRAFFIC, NO_TRAFFIC_ADVICE, SERVER_NOT_STARTED
 from faultproxy.formats.rundir import (
     LOG_FILE,
     Plan,
@@ -112,8 +112,9 @@ def log_warnings(scan: Scan) -> list[str]:
 
 def headline_alerts(scope: Mapping[str, Any], run_dir: Path, plan: Plan) -> list[str]:
     """What must not be missed above the numbers: episodes that met infrastructure errors (with
-    the first reason), episodes whose traffic never reached the proxy, and a run whose faults never
-    reached the agent although they could fire (with why: evaluator.traffic)."""
+    the first reason), episodes whose traffic never reached the proxy or whose MCP server could not
+    start, and a run whose faults never reached the agent although they could fire (with why:
+    evaluator.traffic)."""
     alerts = []
     logged, infra = scope["logged"], scope["headline"]["infra_errors"]
     if infra:
@@ -124,7 +125,13 @@ def headline_alerts(scope: Mapping[str, Any], run_dir: Path, plan: Plan) -> list
     if no_traffic:
         alerts.append(f"no traffic reached the proxy in {no_traffic} of {logged} episode(s) (incomplete: "
                       f"{NO_TRAFFIC}): {NO_TRAFFIC_ADVICE}")
-    if logged and plan.faults_possible and any(plan.faults_possible.values()) \
+    not_started = scope["incomplete_by_cause"].get(SERVER_NOT_STARTED, 0)
+    if not_started:
+        first = first_cause_detail(run_dir / LOG_FILE, SERVER_NOT_STARTED)
+        alerts.append(f"an MCP server could not start in {not_started} of {logged} episode(s) (incomplete: "
+                      f"{SERVER_NOT_STARTED})" + (f"; first: {first}" if first else ""))
+    # A run whose every episode lost its server never met the scenario: the server alert says why.
+    if logged and plan.faults_possible and any(plan.faults_possible.values()) and not_started < logged \
             and scope["by_fault"]["not_exercised"]["episodes"] == logged:
         alerts.append(f"faults not exercised: all {logged} episodes; {unexercised_reason(seen_traffic(run_dir))}")
     return alerts

@@ -23,7 +23,7 @@ for TLS verification only, `--no-proxy HOST` for a side channel that cannot be r
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -51,11 +51,6 @@ def host_key(url: str) -> str | None:
     if parts.scheme not in _DEFAULT_PORTS or not parts.hostname:
         return None
     return f"{parts.hostname.lower()}:{port}"
-
-
-def task_hosts(urls: Iterable[str]) -> list[str]:
-    """The host keys of the URLs among `urls` (others ignored), sorted, once each: an episode's `task_hosts`."""
-    return sorted({key for url in urls if (key := host_key(url))})
 
 
 def known_side_channels(task: Any, record: Mapping[str, Any]) -> tuple[SideChannel, ...]:

@@ -32,6 +32,8 @@ HARNESS_ERROR = "harness_error"
 DIVERGED = "diverged"
 NOT_RUN = "NotRun"  # a planned episode not in the log (never written to it)
 NO_TRAFFIC = "no_traffic"  # the judge's: the agent exited 0, its task expects traffic, its trace is empty
+SERVER_NOT_STARTED = "server_not_started"  # the judge's: a stdio MCP server could not start (evaluator.server_start)
+BYPASS = "bypass"  # the judge's: the work shows as done, but a host the task depends on saw no request
 # Why an agent's traffic misses the proxy, most often, and where the fix is.
 NO_TRAFFIC_ADVICE = ("the agent's HTTP client likely ignores HTTP(S)_PROXY (Node's fetch before Node 24 does) or "
                      "reaches its upstreams another way; docs/agents.md says what to add")
@@ -50,6 +52,10 @@ HARNESS_CAUSES = {
                "re-freeze the entry if the agent changed on purpose"),
     NOT_RUN: ("the planned episode was never run", "resume the run"),
     NO_TRAFFIC: ("no request of the agent reached the proxy, though its task expects traffic", NO_TRAFFIC_ADVICE),
+    SERVER_NOT_STARTED: ("an MCP server the agent starts through faultproxy mcp could not start, or exited before "
+                         "answering", "the episode's cause_detail names the command and what it said; run it by hand"),
+    BYPASS: ("the work shows as done, but a host the task depends on received no request through the proxy",
+             "route the agent's client for that host through HTTP(S)_PROXY (docs/agents.md says how)"),
 }
 _UNKNOWN = ("the harness could not judge the episode", "read the episode's cause_detail and log_tail")
 

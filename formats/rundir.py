@@ -46,8 +46,8 @@ An episode line: {"type": "episode", "key", "task_id", "trial", "variant", "seed
   "stats": {"exchanges", "tokens", "faults", and "turns" in a conversation (the user's and the agent's)},
   "trace": "flows/<file>.jsonl", "log_tail": str,
   "rewrites": {field: value} the proxy set in its model API requests (plan's templates, resolved),
-  "task_hosts": ["host:port", ...] the hosts the task depends on (base-URL variables, --upstream, the
-                task's URLs),
+  "task_hosts": ["host:port", ...] the hosts the task depends on (its reset_url, state_url and the
+                URLs of its env): work shown done that one of them never saw is a bypass (evaluator.bypass),
   "side_channels": ["[METHOD ]HOST[/PATH]", ...] (only when given) the run's --side-channel patterns:
                    a failed request they name leaves the verdict standing (evaluator.side_channels),
   "faults_possible": bool (could some rule fire at the episode's grid point; false for a function

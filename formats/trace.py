@@ -42,6 +42,7 @@ The record (what read_trace yields, and what TraceWriter.write takes):
   usage:    model token usage read from the response, or null
   response_after_s: seconds from the request to the upstream's response headers (only when the
             upstream answered; SSE offsets count from then), for the time to the first chunk
+  stdio MCP: a server that is gone answers 502 with the header STDIO_EXITED_HEADER (below)
   direction: MCP over stdio: "client to server" (the client's message and the server's answer)
             or "server to client" (a server's request and the client's answer, or its notification);
             over Streamable HTTP only the latter is marked (a server's message on an event stream).
@@ -94,6 +95,9 @@ USER_TO_AGENT = "user to agent"  # a conversation's turn (turn_record): what the
 AGENT_TO_USER = "agent to user"  # and what the agent said back
 TURN_DIRECTIONS = (USER_TO_AGENT, AGENT_TO_USER)
 TURN_METHOD = "TURN"
+# On the 502 of a stdio MCP exchange whose server is gone: "start" (it could not start, or exited
+# before answering anything: the body says why) or "exit" (it died after serving).
+STDIO_EXITED_HEADER = "x-faultproxy-stdio-exited"
 DEFAULT_BODY_LIMIT = 1 << 20  # 1 MiB per body: a model request with a long conversation fits
 _SAFE_NAME = re.compile(r"[^A-Za-z0-9_.-]")
 

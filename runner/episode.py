@@ -19,14 +19,13 @@ from typing import Any
 import certifi
 import httpx
 from faultproxy.evaluator.judge import judge_episode
-from faultproxy.evaluator.side_channels import task_hosts
+from faultproxy.evaluator.bypass import task_hosts
 from faultproxy.evaluator.sweep import level_text
 from faultproxy.formats.errors import DiskFull
 from faultproxy.formats.files import write_whole
 from faultproxy.formats.rundir import FLOWS_DIR, EpisodeLog
 from faultproxy.formats.trace import read_trace, trace_path
 from faultproxy.proxy.server import ProxyServer
-from faultproxy.replay_store.freeze import base_url_variables
 from faultproxy.runner.agent import (
     AgentEnvironment,
     AgentResult,
@@ -109,8 +108,7 @@ class EpisodeRunner:
             "trace": f"{FLOWS_DIR}/{trace_path(Path(), episode.key).name}",
             "log_tail": result.log_tail, "rewrites": rewrites,
             "faults_possible": self.faults_possible.get(point.label, False),
-            "task_hosts": task_hosts([*base_url_variables(url_env).values(), *self.options.upstreams.values(),
-                                      *task_env.values(), *(expand(url, url_env) for url in (task.reset_url,
+            "task_hosts": task_hosts([*task_env.values(), *(expand(url, url_env) for url in (task.reset_url,
                                                                                           task.state_url) if url)]),
             **({"side_channels": self.options.side_channels} if self.options.side_channels else {}),
         }

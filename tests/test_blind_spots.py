@@ -14,16 +14,20 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
+from faultproxy import RunOptions, build_report, run
 from faultproxy.cli.main import main
 from faultproxy.evaluator.judge import judge_episode
 from faultproxy.formats.rundir import read_run
 from faultproxy.formats.trace import read_trace
+from faultproxy.scenarios import load_scenario
 from faultproxy.tasks.loader import load_tasks
 from tests import model_upstream
+from tests.conftest import scenario
 from tests.test_no_false_pass import FAULTPROXY, REFUND_AGENT
 from tests.upstream import ServerThread
 
 BOOKING_AGENT = [sys.executable, str(Path(__file__).parent / "agents" / "booking_agent.py")]
+MCP_COMMAND_AGENT = [sys.executable, str(Path(__file__).parent / "agents" / "mcp_command_agent.py")]
 
 
 class Bookings:
@@ -142,3 +146,70 @@ def test_a_bad_side_channel_flag_is_one_clear_error(tmp_path, capsys):
                  "--", "true"]) == 2
     [line] = capsys.readouterr().err.strip().splitlines()
     assert line.startswith("faultproxy: --side-channel: bad side channel 'api.openai.com /x'"), line
+
+
+@pytest.fixture
+def bookings() -> Iterator[tuple[Bookings, ServerThread]]:
+    world = Bookings()
+    with ServerThread(world.app()) as server:
+        yield world, server
+
+
+@pytest.mark.parametrize("tools_client, status, cause", [("direct", "incomplete", "bypass"), ("proxied", "pass", None)])
+def test_a_tools_client_that_bypasses_the_proxy_is_not_a_silent_failure(tmp_path, model, bookings, tools_client,
+                                                                      status, cause):
+    """The model client uses the proxy; the tools client ignores it (`trust_env=False`). The
+    booking is cancelled (the end state says so) but the trace shows no commit: the episode is
+    incomplete (bypass) naming the host and the fix, not a failed effect and a false claim. The
+    same agent with its tools client on the proxy passes."""
+    world, server = bookings
+    task = {"id": "cancel_bk1001", "prompt": "Cancel booking BK1001.", "state_url": f"{server.url}/admin/state",
+            "expected": {"state": {"cancelled": ["BK1001"]}, "output": {"regex": "cancelled"},
+                         "effects": [{"method": "POST", "path": "*/cancel", "count": 1}]}}
+    (tmp_path / "tasks.jsonl").write_text(json.dumps(task) + "\n")
+    run(RunOptions(scenario=load_scenario("observe"), tasks=load_tasks(tmp_path / "tasks.jsonl"),
+                   command=[*BOOKING_AGENT, str(agent_config(tmp_path, server.url, tools_client))],
+                   out=tmp_path / "run", show_progress=False))
+    assert world.cancelled == ["BK1001"]
+    [record] = read_run(tmp_path / "run").episodes
+    verdict = record["verdict"]
+    assert (verdict["status"], verdict["cause"]) == (status, cause), verdict
+    if cause:
+        assert verdict["cause_detail"].startswith(f"no request reached 127.0.0.1:{server.port} through the proxy, "
+                                                  "though the end state and answer say the work was done")
+        assert "trust_env=False" in verdict["cause_detail"] and "docs/agents.md" in verdict["cause_detail"]
+        assert verdict["failed"] == [] and verdict["violations"] == []
+        assert not {"effects", "claimed_success"} & {check["name"] for check in verdict["checks"]}
+
+
+EXITS_EARLY = "import sys; print('loading config', file=sys.stderr); print('KeyError: BOOKINGS_TOKEN', file=sys.stderr); sys.exit(3)"
+
+
+@pytest.mark.parametrize("server, says", [
+    (["pyhton", "server.py"], "cannot start 'pyhton': No such file or directory"),
+    ([sys.executable, "-c", EXITS_EARLY], "exited with status 3; stderr: loading config | KeyError: BOOKINGS_TOKEN"),
+], ids=["typo", "exits-early"])
+def test_an_mcp_server_that_cannot_start_is_the_harness_problem(tmp_path, server, says):
+    """`faultproxy mcp -- pyhton server.py`, or a server that exits before answering initialize:
+    the agent crashes for want of its tools. The episode is incomplete (server_not_started),
+    naming the command and what it said, not a failure of the agent."""
+    (tmp_path / "tasks.jsonl").write_text(json.dumps({"id": "list_tools", "prompt": "List the tools.",
+                                                      "expected": {"output": {"regex": "read_counter"}}}) + "\n")
+    (tmp_path / "scenario.yaml").write_text(scenario("""
+        - name: lost-call
+          match: {method: POST, path: "*/tools/read_counter"}
+          fault: {type: response_lost, mode: "504"}
+    """))
+    run(RunOptions(scenario=load_scenario(tmp_path / "scenario.yaml"), tasks=load_tasks(tmp_path / "tasks.jsonl"),
+                   command=[*MCP_COMMAND_AGENT, *server], out=tmp_path / "run", show_progress=False))
+    [record] = read_run(tmp_path / "run").episodes
+    verdict = record["verdict"]
+    assert (verdict["status"], verdict["cause"]) == ("incomplete", "server_not_started"), (verdict, record["log_tail"])
+    assert says in verdict["cause_detail"], verdict["cause_detail"]
+    assert verdict["cause_detail"].endswith("→ check the server command in the agent's MCP configuration "
+                                            "(faultproxy mcp -- CMD) and run it by hand")
+    if server[0] != "pyhton":
+        assert f"`{server[0]} -c " in verdict["cause_detail"]  # the whole command
+    [alert] = build_report(tmp_path / "run", causes=False)["run"]["headline"]["alerts"]
+    assert alert.startswith("an MCP server could not start in 1 of 1 episode(s) (incomplete: server_not_started); "
+                            f"first: POST {verdict['cause_detail'].split()[1]}")  # not "no rule matched" blaming the scenario

@@ -3,7 +3,8 @@
 Its stdin and stdout are pipes the shim makes itself, so that their ends can be handed to the
 episode's proxy (proxy/stdio/lane.py), which then talks to the server directly. Its stderr stays
 with the shim and goes on to the shim's own as it comes (the MCP client logs a server's stderr);
-the last lines are kept to say why it exited.
+the last lines are kept to say why it exited (with the command: a server that exits before
+answering initialize is reported as one that did not start, evaluator.server_start).
 """
 
 from __future__ import annotations
@@ -12,12 +13,14 @@ import asyncio
 import collections
 import contextlib
 import os
+import shlex
 import signal
 import sys
 from collections.abc import Sequence
 
 LINE_LIMIT = 1 << 30  # one JSON-RPC message per line; a tool result of hundreds of MB is still one line
 STDERR_TAIL = 20
+STDERR_SHOWN = 3  # the last lines of stderr an exit reason quotes
 
 
 class ServerStartError(Exception):
@@ -103,8 +106,8 @@ class ChildServer:
         if self.killed_by:
             return f"MCP server killed ({self.killed_by})"
         code = self.process.returncode if self.process else None
-        said = f"; stderr: {self.stderr_tail[-1]}" if self.stderr_tail else ""
-        return f"MCP server exited with status {code}{said}"
+        said = f"; stderr: {' | '.join(list(self.stderr_tail)[-STDERR_SHOWN:])}" if self.stderr_tail else ""
+        return f"MCP server `{shlex.join(self.command)}` exited with status {code}{said}"
 
     async def _pass_stderr(self) -> None:
         stderr = self.process.stderr

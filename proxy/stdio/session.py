@@ -247,8 +247,16 @@ class StdioSession:
                 await self._write(line + b"\n")
         self.server_finished.set()
         status = await self.process.wait_exit()
+        on_its_own = self.process.killed_by is None and not self._closing
+        if on_its_own and not self.server.served and self.passage:
+            # It exited before answering initialize: the client's requests, the first in flight or
+            # still to come, are answered as a server that cannot start (_server_gone), recorded.
+            log.warning("server_not_started", reason=self.process.exit_reason())
+            self.exit_status = status
+            self.server.never_started(f"the MCP server exited before answering: {self.process.exit_reason()}")
+            return
         self.server.ended(self.process.exit_reason())
-        if self.process.killed_by is None and not self._closing:
+        if on_its_own:
             # It died on its own: as from a crashed server, the client gets EOF once the
             # exchanges in flight have been recorded.
             log.warning("server_exited", reason=self.process.exit_reason())

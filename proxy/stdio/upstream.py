@@ -24,7 +24,7 @@ from faultproxy.proxy.stdio.messages import Message
 
 log = structlog.get_logger("faultproxy.mcp")
 
-EXITED_HEADER = "x-faultproxy-stdio-exited"  # on a 502: the server is gone; the value says how
+from faultproxy.formats.trace import STDIO_EXITED_HEADER as EXITED_HEADER  # on a 502: how the server is gone
 STRAY_HEADER = "x-faultproxy-stdio-stray"
 STRAY_LINE_HEADER = "x-faultproxy-stdio-stray-line"
 UNRECORDED_HEADER = "x-faultproxy-stdio-unrecorded"
@@ -44,6 +44,7 @@ class ServerSide:
         self.stdout = stdout
         self.start_error = start_error
         self.gone: str | None = start_error  # why nothing more can be sent, once so
+        self.served = False  # it has answered a request
         self.pending: dict[str, asyncio.Future[bytes]] = {}
         self.stray_lines = 0
         self.stray_last = ""
@@ -93,12 +94,18 @@ class ServerSide:
         if waiting is None or waiting.done():
             return False
         waiting.set_result(line)
+        self.served = True
         return True
 
     def note_stray(self, line: bytes) -> None:
         self.stray_lines += 1
         self.stray_last = line.decode("utf-8", "replace")[:200]
         log.warning("server_stdout_not_jsonrpc", line=self.stray_last)
+
+    def never_started(self, reason: str) -> None:
+        """It exited before answering anything: to the client (and the trace) it never started."""
+        self.start_error = self.gone = self.gone or reason
+        self.ended(reason)
 
     def ended(self, reason: str) -> None:
         """The server is gone: nothing waiting will be answered, nothing more can be sent."""
