@@ -20,6 +20,7 @@ from typing import Any
 
 from faultproxy.formats.trace import DEFAULT_BODY_LIMIT, TraceWriter, trace_path
 from faultproxy.scenarios import Scenario
+from faultproxy.tasks.request_class import Declared
 
 ReadKey = tuple[str, str, bytes]
 
@@ -51,6 +52,8 @@ class EpisodeState:
     trace: TraceWriter | None
     scenario: Scenario | None = None  # this episode's own params (a sweep level), if not the proxy's
     rewrites: dict[str, str | int] | None = None  # fields set in its model API requests (--rewrite)
+    declared: Declared | None = None  # its task's irreversible, effects, read_only: for rules with `kind:`
+    tool_hints: dict[str, Any] = field(default_factory=dict)  # MCP tool -> annotations its tools/list gave
     exchanges: int = 0
     tokens: int = 0
     faults: int = 0
@@ -59,6 +62,7 @@ class EpisodeState:
     notifications: Counter[str] = field(default_factory=Counter)  # capped notifications seen, by method
     from_server: int = 0  # exchanges an MCP server began (its requests, notifications): not the agent's requests
     turns: int = 0  # a conversation's turns in the trace (FaultInjector.record_turn): not requests either
+    plumbing: int = 0  # the MCP session's plumbing (initialize, notifications, the GET stream...): not either
     limits: EpisodeLimits = field(default_factory=EpisodeLimits)
     begun: bool = False  # begun by a runner (never forgotten when idle)
     last_used: float = field(default_factory=time.monotonic)
@@ -144,13 +148,14 @@ class Episodes:
                 continue
             self.end(key)
 
-    def begin(self, key: str, scenario: Scenario | None, rewrites: dict[str, str | int] | None = None) -> None:
+    def begin(self, key: str, scenario: Scenario | None, rewrites: dict[str, str | int] | None = None,
+              declared: Declared | None = None) -> None:
         """Start an episode afresh: a trace left by an interrupted earlier attempt is replaced."""
         self.end(key)
         if self.trace_dir:
             trace_path(self.trace_dir, key).unlink(missing_ok=True)
         state = self.get(key)
-        state.scenario, state.rewrites, state.begun = scenario, rewrites, True
+        state.scenario, state.rewrites, state.declared, state.begun = scenario, rewrites, declared, True
         self._unbegun.pop(key, None)
 
     def peek(self, key: str) -> EpisodeState | None:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from faultproxy.formats.redact import Redactor
+from faultproxy.formats.request_kinds import Kind
 from faultproxy.formats.trace import encode_body, trace_time
 from faultproxy.proxy.episodes import EpisodeState
 from faultproxy.proxy.websocket import WsSession
@@ -59,6 +60,7 @@ class FlowExchange:
     matched: list[str] = field(default_factory=list)  # the rules whose match block selected the request
     direction: str | None = None  # MCP: "client to server" (stdio) or "server to client" (who asked)
     message_rules: list[Rule] = field(default_factory=list)  # rules on the messages of the session it may open
+    kinds: frozenset[Kind] | None = None  # what the request is, once a rule with `kind:` asked (proxy.request_kinds)
     websocket: WsSession | None = None  # the WebSocket session the upgrade opened, if it did
     written: bool = False
     _body_json: Any = field(default=_UNPARSED, init=False, repr=False)

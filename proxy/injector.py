@@ -28,11 +28,13 @@ from faultproxy.scenarios.selection import request_matches
 from faultproxy.proxy.models import rewrite_request
 from faultproxy.proxy.perturb import perturb_response
 from faultproxy.proxy.relay import Relay
+from faultproxy.proxy.request_kinds import is_plumbing, kinds_of, learn_tools, uses_kinds
 from faultproxy.proxy.sse import EventSplitter, data_payloads, is_event_stream
 from faultproxy.proxy.usage import tokens_in_body, tokens_in_events
 from faultproxy.proxy.websocket import MessageFault, WsSession, message_json
 from faultproxy.formats.model_apis import live_api_of
 from faultproxy.scenarios import FAULT_KINDS, Rule, Scenario, ScenarioError, load_scenario
+from faultproxy.tasks.request_class import Declared
 from mitmproxy import ctx, exceptions, http
 from mitmproxy import flow as flow_module
 
@@ -56,6 +58,7 @@ class FaultInjector:
         self.redactor = Redactor()
         self.relay = Relay()
         self.mcp_streams = None  # proxy.mcp_http.McpStreams, when added: MCP servers' event streams pass it
+        self.declared: Declared | None = None  # what a policy declares, for episodes that bring none (a monitor)
         self._faults: dict[tuple[str, str], Fault] = {}
 
     # -- configuration ---------------------------------------------------------------------
@@ -93,8 +96,8 @@ class FaultInjector:
         return self._faults[key]
 
     def begin_episode(self, key: str, scenario: Scenario | None = None,
-                      rewrites: dict[str, str | int] | None = None) -> None:
-        self.episodes.begin(key, scenario, rewrites)
+                      rewrites: dict[str, str | int] | None = None, declared: Declared | None = None) -> None:
+        self.episodes.begin(key, scenario, rewrites, declared)
 
     async def settle_episode(self, key: str, wait_s: float = SETTLE_S) -> None:
         """Give the episode's exchanges still waiting for their upstream up to `wait_s` to hear
@@ -165,9 +168,10 @@ class FaultInjector:
         the fault that remembers this read's answer, if a matching rule's kind remembers reads."""
         request = flow.request
         host, port, path = request.host, request.port, request.path  # mitmproxy decodes these on every read
+        kinds = (lambda: kinds_of(flow, ex, self.declared)) if uses_kinds(ex.scenario) else None
         for rule in ex.scenario.rules:
             if rule.name != forced and not request_matches(
-                rule.match, ex.method, host, port, path, request.headers, ex.body_for_rules
+                rule.match, ex.method, host, port, path, request.headers, ex.body_for_rules, kinds
             ):
                 continue
             if rule.match.websocket is not None:  # it selects this session's messages, not the request
@@ -349,6 +353,8 @@ class FaultInjector:
         episode.inflight[ex.seq] = ex
         if ex.direction == SERVER_TO_CLIENT:
             episode.from_server += 1
+        elif is_plumbing(flow.request, ex):
+            episode.plumbing += 1
         return ex
 
     def _decide(self, rule: Rule, index: int, ex: FlowExchange, forced: str | None) -> None:
@@ -405,6 +411,7 @@ class FaultInjector:
             ex.cut_short = "the client left before the upstream answered; the answer was not awaited"
 
     def _write(self, ex: FlowExchange) -> None:
+        learn_tools(ex)
         ex.written = True
         ex.episode.inflight.pop(ex.seq, None)
         ex.episode.tokens += ex.tokens

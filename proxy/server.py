@@ -31,6 +31,7 @@ from faultproxy.proxy.injector import SETTLE_S, FaultInjector
 from faultproxy.proxy.mcp_http import McpStreams
 from faultproxy.proxy.stdio.lane import StdioLane
 from faultproxy.scenarios import Scenario, load_scenario
+from faultproxy.tasks.request_class import Declared
 from mitmproxy.addons import (
     block,
     core,
@@ -61,12 +62,13 @@ class EpisodeStats:
     trace_disk_full: str | None = None
     from_server: int = 0  # of the exchanges, those an MCP server began (its requests and notifications)
     turns: int = 0  # of the exchanges, a conversation's turns (user and agent)
+    plumbing: int = 0  # of the exchanges, the MCP session's plumbing (proxy.request_kinds)
 
     @property
     def requests(self) -> int:
-        """The agent's requests: what a `requests` budget counts (a server's own messages and the
-        conversation's turns are not)."""
-        return self.exchanges - self.from_server - self.turns
+        """The agent's requests: what a `requests` budget counts (a server's own messages, the
+        conversation's turns and the MCP session's plumbing are not)."""
+        return self.exchanges - self.from_server - self.turns - self.plumbing
 
 
 @dataclass(frozen=True)
@@ -197,10 +199,11 @@ class ProxyServer:
         self.stop()
 
     def begin_episode(self, episode: str, scenario: Scenario | None = None,
-                      rewrites: dict[str, str | int] | None = None) -> None:
-        """Start an episode afresh, optionally under its own scenario version (a sweep level), and
-        with `rewrites` (field -> value, proxy.models.FIELDS) set in its model API requests."""
-        self._call(self.injector.begin_episode, episode, scenario, rewrites)
+                      rewrites: dict[str, str | int] | None = None, declared: Declared | None = None) -> None:
+        """Start an episode afresh, optionally under its own scenario version (a sweep level), with
+        `rewrites` (field -> value, proxy.models.FIELDS) set in its model API requests, and what
+        its task declares (irreversible, effects, read_only: for rules that match on `kind:`)."""
+        self._call(self.injector.begin_episode, episode, scenario, rewrites, declared)
 
     def end_episode(self, episode: str) -> EpisodeStats | None:
         """Write what the proxy still holds of the episode (after a bounded wait for upstreams
@@ -211,13 +214,14 @@ class ProxyServer:
         if state is None:
             return None
         full = str(state.trace.path) if state.trace and state.trace.disk_full else None
-        return EpisodeStats(state.exchanges, state.tokens, state.faults, full, state.from_server, state.turns)
+        return EpisodeStats(state.exchanges, state.tokens, state.faults, full, state.from_server, state.turns,
+                            state.plumbing)
 
     def episode_stats(self, episode: str) -> EpisodeStats | None:
         """What the proxy has counted so far for a live episode; None if it knows no such episode."""
         state = self._call(self.injector.episodes.peek, episode)
         return EpisodeStats(state.exchanges, state.tokens, state.faults, None, state.from_server,
-                            state.turns) if state else None
+                            state.turns, state.plumbing) if state else None
 
     def live_episodes(self) -> list[LiveEpisode]:
         """Every episode the proxy holds now, with how long it has been idle."""

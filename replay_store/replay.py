@@ -53,6 +53,7 @@ from faultproxy.replay_store.matching import Pool
 from faultproxy.replay_store.ws_replay import Session, SessionServer
 from faultproxy.replay_store.stand_in import answer_difference, server_messages_after
 from faultproxy.scenarios import Scenario
+from faultproxy.tasks.request_class import Declared
 from mitmproxy import http
 
 log = structlog.get_logger("faultproxy.replay")
@@ -100,10 +101,11 @@ class ReplayInjector(FaultInjector):
         with self._lock:
             self._staged[attribution_key] = replay
 
-    def begin_episode(self, key: str, scenario: Scenario | None = None, model: str | None = None) -> None:
+    def begin_episode(self, key: str, scenario: Scenario | None = None, model: str | None = None,
+                      declared: Declared | None = None) -> None:
         with self._lock:
             replay = self._staged.pop(key, None)
-        super().begin_episode(key, scenario, model)
+        super().begin_episode(key, scenario, model, declared)
         if replay is not None:
             state = self.episodes.peek(key)
             # Attribution uses a key of this replay's own (replays may run side by side), but

@@ -41,6 +41,7 @@ from faultproxy.runner.secrets import redact_output_file, task_secrets
 from faultproxy.scenarios import Scenario, load_scenario
 from faultproxy.tasks.conversation import User
 from faultproxy.tasks.model import Budgets
+from faultproxy.tasks.request_class import Declared
 from faultproxy.tasks.templates import expand
 
 DIRECT_TIMEOUT_S = 10.0
@@ -82,7 +83,8 @@ class EpisodeRunner:
         if reset_error is not None:
             return redactor.document(unfinished_record(self.options, episode, RESET_FAILED, reset_error))
         rewrites = resolve(self.options.rewrites, point)
-        await asyncio.to_thread(self.proxy.begin_episode, episode.key, self._scenario_for(point), rewrites)
+        await asyncio.to_thread(self.proxy.begin_episode, episode.key, self._scenario_for(point), rewrites,
+                                Declared.of(task))
         environment = AgentEnvironment(
             proxy_url=self.proxy.proxy_url(episode.key), ca_bundle=self.proxy.ca_bundle, episode=episode.key,
             task_file=task_file, output_file=output_file, prompt=variant.prompt, seed=variant.seed,

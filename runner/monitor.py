@@ -38,6 +38,7 @@ from faultproxy.runner.otel_export import OtelExport
 from faultproxy.runner.secrets import task_secrets
 from faultproxy.scenarios import Scenario
 from faultproxy.tasks.model import TaskSet
+from faultproxy.tasks.request_class import Declared
 
 log = structlog.get_logger("faultproxy.monitor")
 
@@ -141,6 +142,7 @@ class Monitor:
                              ssl_insecure=o.insecure_upstream, upstream_ca=o.upstream_ca, token=o.token,
                              addons=[self.sessions], limits=limits)
         server.injector.redactor = self.redactor
+        server.injector.declared = Declared.of(self.task)  # a rule's `kind: irreversible` reads the policy's
         return server
 
     async def _watch(self, ready: Callable[[ProxyServer], None] | None) -> None:

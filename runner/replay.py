@@ -57,6 +57,7 @@ from faultproxy.runner.otel_export import OtelExport
 from faultproxy.runner.secrets import redact_output_file
 from faultproxy.scenarios import Scenario, ScenarioError, load_scenario
 from faultproxy.tasks.model import Budgets
+from faultproxy.tasks.request_class import Declared
 from faultproxy.tasks.templates import TemplateError, UnsetVariable, expand
 
 
@@ -217,7 +218,7 @@ class Replayer:
         task_env = self.task_env(entry)
         blocked_before = len(self.guard.attempts)
         self.injector.stage(attribution, replay)
-        await asyncio.to_thread(self.proxy.begin_episode, attribution, scenario, entry.rewrites)
+        await asyncio.to_thread(self.proxy.begin_episode, attribution, scenario, entry.rewrites, Declared.of(task))
         started = time.time()
         environment = AgentEnvironment(
             proxy_url=self.proxy.proxy_url(attribution), ca_bundle=self.proxy.ca_bundle, episode=entry.key,

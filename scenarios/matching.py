@@ -15,12 +15,13 @@ from typing import Any
 import yaml
 from faultproxy.formats.errors import InputError
 from faultproxy.formats.model_apis import ModelApi
+from faultproxy.formats.request_kinds import Kind
 from faultproxy.formats.yaml_input import YamlReader, suggest
 from faultproxy.scenarios.model import BodyPredicate, MatchSpec, MessageMatch, TextPattern
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 _METHOD = re.compile(r"[A-Za-z]+")
-MATCH_FIELDS = ("host", "path", "method", "headers", "body", "api", "stream", "websocket")
+MATCH_FIELDS = ("host", "path", "method", "headers", "body", "api", "stream", "websocket", "kind")
 SENDERS = ("client", "server")
 ANY_MODEL_API = "model"  # `api: model`: a call of any model API formats.model_apis knows
 MCP_PREFIX = "mcp:"  # "mcp:refund_order": a tools/call of that MCP tool, over HTTP or stdio
@@ -49,7 +50,24 @@ def read_match(r: YamlReader, node: Node, field: str) -> MatchSpec:
     apis = _read_apis(r, present["api"], f"{field}.api") if "api" in present else None
     stream = _read_stream(r, present, field)
     websocket = _read_websocket(r, present["websocket"], f"{field}.websocket") if "websocket" in present else None
-    return MatchSpec(host, path, methods, headers, body, apis, stream, websocket)
+    kinds = _read_kinds(r, present["kind"], f"{field}.kind") if "kind" in present else None
+    return MatchSpec(host, path, methods, headers, body, apis, stream, websocket, kinds)
+
+
+def _read_kinds(r: YamlReader, node: Node, field: str) -> frozenset[Kind]:
+    """`kind: write`, or a list of kinds: what the request is (formats.request_kinds)."""
+    if isinstance(node, SequenceNode):
+        items = [(item, f"{field}[{i}]") for i, item in enumerate(r.sequence(node, field, "request kinds"))]
+    else:
+        items = [(node, field)]
+    kinds = set()
+    for item, item_field in items:
+        name = r.string(item, item_field)
+        if name not in tuple(Kind):
+            raise r.error(item, item_field, f"unknown request kind '{name}'; expected one of {', '.join(Kind)}"
+                          + suggest(name, tuple(Kind)))
+        kinds.add(Kind(name))
+    return frozenset(kinds)
 
 
 def _read_body(r: YamlReader, node: Node, field: str) -> tuple[BodyPredicate, ...]:

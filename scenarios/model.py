@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from faultproxy.formats.model_apis import ModelApi
+from faultproxy.formats.request_kinds import Kind
 
 
 @dataclass(frozen=True)
@@ -110,7 +111,9 @@ class MatchSpec:
     """Which requests a rule applies to; every given part must match. Empty parts match anything.
 
     `apis`: the request must be a call of one of these model APIs, as formats.model_apis detects
-    it (None: any request). `stream`: it must (or must not) ask for a streamed answer, in the way
+    it (None: any request). `kinds`: the request must be of one of these kinds
+    (formats.request_kinds: write, irreversible, read, model, mcp_tool), as the proxy classifies
+    it with the episode's task or policy (tasks.request_class); None: any. `stream`: it must (or must not) ask for a streamed answer, in the way
     its API says so; only given together with `apis`. `websocket`: the rule matches messages
     of the sessions the rest selects (MessageMatch), never a request.
     """
@@ -123,6 +126,7 @@ class MatchSpec:
     apis: frozenset[ModelApi] | None = None
     stream: bool | None = None
     websocket: MessageMatch | None = None
+    kinds: frozenset[Kind] | None = None
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from typing import Any
 
 import structlog
 from faultproxy.formats.model_apis import ModelApi, detect_api, is_streamed
+from faultproxy.formats.request_kinds import Kind
 from faultproxy.scenarios.model import MatchSpec
 
 log = structlog.get_logger("faultproxy.match")
@@ -42,10 +43,12 @@ def parse_json_body(raw: bytes | None) -> Any:
 
 def request_matches(
     spec: MatchSpec, method: str, host: str, port: int, path: str, headers: Mapping[str, str],
-    body_json: Callable[[], Any],
+    body_json: Callable[[], Any], kinds: Callable[[], frozenset[Kind]] | None = None,
 ) -> bool:
     """`body_json()` gives the parsed body; it is called only when a body predicate needs it,
-    as parsing a model request (the whole conversation) costs more than all the other checks."""
+    as parsing a model request (the whole conversation) costs more than all the other checks.
+    `kinds()` gives what the request is (tasks.request_class), asked only of a rule with `kind:`;
+    without it such a rule matches nothing."""
     if spec.methods and method.upper() not in spec.methods:
         return False
     if spec.host and not (spec.host.matches(host) or spec.host.matches(f"{host}:{port}")):
@@ -56,6 +59,8 @@ def request_matches(
         value = headers.get(name)
         if value is None or not pattern.matches(value):
             return False
+    if spec.kinds is not None and (kinds is None or not spec.kinds & kinds()):
+        return False
     api = None
     if spec.apis is not None:
         api = detect_api(host, path, headers)

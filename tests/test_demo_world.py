@@ -278,7 +278,7 @@ def test_lost_refund_response_naive_refunds_twice_careful_once(tmp_path):
     [naive] = run_agent(tmp_path / "naive", "naive", ["refund_order_1001"], scenario=lost)
     [careful] = run_agent(tmp_path / "careful", "careful", ["refund_order_1001"], scenario=lost)
     for record in (naive, careful):  # the shop committed the first refund; its response was lost
-        assert [(f["rule"], f["delivered"]) for f in record["verdict"]["faults"]] == [("refund_lost", True)]
+        assert [(f["rule"], f["delivered"]) for f in record["verdict"]["faults"]] == [("write_lost", True)]
 
     # The naive agent retried without a key: the shop refunded twice, a high-severity violation.
     assert committed(tmp_path / "naive", naive, "POST */orders/1001/refund") == 2

@@ -27,6 +27,8 @@ from faultproxy.evaluator.checks import check_retry, parse_trace
 from faultproxy.evaluator.report import build_report
 from faultproxy.formats.rundir import read_run
 from faultproxy.formats.trace import read_trace
+from faultproxy.proxy.server import ProxyServer
+from faultproxy.scenarios import load_scenario
 from faultproxy.tasks.loader import load_tasks
 from faultproxy.tasks.model import Task
 from tests.agents.ledger_mcp_server import make_server
@@ -155,3 +157,24 @@ def test_a_call_whose_stream_the_client_closed_after_the_answer_was_delivered(go
     verdict = check_retry(Task("lookup", "look A7 up", max_retries=0), {}, exchanges)
     assert verdict.passed is not retried
     assert verdict.detail == ("more than max_retries 0 retries: POST /mcp (from #2)" if retried else "no retries")
+
+
+def test_the_live_requests_budget_counts_no_plumbing_either(ledger_http: tuple[HttpServer, Path], tmp_path: Path) -> None:
+    """The proxy's own count, which stops an agent over `budgets.requests`, is the verdict's:
+    the 3 tool calls, not the initialize, notification, tools/list, GET stream and DELETE."""
+    server, _ = ledger_http
+
+    async def session(proxy_url: str) -> None:
+        http = httpx2.AsyncClient(proxy=proxy_url, timeout=httpx2.Timeout(30, read=60))
+        async with http, streamable_http_client(server.url, http_client=http) as (read, write, *_), \
+                ClientSession(read, write) as mcp:
+            await mcp.initialize()
+            await mcp.list_tools()
+            for account in ("B1", "B2", "B3"):
+                await mcp.call_tool("lookup_account", {"account": account})
+
+    with ProxyServer(load_scenario("observe"), trace_dir=tmp_path / "flows") as proxy:
+        proxy.begin_episode("ep")
+        asyncio.run(session(proxy.proxy_url("ep")))
+        stats = proxy.end_episode("ep")
+    assert stats.exchanges == 8 and stats.requests == 3

@@ -421,6 +421,16 @@ CASES = [
             fault: {type: reset}
         """, 5, "rules[0].match.api", "unknown model API 'openai_response'; expected one of model, openai_chat,",
      None),
+    ("unknown_kind", """\
+        name: t
+        description: d
+        rules:
+          - name: r
+            match:
+              kind: [read, writes]
+            fault: {type: reset}
+        """, 6, "rules[0].match.kind[1]", "unknown request kind 'writes'; expected one of model, read, write, "
+                                          "irreversible, mcp_tool (did you mean 'write'?)", None),
     ("unknown_api_in_list", """\
         name: t
         description: d

@@ -1,0 +1,64 @@
+"""What a request is, for the rules that match on `kind:` (tasks.request_class says how), and
+which requests are MCP session plumbing, which no `requests` budget counts.
+
+Kinds are decided at most once per request, and only when one of the scenario's rules has
+`kind:`, so other scenarios pay nothing. The declarations are the episode's task's (or the proxy's own: a
+monitor's policy); the MCP tools' annotations are those the episode's tools/list answers gave,
+learnt as they pass — only while a rule has `kind:` too.
+"""
+
+from __future__ import annotations
+
+import json
+
+from faultproxy.formats.model_apis import is_model_call
+from faultproxy.formats.request_kinds import MCP_SESSION_HEADER, Kind, is_mcp_plumbing, listed_tools, rpc_method
+from faultproxy.proxy.exchange import FlowExchange
+from faultproxy.proxy.sse import data_payloads
+from faultproxy.scenarios import Scenario
+from faultproxy.tasks.request_class import NOTHING_DECLARED, Declared, classify
+from mitmproxy import http
+
+_USES_KINDS: dict[str, bool] = {}  # scenario digest -> has a rule with `kind:`
+
+
+def uses_kinds(scenario: Scenario) -> bool:
+    found = _USES_KINDS.get(scenario.digest)
+    if found is None:
+        found = _USES_KINDS[scenario.digest] = any(rule.match.kinds is not None for rule in scenario.rules)
+    return found
+
+
+def kinds_of(flow: http.HTTPFlow, ex: FlowExchange, declared: Declared | None) -> frozenset[Kind]:
+    """The request's kinds, classified on first use and kept on the exchange."""
+    if ex.kinds is None:
+        request = flow.request  # mitmproxy's headers answer `in` case-insensitively
+        ex.kinds = classify(ex.method, request.host, request.path, request.headers, ex.body_json,
+                            ex.episode.declared or declared or NOTHING_DECLARED, ex.episode.tool_hints).kinds
+    return ex.kinds
+
+
+def is_plumbing(request: http.Request, ex: FlowExchange) -> bool:
+    """MCP session plumbing (formats.request_kinds)? The body is parsed only when it may be a
+    JSON-RPC message, and never a model call's."""
+    raw = ex.request_body
+    if (raw is None or b'"jsonrpc"' not in raw) and MCP_SESSION_HEADER not in request.headers:
+        return False
+    return not is_model_call(request.path) and is_mcp_plumbing(request.headers, ex.body_json())
+
+
+def learn_tools(ex: FlowExchange) -> None:
+    """Keep the annotations of the tools a tools/list answer lists, for the episode's later calls."""
+    if not uses_kinds(ex.scenario) or rpc_method(ex.body_json()) != "tools/list":
+        return
+    if ex.upstream_events:
+        texts = list(data_payloads(event for _, event in ex.upstream_events))
+    else:
+        texts = [ex.upstream_body.decode("utf-8", "replace")] if ex.upstream_body else []
+    answers = []
+    for text in texts:
+        try:
+            answers.append(json.loads(text))
+        except ValueError:
+            continue
+    ex.episode.tool_hints.update(listed_tools(answers))
