@@ -26,31 +26,25 @@ from faultproxy.tasks.request_class import Declared
 from tests.agents.asking_mcp_server import make_server as asking_server
 from tests.agents.ledger_mcp_server import make_server as ledger_server
 from tests.mcp_clients import HttpServer
+from tests.test_blind_spots import Bookings as BlindSpotBookings
 from tests.upstream import ServerThread
 
 pytestmark = pytest.mark.timeout(120)
 
 
-class Bookings:
-    """A booking API: GET a booking ({"booking_ref", "state"}), cancel it (a cancellation id)."""
-
-    def __init__(self) -> None:
-        self.cancelled: list[str] = []
+class Bookings(BlindSpotBookings):
+    """The booking API of the blind-spot tests (cancelling answers a cancellation id), which also
+    shows a booking ({"booking_ref", "state"}) and takes notes on it."""
 
     def app(self) -> web.Application:
-        app = web.Application()
-        app.router.add_get("/bookings/{ref}", self.booking)
-        app.router.add_post("/bookings/{ref}/cancel", self.cancel)
-        app.router.add_post("/bookings/{ref}/notes", self.note)
+        app = super().app()
+        app.router.add_get("/bookings/{id}", self.booking)
+        app.router.add_post("/bookings/{id}/notes", self.note)
         return app
 
     async def booking(self, request: web.Request) -> web.Response:
-        ref = request.match_info["ref"]
+        ref = request.match_info["id"]
         return web.json_response({"booking_ref": ref, "state": "cancelled" if ref in self.cancelled else "held"})
-
-    async def cancel(self, request: web.Request) -> web.Response:
-        self.cancelled.append(request.match_info["ref"])
-        return web.json_response({"cancellation_id": f"CX{len(self.cancelled):04d}"}, status=201)
 
     async def note(self, request: web.Request) -> web.Response:
         return web.json_response({"note_ref": "N1"}, status=201)
