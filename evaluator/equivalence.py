@@ -86,7 +86,8 @@ def _brief(value: Any, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _type(value: Any) -> str:
+def json_type(value: Any) -> str:
+    """The JSON type of a parsed value: null, boolean, number, string, array or object."""
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -108,7 +109,7 @@ def _compare(expected: Any, actual: Any, path: tuple[str, ...], ignore: _Paths, 
         return
     if ignore and ignore.matches(path):
         return
-    kind_e, kind_a = _type(expected), _type(actual)
+    kind_e, kind_a = json_type(expected), json_type(actual)
     if kind_e != kind_a:
         out.append(f"{_show(path)}: expected {kind_e} {_brief(expected)}, got {kind_a} {_brief(actual)}")
         return

@@ -108,3 +108,19 @@ class LineFile:
 
     def close(self) -> None:
         self._file.close()
+
+
+def write_new(path: Path, text: str) -> bool:
+    """Create `path` holding `text`; False, and nothing written, when something is there already
+    (a file, a folder, a symbolic link even to nowhere: O_EXCL never follows one)."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    except FileExistsError:
+        return False
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as file:
+            file.write(text)
+    except OSError as error:
+        path.unlink(missing_ok=True)
+        raise no_space(error, path) from None
+    return True

@@ -1,5 +1,5 @@
 """The `faultproxy` command's entry point. The commands that only read files (report, gate,
-scan) start without loading the proxy (mitmproxy) or the runner, so `faultproxy report` is quick
+scan, init) start without loading the proxy (mitmproxy) or the runner, so `faultproxy report` is quick
 and runs where mitmproxy cannot be imported; every other command loads the full command line."""
 
 from __future__ import annotations
@@ -8,10 +8,10 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-from faultproxy.cli import evaluate, scan
+from faultproxy.cli import evaluate, init, scan
 from faultproxy.cli.dispatch import dispatch, new_parser
 
-READING_COMMANDS = frozenset({"report", "gate", "scan"})
+READING_COMMANDS = frozenset({"report", "gate", "scan", "init"})
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -26,6 +26,7 @@ def reading_parser():
     parser, commands = new_parser()
     evaluate.register(commands)
     scan.register(commands)
+    init.register(commands)
     return parser
 
 

@@ -10,7 +10,7 @@ import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from faultproxy.cli import evaluate, mcp, monitor, otel, replay, scan, sweep
+from faultproxy.cli import evaluate, init, mcp, monitor, otel, replay, scan, sweep
 from faultproxy.cli.dispatch import dispatch, new_parser
 from faultproxy.cli.options import (
     add_listen_options,
@@ -61,6 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.register(commands)
     replay.register(commands)
     scan.register(commands)
+    init.register(commands)
     mcp.register(commands)
     monitor.register(commands)
     otel.register(commands)
