@@ -127,7 +127,7 @@ def observe_run(run_dir: Path) -> Observed:
     seen = Observed(Path(run_dir), (run.plan.get("scenario") or {}).get("name"),
                     command=[str(part) for part in run.plan.get("command") or ()])
     by_id = {item["id"]: TaskSeen(Task.from_json(item)) for item in (run.plan.get("tasks") or {}).get("items") or ()}
-    traces: list[tuple[TaskSeen, str, list[TracedExchange]]] = []
+    traces: list[tuple[TaskSeen, str, list[TracedExchange], Mapping[str, Mapping[str, Any]]]] = []
     for record in run.episodes:
         task = by_id.get(record.get("task_id"))
         path = trace_file(Path(run_dir), record)
@@ -135,15 +135,15 @@ def observe_run(run_dir: Path) -> Observed:
             continue
         task.episodes += 1
         task.hosts.update(record.get("task_hosts") or ())
-        exchanges = [ex for ex in parse_trace(read_trace(path)) if ex.is_request]
-        traces.append((task, str(record.get("key") or ""), exchanges))
+        exchanges = parse_trace(read_trace(path))
+        hints = mcp_tool_hints(exchanges)  # from tools/list answers: plumbing, not the agent's requests
+        traces.append((task, str(record.get("key") or ""), [ex for ex in exchanges if ex.is_request], hints))
     seen.episodes = len(traces)
     seen.tasks = [t for t in by_id.values() if t.episodes]
-    seen.total = sum(len(exchanges) for _, _, exchanges in traces)
-    routes = _generalise([_route_parts(ex, key) for _, key, exchanges in traces for ex in exchanges
+    seen.total = sum(len(exchanges) for _, _, exchanges, _ in traces)
+    routes = _generalise([_route_parts(ex, key) for _, key, exchanges, _ in traces for ex in exchanges
                           if _is_http_tool(ex)])
-    for task, key, exchanges in traces:
-        hints = mcp_tool_hints(exchanges)
+    for task, key, exchanges, hints in traces:
         for ex in exchanges:
             _take(seen, task, ex, key, routes, hints)
         _link(seen, exchanges, key, routes)
