@@ -39,12 +39,13 @@ def kinds_of(flow: http.HTTPFlow, ex: FlowExchange, declared: Declared | None) -
 
 
 def is_plumbing(request: http.Request, ex: FlowExchange) -> bool:
-    """MCP session plumbing (formats.request_kinds)? The body is parsed only when it may be a
-    JSON-RPC message, and never a model call's."""
-    raw = ex.request_body
-    if (raw is None or b'"jsonrpc"' not in raw) and MCP_SESSION_HEADER not in request.headers:
+    """MCP session plumbing (formats.request_kinds)? A model call's body is never looked at, and
+    another's is parsed only when it may be a JSON-RPC message."""
+    if is_model_call(request.path):
         return False
-    return not is_model_call(request.path) and is_mcp_plumbing(request.headers, ex.body_json())
+    if MCP_SESSION_HEADER not in request.headers and b'"jsonrpc"' not in (ex.request_body or b""):
+        return False
+    return is_mcp_plumbing(request.headers, ex.body_json())
 
 
 def learn_tools(ex: FlowExchange) -> None:

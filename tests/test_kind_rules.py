@@ -15,6 +15,7 @@ import pytest
 from aiohttp import web
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
 
 from faultproxy import Episode, run_function
 from faultproxy.formats.rundir import read_run
@@ -25,7 +26,7 @@ from faultproxy.tasks.loader import load_tasks
 from faultproxy.tasks.request_class import Declared
 from tests.agents.asking_mcp_server import make_server as asking_server
 from tests.agents.ledger_mcp_server import make_server as ledger_server
-from tests.mcp_clients import HttpServer
+from tests.mcp_clients import HttpServer, counter_server, session, shim_parameters
 from tests.test_blind_spots import Bookings as BlindSpotBookings
 from tests.upstream import ServerThread
 
@@ -146,3 +147,31 @@ def test_mcp_tools_are_read_or_write_by_annotations_or_the_task_and_unclassified
             assert got == errors, kind
     assert (tmp_path / "ledger").read_text().splitlines() == ["A1", "A2"]  # A3's credit was answered for it
     assert not (tmp_path / "refunds").exists()  # and so was the refund
+
+
+async def _stdio_answers(tmp_path: Path) -> list[str]:
+    """How read_counter and bump were answered, over stdio behind `faultproxy mcp --scenario`
+    whose rules fault reads with a tool error and irreversible calls with a JSON-RPC error."""
+    scenario = tmp_path / "kinds.yaml"
+    scenario.write_text("name: kinds\ndescription: reads and irreversible calls\nrules:\n"
+                        "  - name: reads\n    match: {kind: read}\n    fault: {type: jsonrpc_error, mode: tool_error}\n"
+                        "  - name: irreversible\n    match: {kind: irreversible}\n"
+                        "    fault: {type: jsonrpc_error, mode: error}\n")
+    parameters = shim_parameters(counter_server(tmp_path / "counter"), "--scenario", str(scenario),
+                                 "--trace-dir", str(tmp_path / "flows"))
+    answers = []
+    async with session(parameters) as mcp:
+        await mcp.list_tools()
+        for tool in ("read_counter", "bump"):
+            try:
+                answers.append("tool error" if (await mcp.call_tool(tool, {})).is_error else "answered")
+            except MCPError:
+                answers.append("JSON-RPC error")
+    return answers
+
+
+def test_over_stdio_the_servers_annotations_say_read_or_irreversible(tmp_path: Path) -> None:
+    """The counter server annotates read_counter readOnlyHint and bump destructiveHint; no task
+    declares anything (the shim's own proxy), so the annotations its tools/list answer carried decide."""
+    assert asyncio.run(_stdio_answers(tmp_path)) == ["tool error", "JSON-RPC error"]
+    assert not (tmp_path / "counter").exists()  # bump never reached the server
