@@ -7,6 +7,10 @@ Environment: FAULTPROXY_TASK (a JSON file with "prompt") or FAULTPROXY_PROMPT or
 OPENAI_BASE_URL and OPENAI_API_KEY (read by the SDK); FAULTPROXY_MODEL (default demo-large);
 FAULTPROXY_SEED; SHOP_URL; FAULTPROXY_OUTPUT (where to write the final answer as JSON).
 Clients are the SDK's and httpx's defaults, so HTTP(S)_PROXY and SSL_CERT_FILE apply.
+
+--chat (for `faultproxy run --chat stdio`): the task is the user's first line on stdin, the agent
+asks the user on stdout (ask_user) and reads the answer on the next line, and its answer is its
+last turn, {"role": "assistant", "content": ...}.
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ class Config:
     shop_url: str
     mcp: bool
     stream: bool
+    chat: bool = False
 
 
 def configure(description: str) -> Config:
@@ -51,8 +56,11 @@ def configure(description: str) -> Config:
     parser.add_argument("--prompt", help="the task, when neither FAULTPROXY_TASK nor FAULTPROXY_PROMPT is set")
     parser.add_argument("--mcp", action="store_true", help="call the shop's tools over MCP (SHOP_URL/mcp), not REST")
     parser.add_argument("--stream", action="store_true", help="use streaming chat completions")
+    parser.add_argument("--chat", action="store_true", help="talk with the user over stdin and stdout")
     args = parser.parse_args()
-    if os.environ.get("FAULTPROXY_TASK"):
+    if args.chat:
+        prompt = sys.stdin.readline().strip()  # the user's first turn
+    elif os.environ.get("FAULTPROXY_TASK"):
         episode = json.loads(Path(os.environ["FAULTPROXY_TASK"]).read_text())
         prompt = episode.get("prompt") or episode["task"]["prompt"]  # the variant's wording, else the original
     else:
@@ -64,7 +72,7 @@ def configure(description: str) -> Config:
     seed = os.environ.get("FAULTPROXY_SEED")
     return Config(prompt=prompt, model=os.environ.get("FAULTPROXY_MODEL", "demo-large"),
                   seed=int(seed) if seed else None, shop_url=os.environ["SHOP_URL"],
-                  mcp=args.mcp, stream=args.stream)
+                  mcp=args.mcp, stream=args.stream, chat=args.chat)
 
 
 def openai_client(max_retries: int) -> OpenAI:
@@ -246,8 +254,16 @@ def parse_answer(content: str | None) -> dict:
     return {"answer": content, "confidence": 0.5, "escalate": False, "reason": ""}
 
 
-def finish(output: dict, code: int = 0) -> None:
+def ask_user(question: str) -> bool:
+    """Ask the user (--chat) and read their answer: did they say yes?"""
+    print(json.dumps({"role": "assistant", "content": question}), flush=True)
+    return re.match(r"\s*(yes|yeah|sure|ok|okay|go ahead|please do)\b", sys.stdin.readline(), re.I) is not None
+
+
+def finish(output: dict, code: int = 0, chat: bool = False) -> None:
     if os.environ.get("FAULTPROXY_OUTPUT"):
         Path(os.environ["FAULTPROXY_OUTPUT"]).write_text(json.dumps(output))
-    print(json.dumps(output))
+    if chat:  # the answer is the agent's last turn
+        output = {"role": "assistant", "content": str(output.get("answer")), **output}
+    print(json.dumps(output), flush=True)
     sys.exit(code)

@@ -12,6 +12,7 @@
   empty answer, or a tool call that names no tool or breaks the tool's schema is asked for again.
 - Tool answers are data, not orders: it writes only to orders the user named or a lookup
   returned, so an instruction planted in a tool's answer cannot send it to another order.
+- In a conversation (--chat) it asks the user before any write, and does nothing on a no.
 
 Usage: SHOP_URL=... OPENAI_BASE_URL=... python examples/careful_agent.py --prompt "Refund order 1001."
 """
@@ -28,7 +29,18 @@ from typing import Any
 
 import httpx
 import openai
-from agent_common import SPECS, Reply, Shop, complete, configure, finish, openai_client, run, tool_message
+from agent_common import (
+    SPECS,
+    Reply,
+    Shop,
+    ask_user,
+    complete,
+    configure,
+    finish,
+    openai_client,
+    run,
+    tool_message,
+)
 
 ATTEMPTS = 4
 REASKS = 8  # a cut, refused, empty or garbled answer costs one model call: asking again is cheap and safe
@@ -50,6 +62,10 @@ STILL_TRUE = {  # what must hold of the order, freshly read, before a write's fi
 
 class Escalate(Exception):
     """Hand over to a human rather than guess."""
+
+
+class Declined(Exception):
+    """The user said no: nothing is done."""
 
 
 def wait_s(reply: Reply | None, attempt: int) -> float:
@@ -171,6 +187,9 @@ def main() -> None:
                                                         f"found by a lookup; not doing {name} on it."}
             return json.dumps({"http_status": 403, "error": error})
         key = "careful-" + hashlib.sha256(json.dumps([cfg.prompt, name, args], sort_keys=True).encode()).hexdigest()[:32]
+        if cfg.chat and key not in sent_keys and not ask_user(f"I am about to {name.replace('_', ' ')} with "
+                                                              f"{json.dumps(args)}. Shall I go ahead?"):
+            raise Declined(f"All right: I did not {name.replace('_', ' ')}; nothing was changed.")
         if key not in sent_keys and name in STILL_TRUE:  # re-read now; what the model saw may be stale
             order = checked("get_order", {"order_id": args.get("order_id")})
             if not order.ok:
@@ -198,9 +217,11 @@ def main() -> None:
         output = run(ask, use_tool, cfg.prompt)
     except Escalate as e:
         output = {"answer": None, "confidence": 0.0, "escalate": True, "reason": str(e)}
+    except Declined as e:
+        output = {"answer": str(e), "confidence": 1.0, "escalate": False, "reason": "declined by the user"}
     except (openai.APIError, httpx.HTTPError, RuntimeError) as e:
-        finish({"answer": None, "confidence": 0.0, "escalate": True, "reason": f"gave up: {e}"}, code=1)
-    finish(output)
+        finish({"answer": None, "confidence": 0.0, "escalate": True, "reason": f"gave up: {e}"}, code=1, chat=cfg.chat)
+    finish(output, chat=cfg.chat)
 
 
 if __name__ == "__main__":

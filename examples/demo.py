@@ -1,8 +1,9 @@
 """`make demo`: faultproxy on the demo world, start to finish, with no API key.
 
 Starts the shop and the scripted model on free loopback ports, runs the naive and the careful
-agent through `faultproxy run` under scenarios that matter, prints each report summary, and
-stops everything it started. Every command it runs is printed, so you can run it yourself.
+agent through `faultproxy run` under scenarios that matter and in a conversation where the user
+must agree before an order is cancelled, prints each report summary, and stops everything it
+started. Every command it runs is printed, so you can run it yourself.
 """
 
 from __future__ import annotations
@@ -50,6 +51,17 @@ def run_section(scenario: str, tasks: str, k: int, what: str, summary: Table) ->
                    "--parallel", "4", "--out", str(out), "--", "python", f"examples/{agent}_agent.py")
         faultproxy("report", "--quiet", str(out))
         summary.add_row(scenario, agent, *headline(ROOT / out / "report.json"))
+
+
+def chat_section(summary: Table) -> None:
+    """A conversation: the user is asked before an order is cancelled, and says yes, or no."""
+    console.print(Rule("conversation: cancelling an order needs the user's yes first (--chat stdio)"))
+    for agent in AGENTS:
+        out = f"runs/demo/chat-{agent}"
+        faultproxy("run", "--scenario", "observe", "--tasks", "examples/tasks_chat.yaml", "--chat", "stdio",
+                   "--parallel", "2", "--out", out, "--", "python", f"examples/{agent}_agent.py", "--chat")
+        faultproxy("report", "--quiet", out)
+        summary.add_row("conversation", agent, *headline(ROOT / out / "report.json"))
 
 
 def sweep_section() -> None:
@@ -102,6 +114,7 @@ def main() -> int:
             summary.add_column(column)
         for section in SECTIONS:
             run_section(*section, summary)
+        chat_section(summary)
         console.print(Rule())
         console.print(summary)
         sweep_section()

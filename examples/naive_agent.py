@@ -47,7 +47,7 @@ def main() -> None:
                 return tool_message(reply)
         raise AssertionError("unreachable")
 
-    finish(run(ask, use_tool, cfg.prompt))
+    finish(run(ask, use_tool, cfg.prompt), chat=cfg.chat)  # in a conversation (--chat) it never asks first
 
 
 if __name__ == "__main__":
