@@ -244,7 +244,8 @@ def test_an_agent_that_takes_an_ambiguous_answer_for_a_yes_fails_confirmation(
 
 def test_a_silent_user_gets_no_turn_and_the_conversation_ends_without_blaming_the_agent(tmp_path, desk, monkeypatch):
     world, server = desk
-    task = close_task(server.url, "unused", [], reply_timeout_s=1)
+    # The timeout also bounds the agent's first answer (its start included): long enough for a loaded machine.
+    task = close_task(server.url, "unused", [], reply_timeout_s=6)
     task["user"]["replies"][0] = {"when": "(?i)shall i", "silent": True}
     record = chat_run(tmp_path, task, "careful", monkeypatch)
     assert world.closed == []
