@@ -34,6 +34,9 @@ The record (what read_trace yields, and what TraceWriter.write takes):
   forwarded: did the request reach the upstream (the proxy passed it on); lines written before
             it was recorded are read with scenarios.trace_forwarded
   fault:    rule, type, params, delivered, detail — or null
+  consequence_of: only when the proxy answered the request because of what an earlier fault left
+            (an MCP session it ended, a token it expired): {rule, type, seq} of that fault's line;
+            not forwarded, and no fault decision of its own
   infra_error: only when the proxy failed to reach or hear the upstream by no fault's doing
             (refused, DNS, TLS, a reset): the reason. It makes the episode incomplete, unless the
             request is a known side channel: then the verdict lists it (evaluator.side_channels)

@@ -69,6 +69,7 @@ class EpisodeState:
     reads: OrderedDict[ReadKey, StoredResponse] = field(default_factory=OrderedDict)
     writes: OrderedDict[str, int] = field(default_factory=OrderedDict)  # resource path -> seq of its last write
     inflight: dict[int, Any] = field(default_factory=dict)  # seq -> the FlowExchange not yet written
+    lingering: dict[str, dict[str, Any]] = field(default_factory=dict)  # what faults left for later requests (proxy.faults.lingering)
 
     def next_seq(self) -> int:
         self.exchanges += 1

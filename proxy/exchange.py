@@ -62,6 +62,7 @@ class FlowExchange:
     message_rules: list[Rule] = field(default_factory=list)  # rules on the messages of the session it may open
     kinds: frozenset[Kind] | None = None  # what the request is, once a rule with `kind:` asked (proxy.request_kinds)
     websocket: WsSession | None = None  # the WebSocket session the upgrade opened, if it did
+    consequence_of: dict[str, Any] | None = None  # answered by the proxy because of an earlier fault: which
     written: bool = False
     _body_json: Any = field(default=_UNPARSED, init=False, repr=False)
 
@@ -112,6 +113,7 @@ class FlowExchange:
             **{name: value for name, value in (("infra_error", self.infra_error), ("cut_short", self.cut_short),
                                                ("body_not_evaluated", self.body_not_evaluated),
                                                ("direction", self.direction),
+                                               ("consequence_of", self.consequence_of),
                                                ("response_after_s", self._response_after_s()),
                                                ("websocket", self.websocket and self.websocket.to_record(_plain)))
                if value is not None},

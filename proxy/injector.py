@@ -24,6 +24,7 @@ from faultproxy.proxy.attribution import PASS_THROUGH_KEY, episode_of
 from faultproxy.proxy.episodes import EpisodeLimits, Episodes, EpisodeState
 from faultproxy.proxy.exchange import FlowExchange
 from faultproxy.proxy.faults import FAULT_CLASSES, SUPPLIED_KEY, Fault, answer
+from faultproxy.proxy.faults.lingering import answer_lingering
 from faultproxy.scenarios.selection import request_matches
 from faultproxy.proxy.models import rewrite_request
 from faultproxy.proxy.perturb import perturb_response
@@ -146,6 +147,9 @@ class FaultInjector:
         self._match_rules(flow, ex, forced)
         if forced and ex.rule is None:
             answer(flow, ex, 400, {"content-type": "text/plain"}, f"faultproxy: no rule named {forced!r}\n".encode())
+            return
+        if ex.episode.lingering and answer_lingering(flow, ex):
+            ex.rule, ex.decision, ex.forced = None, None, False  # an earlier fault's answer: no fault of this call's own
             return
         if ex.method in WRITE_METHODS:
             ex.episode.note_write(ex.seq, self._touched(flow, ex))

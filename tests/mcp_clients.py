@@ -14,10 +14,12 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 
+import httpx2
 import pytest
 import uvicorn
 from mcp import ClientSession, StdioServerParameters, types
 from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 AGENTS = Path(__file__).resolve().parent / "agents"
@@ -33,12 +35,12 @@ def shim_parameters(server: Sequence[str], *shim_flags: str) -> StdioServerParam
 
 class HttpServer:
     """An ASGI app (an SDK server's streamable_http_app) on an ephemeral 127.0.0.1 port, in a
-    thread of its own; `url` is its /mcp endpoint."""
+    thread of its own; `url` is its endpoint (the app's `streamable_http_path`)."""
 
-    def __init__(self, app) -> None:
+    def __init__(self, app, path: str = "/mcp") -> None:
         self.socket = socket.socket()
         self.socket.bind(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self.socket.getsockname()[1]}/mcp"
+        self.url = f"http://127.0.0.1:{self.socket.getsockname()[1]}{path}"
         self.server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
         self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.socket]}, daemon=True)
 
@@ -64,6 +66,18 @@ async def session(parameters: StdioServerParameters, **callbacks) -> AsyncIterat
     async with stdio_client(parameters) as (read, write), ClientSession(read, write, **callbacks) as client:
         await client.initialize()
         yield client
+
+
+@asynccontextmanager
+async def http_session(proxy_url: str, url: str, token: str | None = None, **callbacks) -> AsyncIterator[ClientSession]:
+    """An initialized client session over Streamable HTTP through the proxy at `proxy_url`, with
+    `token` as its bearer token if given."""
+    headers = {"authorization": f"Bearer {token}"} if token else {}
+    http = httpx2.AsyncClient(proxy=proxy_url, headers=headers, timeout=httpx2.Timeout(30, read=300))
+    async with http, streamable_http_client(url, http_client=http) as (read, write), \
+            ClientSession(read, write, **callbacks) as mcp:
+        await mcp.initialize()
+        yield mcp
 
 
 class RawClient:

@@ -112,6 +112,10 @@ PROBES: dict[str, tuple[str, list[tuple[str, str, dict | None]]]] = {
     "server_exit": ("{type: server_exit}",  # when: after — the server executed the call, then died
                     [("POST", "/mcp", {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
                                        "params": {"name": "refund", "arguments": {}}})]),
+    "session_expired": ("{type: session_expired}",
+                        [("POST", "/mcp", {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                                           "params": {"name": "refund", "arguments": {}}})]),
+    "token_expired": ("{type: token_expired}", [("GET", "/items/1", None)]),
     "truncated": ("{type: truncated}", [("POST", "/v1/chat/completions", {"model": "m", "messages": []})]),
     "malformed_tool_call": ("{type: malformed_tool_call}",
                             [("POST", "/v1/chat/completions", {"model": "m", "messages": [], "tools": [
@@ -150,7 +154,8 @@ def test_trace_says_forwarded_exactly_when_the_upstream_saw_the_request(make_pro
           fault: {fault}
           when: {{calls: [{len(requests)}]}}
     """))
-    with httpx.Client(proxy=proxy.proxy_url("ep"), timeout=10) as client:
+    session = {"mcp-session-id": "s1"}  # every request in an MCP session, which session_expired needs
+    with httpx.Client(proxy=proxy.proxy_url("ep"), headers=session, timeout=10) as client:
         for i, (method, path, body) in enumerate(requests):
             before = state.hits[f"{method} {path}"]
             try:

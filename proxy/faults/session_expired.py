@@ -1,0 +1,52 @@
+"""session_expired: the server has forgotten the MCP session; its requests are answered 404."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from faultproxy.proxy.exchange import FlowExchange
+from faultproxy.proxy.faults.base import Fault, answer
+from faultproxy.proxy.faults.lingering import SESSION_HEADER, end_session, session_gone, session_of
+from faultproxy.scenarios.faults import session_expired
+from mitmproxy import http
+
+
+class SessionExpiredFault(Fault):
+    kind = session_expired.KIND
+
+    async def request(self, flow: http.HTTPFlow, ex: FlowExchange) -> None:
+        session = session_of(flow)
+        if session is None:
+            ex.detail = "no session to expire: the request carries no Mcp-Session-Id"
+        elif self.params["when"] == "before":
+            gone = session_gone(self.params["message"])
+            end_session(ex, session, gone)
+            answer(flow, ex, *gone)
+            ex.deliver("the server had forgotten the session; the call never ran")
+
+    def event_shaper(self, ex: FlowExchange) -> Callable[[bytes], bytes | None] | None:
+        """when: after, on an answer stream: the session ends as the call runs, and the server
+        closes the stream with nothing more on it (the SDK's client then says the stream ended
+        without a response)."""
+        if self.params["when"] != "after" or not any(name.lower() == SESSION_HEADER for name, _ in ex.request_headers):
+            return None
+        return lambda event: None
+
+    async def responseheaders(self, flow: http.HTTPFlow, ex: FlowExchange) -> None:
+        """An answer stream: the session ends now, before the client can see the stream end and
+        send its next request."""
+        session = session_of(flow)
+        if self.params["when"] == "after" and session is not None and flow.response.stream:
+            end_session(ex, session, session_gone(self.params["message"]))
+
+    async def response(self, flow: http.HTTPFlow, ex: FlowExchange) -> None:
+        session = session_of(flow)
+        if self.params["when"] != "after" or session is None or ex.upstream is None:
+            return
+        if flow.response.stream:
+            ex.outcome = "cut"
+        else:  # a JSON answer: the session ends, and the connection closes before the answer
+            end_session(ex, session, session_gone(self.params["message"]))
+            flow.kill()
+            ex.outcome = "reset"
+        ex.deliver(f"the server answered {ex.upstream['status']}, then the session ended before the client heard")

@@ -1,0 +1,24 @@
+"""session_expired: an MCP server over Streamable HTTP has forgotten the client's session.
+
+The request carrying `Mcp-Session-Id` is answered 404 with the JSON-RPC error the official SDK's
+server sends for an unknown session, and so is every later request of that session, until the
+client initializes a new one (a request with no session header reaches the server as ever).
+`when: before` — the server had forgotten the session before the call came; it never ran.
+`after` — the call ran, then the session ended before its answer reached the client: the answer
+is lost (the connection closes), which leaves the call *maybe committed* for the client. A
+request with no session (an `initialize`) is forwarded; the fault is recorded as not delivered.
+"""
+
+from __future__ import annotations
+
+from faultproxy.scenarios.faults.base import FaultKind, ParamSpec
+
+KIND = FaultKind(
+    name="session_expired",
+    params={
+        "when": ParamSpec("string", "before", "the session ended before the call reached the server, "
+                          "or after it ran", choices=("before", "after")),
+        "message": ParamSpec("string", "Session not found", "the JSON-RPC error's message"),
+    },
+    forwards=False,
+)

@@ -1,0 +1,39 @@
+"""An MCP server unlike the demo shop's, on the official SDK, for Streamable HTTP behind a gateway
+path: a journal whose `post_entry` is irreversible (it says nothing of it: no annotations; a
+tasks file names it) and deduplicates on an `idempotency_key` argument, and `list_entries`, a
+read. Entries are kept in a JSON file the test reads: it shows whether a call ran, even one whose
+answer the client never got.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from mcp.server.mcpserver import MCPServer
+
+
+def entries(state: Path) -> list[dict]:
+    return json.loads(state.read_text()) if state.exists() else []
+
+
+def make_server(state: Path) -> MCPServer:
+    server = MCPServer("journal")
+
+    @server.tool()
+    def post_entry(account: str, cents: int, idempotency_key: str | None = None) -> str:
+        """Post an entry to an account's ledger."""
+        book = entries(state)
+        for entry in book:
+            if idempotency_key is not None and entry["key"] == idempotency_key:
+                return json.dumps(entry)  # already posted: the same entry again
+        entry = {"id": f"E{len(book) + 1}", "account": account, "cents": cents, "key": idempotency_key}
+        state.write_text(json.dumps([*book, entry]))
+        return json.dumps(entry)
+
+    @server.tool()
+    def list_entries(account: str) -> str:
+        """The entries of an account."""
+        return json.dumps([entry for entry in entries(state) if entry["account"] == account])
+
+    return server

@@ -1,0 +1,190 @@
+"""MCP in production: the control-plane faults of issue 34, driven with the official SDK's client
+against its server over Streamable HTTP, behind a gateway path (`/gw/journal/mcp`), in a world
+unlike the demo's (a journal with no tool annotations; the tasks file names the irreversible tool).
+
+For each fault: what the client sees; a naive agent failing as a robust one must not; a careful
+one passing; the frozen failure replayed with the server stopped, and minimized.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import requests
+from mcp.shared.exceptions import MCPError
+
+from faultproxy import Episode, run_function
+from faultproxy.formats.rundir import read_run
+from faultproxy.formats.trace import read_trace
+from faultproxy.proxy.server import ProxyServer
+from faultproxy.replay_store import har
+from faultproxy.replay_store.freeze import freeze
+from faultproxy.replay_store.minimize import minimize
+from faultproxy.replay_store.replay import ReplayOptions
+from faultproxy.runner.replay import Replayer
+from faultproxy.scenarios import load_scenario
+from faultproxy.tasks.loader import load_tasks
+from tests.agents.journal_mcp_server import entries, make_server
+from tests.conftest import scenario
+from tests.mcp_clients import HttpServer, http_session
+
+pytestmark = pytest.mark.timeout(180)
+
+GATEWAY_PATH = "/gw/journal/mcp"
+
+
+class Ledger(HttpServer):
+    def __init__(self, state: Path) -> None:
+        self.state = state
+        super().__init__(make_server(state).streamable_http_app(host="127.0.0.1", streamable_http_path=GATEWAY_PATH),
+                         GATEWAY_PATH)
+
+    def posted(self) -> list[dict]:
+        return entries(self.state)
+
+
+@pytest.fixture
+def ledger(tmp_path: Path) -> Iterator[Ledger]:
+    with Ledger(tmp_path / "ledger.json") as server:
+        yield server
+
+
+def first_call(fault: str) -> str:
+    """A scenario whose one rule faults the first tools/call of the episode."""
+    return scenario(f"- name: control\n  match: {{body: {{method: tools/call}}}}\n  when: {{calls: [1]}}\n"
+                    f"  fault: {fault}\n")
+
+
+def trace_of(proxy: ProxyServer, flows: Path) -> list[dict]:
+    proxy.stop()  # every exchange written
+    [path] = flows.iterdir()
+    return sorted(read_trace(path), key=lambda line: line["seq"])
+
+
+def rpc(line: dict) -> str:
+    return json.loads(line["request"]["body"] or "{}").get("method", line["request"]["method"])
+
+
+SEEN = {  # what the client saw of the faulted call, of its next request in the same session (status); did the call run
+    "{type: session_expired}": ("Session not found", "Session not found", 404, False),
+    "{type: session_expired, when: after}": ("SSE stream ended without a response", "Session not found", 404, True),
+    "{type: token_expired}": ("Server returned an error response", "Server returned an error response", 401, False),
+}
+
+
+@pytest.mark.parametrize("fault", list(SEEN))
+async def test_what_the_client_sees(fault: str, ledger: Ledger, make_proxy, tmp_path: Path) -> None:
+    proxy, (call, next_request, status, committed) = make_proxy(first_call(fault)), SEEN[fault]
+    async with http_session(proxy.proxy_url("ep"), ledger.url, token="tok-1") as mcp:
+        with pytest.raises(MCPError, match=call):
+            await mcp.call_tool("post_entry", {"account": "ops", "cents": 700})
+        with pytest.raises(MCPError, match=next_request):
+            await mcp.list_tools()
+    assert (len(ledger.posted()) == 1) is committed
+    async with http_session(proxy.proxy_url("ep"), ledger.url, token="tok-2") as mcp:  # a new session, a new token
+        listed = await mcp.call_tool("list_entries", {"account": "ops"})
+    assert len(json.loads(listed.content[0].text)) == int(committed)
+
+    lines = trace_of(proxy, tmp_path / "flows")
+    [faulted] = [line for line in lines if line["fault"]]
+    assert faulted["fault"]["delivered"] and faulted["forwarded"] is committed
+    # the old session's later requests (tools/list, the client's DELETE) never reach the server: the
+    # proxy answers them in the fault's name, no fault of their own; the new session is forwarded
+    after = [line for line in lines if line["seq"] > faulted["seq"]]
+    held = [line for line in after if line.get("consequence_of")]
+    assert [rpc(line) for line in held] == ["tools/list", "DELETE"]
+    assert all(line["client"]["status"] == status and not line["forwarded"] and not line["fault"]
+               and line["consequence_of"] == {"rule": "control", "type": faulted["fault"]["type"], "seq": faulted["seq"]}
+               for line in held)
+    assert [rpc(line) for line in after if line["forwarded"] and line["request"]["method"] == "POST"][:1] == [
+        "initialize"]
+    if "token_expired" in fault:
+        headers = dict((name.lower(), value) for name, value in faulted["client"]["headers"])
+        assert faulted["client"]["status"] == 401 and headers["www-authenticate"] == (
+            'Bearer error="invalid_token", error_description="The access token expired", resource_metadata="'
+            + ledger.url.replace(GATEWAY_PATH, "/.well-known/oauth-protected-resource" + GATEWAY_PATH) + '"')
+        assert json.loads(faulted["client"]["body"])["error"] == "invalid_token"
+
+
+def test_an_expired_token_stays_expired_on_a_plain_http_tool_until_another_is_presented(upstream, make_proxy) -> None:
+    _, server = upstream
+    proxy = make_proxy(scenario("- name: expired\n  match: {path: /items/*}\n  when: {calls: [1]}\n"
+                                "  fault: {type: token_expired, resource_metadata: 'https://auth.example/rs'}\n"))
+    proxies = {"http": proxy.proxy_url("ep")}
+
+    def read(token: str) -> requests.Response:
+        return requests.get(server.url + "/items/4", proxies=proxies, timeout=30,
+                            headers={"authorization": f"Bearer {token}"})
+
+    first, again, refreshed = read("old"), read("old"), read("new")
+    assert [first.status_code, again.status_code, refreshed.status_code] == [401, 401, 200]
+    assert first.json()["error"] == "invalid_token" and again.json() == first.json()
+    assert again.headers["www-authenticate"] == first.headers["www-authenticate"]
+    assert first.headers["www-authenticate"].endswith('resource_metadata="https://auth.example/rs"')
+
+
+TASKS = """tasks:
+  - id: post
+    prompt: post 7.00 to the ops account
+    irreversible: ["mcp:post_entry"]
+    expected: {effects: [{mcp: post_entry, count: 1}]}
+"""
+
+
+def ledger_agent(url: str, careful: bool):
+    """Posts one entry; when the call fails, tries once more in a new session. The careful agent
+    carries an idempotency key and re-authenticates (a fresh token); the naive one neither."""
+    arguments = {"account": "ops", "cents": 700} | ({"idempotency_key": "ops-700"} if careful else {})
+
+    async def post(episode: Episode) -> str:
+        failures = []
+        for token in ("tok-1", "tok-2" if careful else "tok-1"):
+            try:
+                async with http_session(episode.proxy_url, url, token=token) as mcp:
+                    return (await mcp.call_tool("post_entry", arguments)).content[0].text
+            except* MCPError as errors:  # the SDK's client raises from its task group
+                failures += [str(error) for error in errors.exceptions]
+        return "failed: " + "; ".join(failures)
+
+    def agent(episode: Episode) -> dict:
+        return {"answer": asyncio.run(post(episode))}
+    return agent
+
+
+JUDGED = {  # a fault -> the checks the naive agent fails (the careful one passes), and how often it posted
+    "{type: session_expired, when: after}": ({"idempotency": "high", "effects": "high", "claimed_success": "high"}, 2),
+    "{type: token_expired}": ({"effects": "medium", "claimed_success": "high"}, 0),  # it gave up, saying nothing
+}
+
+
+@pytest.mark.parametrize("fault", list(JUDGED))
+def test_a_naive_agent_fails_a_careful_one_passes_and_the_failure_replays_with_the_server_stopped(
+        fault: str, tmp_path: Path) -> None:
+    (tmp_path / "tasks.yaml").write_text(TASKS)
+    (tmp_path / "scenario.yaml").write_text(first_call(fault))
+    tasks, control = load_tasks(tmp_path / "tasks.yaml"), load_scenario(tmp_path / "scenario.yaml")
+    verdicts = {}
+    with Ledger(tmp_path / "ledger.json") as ledger:
+        for name, careful in (("naive", False), ("careful", True)):
+            run_function(ledger_agent(ledger.url, careful), tasks, k=1, scenario=control, out=tmp_path / name)
+            [record] = read_run(tmp_path / name).episodes
+            verdicts[name] = record["verdict"]
+        posted = ledger.posted()
+    naive_fails, naive_posts = JUDGED[fault]
+    assert {check["name"]: check["severity"] for check in verdicts["naive"]["failed"]} == naive_fails, verdicts["naive"]
+    assert verdicts["careful"]["status"] == "pass", verdicts["careful"]
+    assert [entry["key"] for entry in posted] == [None] * naive_posts + ["ops-700"]  # the naive run's, the careful one's
+
+    [frozen] = freeze(tmp_path / "naive", tmp_path / "store")
+    entry, naive = har.read_entry(frozen.path), ledger_agent(ledger.url, careful=False)
+    with Replayer(ReplayOptions(out=tmp_path / "replayed"), [entry]) as replayer:  # the server is stopped
+        replayed = replayer.replay(entry, agent=naive)
+        assert replayed.diverged == [] and replayed.meets_expectation, replayed.explain()
+        assert {check["name"] for check in replayed.verdict["failed"]} == set(naive_fails)
+        result = minimize(entry, lambda e, forced: replayer.replay(e, forced=forced, agent=naive))
+    assert [d.ident for d in result.minimal] == [("control", 1)]
+    assert not result.trials[1].reproduced  # without the fault, the naive agent passes
