@@ -25,6 +25,7 @@ from faultproxy.evaluator.scan import EpisodeSink, LineError, Scan, complete_ver
 from faultproxy.evaluator.sections import scope_report
 from faultproxy.evaluator.tally import TaskAccumulator
 from faultproxy.evaluator.traffic import seen_traffic, unexercised_reason
+from faultproxy.evaluator.unmatched import episode_by_alerts, unmatched_alerts, watched_patterns
 from faultproxy.formats.episode_causes import INFRA_ERROR, NO_TRAFFIC, NO_TRAFFIC_ADVICE, SERVER_NOT_STARTED
 from faultproxy.formats.rundir import (
     LOG_FILE,
@@ -113,8 +114,8 @@ def log_warnings(scan: Scan) -> list[str]:
 def headline_alerts(scope: Mapping[str, Any], run_dir: Path, plan: Plan) -> list[str]:
     """What must not be missed above the numbers: episodes that met infrastructure errors (with
     the first reason), episodes whose traffic never reached the proxy or whose MCP server could not
-    start, and a run whose faults never reached the agent although they could fire (with why:
-    evaluator.traffic)."""
+    start, a run whose faults never reached the agent although they could fire (with why:
+    evaluator.traffic), and rules or task patterns that matched nothing (evaluator.unmatched)."""
     alerts = []
     logged, infra = scope["logged"], scope["headline"]["infra_errors"]
     if infra:
@@ -131,10 +132,15 @@ def headline_alerts(scope: Mapping[str, Any], run_dir: Path, plan: Plan) -> list
         alerts.append(f"an MCP server could not start in {not_started} of {logged} episode(s) (incomplete: "
                       f"{SERVER_NOT_STARTED})" + (f"; first: {first}" if first else ""))
     # A run whose every episode lost its server never met the scenario: the server alert says why.
-    if logged and plan.faults_possible and any(plan.faults_possible.values()) and not_started < logged \
-            and scope["by_fault"]["not_exercised"]["episodes"] == logged:
-        alerts.append(f"faults not exercised: all {logged} episodes; {unexercised_reason(seen_traffic(run_dir))}")
-    return alerts
+    unexercised = bool(logged and plan.faults_possible and any(plan.faults_possible.values()) and not_started < logged
+                       and scope["by_fault"]["not_exercised"]["episodes"] == logged)
+    rules, patterns = plan.document.get("rules_possible") or [], watched_patterns(plan.tasks)
+    if logged and (unexercised or rules or patterns):
+        seen = seen_traffic(run_dir, patterns={text: pattern for text, (pattern, _) in patterns.items()})
+        if unexercised:
+            alerts.append(f"faults not exercised: all {logged} episodes; {unexercised_reason(seen)}")
+        alerts += unmatched_alerts(rules, patterns, seen)
+    return alerts + episode_by_alerts(run_dir, plan)
 
 
 def side_channel_alerts(scan: Scan) -> list[str]:

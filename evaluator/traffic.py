@@ -14,13 +14,16 @@ agent's APIs: the requests seen say what to match), or rules matched but no faul
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
-from faultproxy.evaluator.traced import parse_trace
+from faultproxy.evaluator.traced import matches_any, parse_trace
 from faultproxy.formats.rundir import FLOWS_DIR
 from faultproxy.formats.trace import REJECTED_NAME, read_trace
+from faultproxy.tasks.model import MCP_PREFIX
 
 TRACES_READ = 200
 SHOWN = 5  # the most frequent requests a headline names
@@ -28,10 +31,16 @@ SHOWN = 5  # the most frequent requests a headline names
 
 @dataclass
 class SeenTraffic:
-    """Requests in the traces read, by "METHOD host/path" (ids in the path as {id})."""
+    """Requests in the traces read, by "METHOD host/path" (ids in the path as {id}); the rules
+    whose match blocks selected them; the `patterns` asked about and how many requests each named;
+    the `names` of what was seen ("METHOD host/path", "mcp:TOOL"); whether traces were left unread."""
 
     requests: Counter[str] = field(default_factory=Counter)
     matched: int = 0
+    rules: Counter[str] = field(default_factory=Counter)
+    patterns: Counter[str] = field(default_factory=Counter)
+    names: set[str] = field(default_factory=set)
+    capped: bool = False
 
     @property
     def total(self) -> int:
@@ -45,18 +54,25 @@ class SeenTraffic:
         return text + (f" and {rest} more" if rest > 0 else "")
 
 
-def seen_traffic(run_dir: Path, traces: int = TRACES_READ) -> SeenTraffic:
-    """The requests of up to `traces` episode traces of the run (in name order)."""
+def seen_traffic(run_dir: Path, traces: int = TRACES_READ, patterns: Mapping[str, Any] | None = None) -> SeenTraffic:
+    """The requests of up to `traces` episode traces of the run (in name order), and how many of
+    them each of `patterns` (text -> a tasks-file pattern) named."""
     seen = SeenTraffic()
     folder = Path(run_dir) / FLOWS_DIR
     paths = sorted(p for p in folder.glob("*.jsonl") if p.stem != REJECTED_NAME) if folder.is_dir() else []
+    seen.capped = len(paths) > traces
     for path in paths[:traces]:
         for ex in parse_trace(read_trace(path)):
             if ex.session_kind is not None:  # a live session's turn or call: its upgrade is the request
                 continue
             method, _, route = ex.endpoint(ex.raw.get("episode")).partition(" ")
-            seen.requests[f"{method} {urlsplit(ex.url).netloc}{route}"] += 1
+            name = f"{method} {urlsplit(ex.url).netloc}{route}"
+            seen.requests[name] += 1
+            seen.names.add(f"{MCP_PREFIX}{ex.mcp_tool}" if ex.mcp_tool else name)
             seen.matched += bool(ex.raw.get("matched"))
+            seen.rules.update(ex.raw.get("matched") or ())
+            for text, pattern in (patterns or {}).items():
+                seen.patterns[text] += matches_any((pattern,), ex) is not None
     return seen
 
 

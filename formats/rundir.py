@@ -16,6 +16,8 @@ plan.json: {"faultproxy_version", "scenario": {"name", "digest", "path", "params
   "rewrites": {field: template} (`--rewrite`: fields the proxy set in model API requests; each
                episode's line has them resolved as "rewrites": {field: value}),
   "faults_possible": {grid label: bool} (could some rule fire there: a probability above zero),
+  "rules_possible": [rule name, ...] the rules that could fire at some grid point (a report names
+                    those that matched no request: evaluator.unmatched),
   "sequential": (only for `run --until-decided`) the design evaluator.sequential.Design.to_json()
                 seals — method, alpha, margin, max_high, min_k, max_k, rho, looks, levels,
                 baseline_digest (run_digest of the baseline) — and "baseline", its path then}

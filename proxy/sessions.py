@@ -22,14 +22,19 @@ import re
 import time
 from dataclasses import dataclass
 
+import structlog
+from faultproxy.formats.session_headers import missing_header_warning, varying_headers
 from faultproxy.proxy import decide
 from faultproxy.proxy.attribution import DEFAULT_EPISODE, EPISODE_KEY, PASS_THROUGH_KEY
 from mitmproxy import http
+
+log = structlog.get_logger("faultproxy.monitor")
 
 RULE_KINDS = ("header", "traceparent", "auth", "client")
 _TRACEPARENT = re.compile(r"[0-9a-f]{2}-([0-9a-f]{32})-[0-9a-f]{16}-[0-9a-f]{2}")
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 SAMPLE_STREAM = "sample"
+WATCHED_REQUESTS = 10  # with a header rule that none of the first this many requests met, say so once
 
 
 @dataclass(frozen=True)
@@ -85,12 +90,16 @@ class LiveSessions:
         self._keys: dict[tuple[str, str], str] = {}  # (rule, session id) -> its open episode's key
         self.sessions: dict[str, Session] = {}  # open episode key -> its session
         self._serial = 0
+        # The first requests' headers while no header rule has applied (None once one has, or once warned).
+        self._watched: list[list[tuple[str, str]]] | None = [] if any(r.kind == "header" for r in rules) else None
 
     def requestheaders(self, flow: http.HTTPFlow) -> None:
         if flow.response is not None or EPISODE_KEY not in flow.metadata:
             return  # refused (no token, unknown upstream): no episode's
         self.requests += 1
         rule, session = next((r, s) for r in self.rules if (s := r.session(flow)) is not None)
+        if self._watched is not None:
+            self._watch(flow, rule)
         if not self.sampled(session):
             flow.metadata[PASS_THROUGH_KEY] = True
             self.passed_through += 1
@@ -101,6 +110,19 @@ class LiveSessions:
             key = self._keys[ident] = self._new_key(session)
             self.sessions[key] = Session(session, str(rule))
         flow.metadata[EPISODE_KEY] = key
+
+    def _watch(self, flow: http.HTTPFlow, rule: EpisodeRule) -> None:
+        """Warn once when the first requests all went by without the header the user named."""
+        if rule.kind == "header":
+            self._watched = None
+            return
+        self._watched.append(list(flow.request.headers.items()))
+        if len(self._watched) >= WATCHED_REQUESTS:
+            varying = varying_headers(self._watched)
+            for header in (r for r in self.rules if r.kind == "header"):
+                log.warning("episode_by_header_missing", detail=missing_header_warning(str(header), len(self._watched),
+                                                                                       varying))
+            self._watched = None
 
     def sampled(self, session: str) -> bool:
         return self.sample >= 1 or decide.fires(self.sample, decide.decision_value(

@@ -62,12 +62,19 @@ class RunOptions:
     def faults_possible(self) -> dict[str, bool]:
         """Per grid label: could some rule fire there (a firing probability above zero)? A run where
         one could and none reached the agent tested nothing, and its report says so."""
-        possible = {}
-        for point in self.grid:
-            params = {**self.scenario.params, **dict(point.params)}
-            chances = [params.get(p) if isinstance(p := rule.when.probability, str) else p for rule in self.scenario.rules]
-            possible[point.label] = any(isinstance(c, (int, float)) and c > 0 for c in chances)
-        return possible
+        return {point.label: bool(self._rules_firing(point)) for point in self.grid}
+
+    def rules_possible(self) -> list[str]:
+        """The names of the rules that could fire at some grid point: one that matched nothing in
+        the whole run is named in its report (evaluator.unmatched)."""
+        firing = {name for point in self.grid for name in self._rules_firing(point)}
+        return [rule.name for rule in self.scenario.rules if rule.name in firing]
+
+    def _rules_firing(self, point: GridPoint) -> list[str]:
+        params = {**self.scenario.params, **dict(point.params)}
+        chances = {rule.name: params.get(p) if isinstance(p := rule.when.probability, str) else p
+                   for rule in self.scenario.rules}
+        return [name for name, chance in chances.items() if isinstance(chance, (int, float)) and chance > 0]
 
 
 @dataclass

@@ -57,6 +57,7 @@ def plan_document(options: RunOptions, redactor: Redactor | None = None) -> tupl
         "upstreams": dict(options.upstreams), "rewrites": dict(options.rewrites),
         **({"base_url_env": dict(options.base_url_env)} if options.base_url_env else {}),
         "faults_possible": options.faults_possible(),
+        "rules_possible": options.rules_possible(),
         "base_urls": base_url_variables(os.environ),  # what a frozen episode's agent needs to reach the same URLs
         **({PLAN_KEY: options.sequential} if options.sequential else {}),
         **({"chat": options.chat} if options.chat else {}),  # how the agent heard its tasks' users (runner.chat)

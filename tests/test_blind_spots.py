@@ -11,6 +11,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 from aiohttp import web
 
@@ -23,7 +24,11 @@ from faultproxy.scenarios import load_scenario
 from faultproxy.tasks.loader import load_tasks
 from tests import model_upstream
 from tests.conftest import scenario
-from tests.test_no_false_pass import FAULTPROXY, REFUND_AGENT
+from faultproxy.evaluator.unmatched import nearest
+from faultproxy.proxy.sessions import WATCHED_REQUESTS
+from tests.processes import wait_until
+from tests.test_monitor import MonitorProcess
+from tests.test_no_false_pass import FAULTPROXY, REFUND_AGENT, Payments
 from tests.upstream import ServerThread
 
 BOOKING_AGENT = [sys.executable, str(Path(__file__).parent / "agents" / "booking_agent.py")]
@@ -213,3 +218,65 @@ def test_an_mcp_server_that_cannot_start_is_the_harness_problem(tmp_path, server
     [alert] = build_report(tmp_path / "run", causes=False)["run"]["headline"]["alerts"]
     assert alert.startswith("an MCP server could not start in 1 of 1 episode(s) (incomplete: server_not_started); "
                             f"first: POST {verdict['cause_detail'].split()[1]}")  # not "no rule matched" blaming the scenario
+
+
+def test_rules_and_task_patterns_that_matched_nothing_are_named(tmp_path, monkeypatch):
+    """A scenario rule for a path this agent never calls, and a tasks-file pattern one letter off
+    what it does call: `run`'s last lines and the report name both, with what was seen. A
+    forbidden pattern that matches nothing and resembles nothing seen is what a good run looks
+    like, and is not named."""
+    world = Payments()
+    with ServerThread(world.app()) as server:
+        monkeypatch.setenv("PAY_URL", server.url)
+        monkeypatch.setenv("REFUND_MODE", "naive")
+        task = {"id": "refund_1001", "prompt": "Refund order 1001.", "irreversible": ["POST */refund"],
+                "forbidden": ["DELETE */ledger/*"], "expected": {"effects": [{"method": "POST", "path": "*/refunds"}]}}
+        (tmp_path / "tasks.jsonl").write_text(json.dumps(task) + "\n")
+        (tmp_path / "scenario.yaml").write_text(scenario("""
+            - name: refund-503
+              match: {method: POST, path: "*/refunds"}
+              fault: {type: server_error, status: 503}
+              when: {calls: [1]}
+            - name: lose-cancel
+              match: {method: POST, path: "*/cancel"}
+              fault: {type: response_lost, mode: "504"}
+        """))
+        done = cli("run", "--scenario", str(tmp_path / "scenario.yaml"), "--tasks", str(tmp_path / "tasks.jsonl"),
+                   "--out", str(tmp_path / "run"), "--", *REFUND_AGENT)
+    assert len(world.refunds) == 1, done.stdout + done.stderr
+    rule = f"rule `lose-cancel` matched nothing; requests seen: POST 127.0.0.1:{server.port}/refunds ×2"
+    pattern = (f"pattern `POST */refund` (tasks file or policy) matched no request or tool; nearest seen: "
+               f"POST 127.0.0.1:{server.port}/refunds")
+    assert rule in done.stderr and pattern in done.stderr, done.stderr
+    alerts = build_report(tmp_path / "run", causes=False)["run"]["headline"]["alerts"]
+    assert alerts == [rule, pattern]
+
+
+def test_the_nearest_names_of_a_pattern_are_its_likely_typos():
+    seen = {"mcp:issue_credit", "mcp:lookup_account", "POST api.example.com/bookings/{id}/cancel",
+            "GET api.example.com/orders/{id}"}
+    assert nearest("mcp:issue-credit", seen) == ["mcp:issue_credit"]
+    assert nearest("POST */cancels", seen) == ["POST api.example.com/bookings/{id}/cancel"]
+    assert nearest("GET */payments", seen) == [] and nearest("DELETE */cancel", seen) == []
+
+
+def test_a_session_header_no_request_carries_is_said_live_and_in_the_report(tmp_path, upstream):
+    """`monitor --episode-by header:X-Session-Id`, and the agent sends X-Request-Id (new each
+    request) and X-Conversation instead: after the first requests the monitor warns, naming the
+    header and the headers that vary; the report says it again."""
+    counter, server = upstream
+    log = tmp_path / "monitor.log"
+    monitor = MonitorProcess(tmp_path / "run", "--episode-by", "header:X-Session-Id", "--idle-s", "0.3", stderr=log)
+    with httpx.Client(proxy=monitor.proxy()) as client:
+        for request in range(WATCHED_REQUESTS):
+            client.get(f"{server.url}/items/{request}", headers={"X-Request-Id": f"r{request}",
+                                                                 "X-Conversation": f"c{request % 2}"})
+    warning = (f"--episode-by header:x-session-id: no request carried the header in the first {WATCHED_REQUESTS} "
+               "(each session fell back to one episode per client connection); headers that vary: x-conversation, "
+               "x-request-id")
+    assert wait_until(lambda: warning in log.read_text(), 30, monitor.process), log.read_text()
+    monitor.wait_logged(1)
+    assert monitor.stop() == 0
+    alerts = build_report(tmp_path / "run", causes=False)["run"]["headline"]["alerts"]
+    assert [alert.replace(f"first {WATCHED_REQUESTS}", "first N") for alert in alerts] == [
+        warning.replace(f"first {WATCHED_REQUESTS}", "first N")]

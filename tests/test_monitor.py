@@ -38,17 +38,19 @@ SESSION = "X-Session-Id"
 class MonitorProcess:
     """`faultproxy monitor` in a process of its own, started and stopped by the test."""
 
-    def __init__(self, out: Path, *args: str, policy: Path | None = None) -> None:
+    def __init__(self, out: Path, *args: str, policy: Path | None = None, stderr: Path | None = None) -> None:
+        """`stderr`: a file for the monitor's log lines, to read while it runs (a pipe otherwise)."""
         command = [*FAULTPROXY, "monitor", "--out", str(out), "--port", "0", "--quiet",
                    *(["--policy", str(policy)] if policy else []), *args]
         self.out = out
-        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True,
+                                        stderr=stderr.open("w") if stderr else subprocess.PIPE)
         for line in self.process.stdout:
             found = re.search(r"forward proxy: HTTPS_PROXY=http://EPISODE:x@(127\.0\.0\.1:\d+)", line)
             if found:
                 self.address = found.group(1)
                 return
-        raise AssertionError(f"the monitor did not start: {self.process.stderr.read()}")
+        raise AssertionError(f"the monitor did not start: {stderr.read_text() if stderr else self.process.stderr.read()}")
 
     def proxy(self, episode: str | None = None) -> str:
         return f"http://{episode}:x@{self.address}" if episode else f"http://{self.address}"
@@ -57,7 +59,8 @@ class MonitorProcess:
         self.process.send_signal(sig)
         code = self.process.wait(timeout=60)
         self.process.stdout.close()
-        self.process.stderr.close()
+        if self.process.stderr:
+            self.process.stderr.close()
         return code
 
     def wait_logged(self, count: int) -> list[dict]:

@@ -88,7 +88,8 @@ def test_traffic_that_no_rule_matches_is_told_apart_and_listed(tmp_path, payment
     assert [r["verdict"]["status"] for r in read_run(tmp_path / "unmatched").episodes] == ["pass", "pass"]
     alerts = build_report(tmp_path / "unmatched", causes=False)["run"]["headline"]["alerts"]
     assert alerts == [f"faults not exercised: all 2 episodes; traffic reached the proxy, but no rule matched: "
-                      f"POST 127.0.0.1:{server.port}/refunds ×2 (match these in the scenario's rules)"]
+                      f"POST 127.0.0.1:{server.port}/refunds ×2 (match these in the scenario's rules)",
+                      f"rule `responses-429` matched nothing; requests seen: POST 127.0.0.1:{server.port}/refunds ×2"]
     for trace in (tmp_path / "unmatched" / "flows").glob("*.jsonl"):
         [line] = list(read_trace(trace))
         assert "matched" not in line  # no rule selected it: the trace says so by leaving `matched` out
