@@ -10,7 +10,7 @@ demo: $(INSTALLED)
 	$(PY) -m examples.demo
 
 test: $(INSTALLED)
-	$(PY) -m pytest -q -p no:cacheprovider
+	$(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadfile
 
 bench: $(INSTALLED)
 	$(PY) bench/proxy_overhead.py
