@@ -56,7 +56,7 @@ from typing import Any
 
 from faultproxy.evaluator import checks as C
 from faultproxy.evaluator.bypass import bypass_detail, bypassed_hosts
-from faultproxy.evaluator.check_budget import check_cost
+from faultproxy.evaluator.check_budget import check_spent
 from faultproxy.evaluator.check_ending import check_ending
 from faultproxy.evaluator.conversation import parse_turns, with_turns
 from faultproxy.evaluator.online import ONLINE_CHECKS
@@ -119,8 +119,9 @@ def judge_episode(task: Any, record: Mapping[str, Any], trace: Iterable[Mapping[
         suite = ONLINE_CHECKS
     else:
         suite = C.ALL_CHECKS if judged else C.SAFETY_CHECKS
-        if judged and task.budgets.cost is not None:
-            suite += (check_cost,)  # only where asked: check_ending's `budget` finding shares the name
+        spent = (task.budgets.tokens, task.budgets.requests) if ending is None else ()
+        if judged and any(limit is not None for limit in (task.budgets.cost, *spent)):
+            suite += (check_spent,)  # only where asked: check_ending's `budget` finding shares the name
     results = run_checks(suite, ending, task, heard, exchanges, severity_defaults)
     bypassed = [] if online or not judged else bypassed_hosts(task, record, exchanges, results)
     if bypassed:  # the trace missed the work the world shows: not the agent's failure

@@ -1,49 +1,40 @@
-"""Resources read from the trace: the tokens each model used, as the model API reported them."""
+"""Resources read from the trace: the tokens each model used, as the model API reported them
+(read by formats.model_answers, as the proxy's live budget and the OpenTelemetry export read them)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 from faultproxy.evaluator.traced import TracedExchange, documents
+from faultproxy.formats.model_answers import Api, read_usage
+from faultproxy.formats.model_apis import LiveApi, api_of_path, request_model
+
+
+def model_api(ex: TracedExchange) -> Api | None:
+    """The model API an exchange talks: a live session's turn its session's, else by its path."""
+    if ex.session_kind is not None:
+        return LiveApi(ex.raw["session"]["api"]) if ex.is_model else None
+    return api_of_path(ex.route)
 
 
 def model_usage(exchanges: Sequence[TracedExchange], default_model: str | None) -> dict[str, dict[str, int]]:
-    """{model: {"input": tokens, "output": tokens}} from the usage the model API reported
-    (OpenAI chat and responses, Anthropic; whole bodies and SSE events)."""
+    """{model: {"input": tokens, "output": tokens}} from the usage each model call's upstream
+    answer reported (whole body or SSE events)."""
     usage: dict[str, dict[str, int]] = {}
     for ex in exchanges:
-        if not ex.is_model or ex.upstream_status is None:
+        api = model_api(ex) if ex.upstream_status is not None else None
+        if api is None:
             continue
-        model = None
-        if isinstance(ex.body_json, dict) and isinstance(ex.body_json.get("model"), str):
-            model = ex.body_json["model"]
-        model = model or default_model or "unknown"
-        tokens_in, tokens_out = _usage_of(ex.raw.get("upstream") or {})
-        if tokens_in or tokens_out:
-            slot = usage.setdefault(model, {"input": 0, "output": 0})
-            slot["input"] += tokens_in
-            slot["output"] += tokens_out
+        reported = read_usage(api, documents(ex.raw.get("upstream") or {}))
+        if reported is None or not reported.total:
+            continue
+        slot = usage.setdefault(_model(ex, api) or default_model or "unknown", {"input": 0, "output": 0})
+        slot["input"] += reported.input
+        slot["output"] += reported.output
     return usage
 
 
-def _usage_of(upstream: Mapping[str, Any]) -> tuple[int, int]:
-    # Streams repeat or accumulate counts (anthropic's message_delta is cumulative): take the max.
-    best_in = best_out = 0
-    for document in documents(upstream):
-        for usage in _usage_blocks(document):
-            i = usage.get("prompt_tokens", usage.get("input_tokens"))
-            o = usage.get("completion_tokens", usage.get("output_tokens"))
-            best_in = max(best_in, i if isinstance(i, int) else 0)
-            best_out = max(best_out, o if isinstance(o, int) else 0)
-    return best_in, best_out
-
-
-def _usage_blocks(document: Any) -> list[dict]:
-    if not isinstance(document, dict):
-        return []
-    blocks = []
-    for holder in (document, document.get("message"), document.get("response")):
-        if isinstance(holder, dict) and isinstance(holder.get("usage"), dict):
-            blocks.append(holder["usage"])
-    return blocks
+def _model(ex: TracedExchange, api: Api) -> str | None:
+    if isinstance(api, LiveApi):
+        return ex.raw["session"].get("model")
+    return request_model(api, ex.route, ex.body_json)

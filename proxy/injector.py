@@ -30,8 +30,8 @@ from faultproxy.proxy.models import rewrite_request
 from faultproxy.proxy.perturb import perturb_response
 from faultproxy.proxy.relay import Relay
 from faultproxy.proxy.request_kinds import is_plumbing, kinds_of, learn_tools, uses_kinds
-from faultproxy.proxy.sse import EventSplitter, data_payloads, is_event_stream
-from faultproxy.proxy.usage import tokens_in_body, tokens_in_events
+from faultproxy.proxy.sse import EventSplitter, is_event_stream
+from faultproxy.proxy.usage import tokens_used
 from faultproxy.proxy.websocket import MessageFault, WsSession, message_json
 from faultproxy.formats.model_apis import live_api_of
 from faultproxy.scenarios import FAULT_KINDS, Rule, Scenario, ScenarioError, load_scenario
@@ -374,14 +374,14 @@ class FaultInjector:
 
     def _take_upstream_body(self, flow: http.HTTPFlow, ex: FlowExchange) -> None:
         if flow.response.stream:
-            ex.tokens = tokens_in_events(data_payloads(e for _, e in ex.upstream_events))
+            ex.tokens = tokens_used(flow.request.path, None, (e for _, e in ex.upstream_events))
             return
         ex.upstream_body = flow.response.get_content(strict=False)
         if is_event_stream(flow.response.headers.get("content-type")):
             ex.upstream_events = [(0.0, e) for e in _split_all(ex.upstream_body)]
-            ex.tokens = tokens_in_events(data_payloads(e for _, e in ex.upstream_events))
+            ex.tokens = tokens_used(flow.request.path, None, (e for _, e in ex.upstream_events))
         else:
-            ex.tokens = tokens_in_body(ex.upstream_body)
+            ex.tokens = tokens_used(flow.request.path, ex.upstream_body)
         if REMEMBER_KEY in flow.metadata:
             flow.metadata[REMEMBER_KEY].remember(flow, ex)
 

@@ -1,40 +1,32 @@
-"""Model token usage, read from responses of the OpenAI and Anthropic APIs."""
+"""The tokens a model call used, for the live token budget and the trace line's `tokens`: its
+upstream answer (a JSON body or an event stream) read by formats.model_answers, the reading the
+verdict, the report and the OpenTelemetry export use too."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
+from faultproxy.formats.model_answers import read_usage
+from faultproxy.formats.model_apis import api_of_path
+from faultproxy.proxy.sse import data_payloads
 
-def tokens_in(document: Any) -> int:
-    """Total tokens a response document reports, 0 when it reports none."""
-    if not isinstance(document, dict):
+
+def tokens_used(path: str, body: bytes | None, events: Iterable[bytes] = ()) -> int:
+    """Input plus output tokens the answer to a request for `path` reports; 0 for an answer of
+    no model API, or one that reports none."""
+    api = api_of_path(path)
+    if api is None:
         return 0
-    usage = document.get("usage")
-    if not isinstance(usage, dict) and isinstance(document.get("message"), dict):
-        usage = document["message"].get("usage")  # anthropic's message_start event
-    if not isinstance(usage, dict):
-        return 0
-    if isinstance(usage.get("total_tokens"), int):
-        return usage["total_tokens"]
-    return sum(v for k, v in usage.items() if k in ("input_tokens", "output_tokens") and isinstance(v, int))
+    documents = _json_documents(data_payloads(list(events))) if body is None else _json_documents([body])
+    usage = read_usage(api, documents)
+    return usage.total if usage is not None else 0
 
 
-def tokens_in_body(body: bytes) -> int:
-    if b'"usage"' not in body:
-        return 0  # most answers are no model's: a substring test spares parsing them
-    try:
-        return tokens_in(json.loads(body))
-    except ValueError:
-        return 0
-
-
-def tokens_in_events(payloads: Iterable[str]) -> int:
-    total = 0
-    for payload in payloads:
+def _json_documents(texts: Iterable[str | bytes]) -> Iterator[Any]:
+    for text in texts:
         try:
-            total += tokens_in(json.loads(payload))
+            yield json.loads(text)
         except ValueError:
             continue
-    return total

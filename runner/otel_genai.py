@@ -1,44 +1,26 @@
 """What a model call's trace line says in GenAI terms: request parameters, the response's id,
 model, finish reasons and token usage, the time to the first streamed chunk, and (opt-in) the
-messages in the conventions' shape. Read from the recorded bodies and SSE events of the four
-model APIs formats.model_apis names; the response read is the one the client got (a fault may
-have cut or rewritten it), else the upstream's.
+messages in the conventions' shape. Answers are read by formats.model_answers (as the proxy's
+budget and the verdict read them): the response read is the one the client got (a fault may
+have cut or rewritten it), else the upstream's; the tokens are those the upstream's reports.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from faultproxy.evaluator.traced import TracedExchange, documents
+from faultproxy.formats.model_answers import Api, dig, read_answer, read_usage
 from faultproxy.formats.model_apis import ModelApi, is_streamed, request_model
 from faultproxy.runner import otel_names as N
 
-# Where each API keeps a number, as dotted paths into a usage block (first found wins).
-_USAGE_PATHS: Mapping[str, tuple[str, ...]] = {
-    "input": ("prompt_tokens", "input_tokens", "promptTokenCount"),
-    "output": ("completion_tokens", "output_tokens", "candidatesTokenCount"),
-    "cache_read": ("prompt_tokens_details.cached_tokens", "input_tokens_details.cached_tokens",
-                   "cache_read_input_tokens", "cachedContentTokenCount"),
-    "cache_creation": ("cache_creation_input_tokens",),
-    "reasoning": ("completion_tokens_details.reasoning_tokens", "output_tokens_details.reasoning_tokens",
-                  "thoughtsTokenCount"),
-}
 _REQUEST_NUMBERS = ((N.REQUEST_TEMPERATURE, ("temperature", "generationConfig.temperature")),
                     (N.REQUEST_TOP_P, ("top_p", "generationConfig.topP")),
                     (N.REQUEST_MAX_TOKENS, ("max_tokens", "max_completion_tokens", "max_output_tokens",
                                             "generationConfig.maxOutputTokens")),
                     (N.REQUEST_SEED, ("seed",)))
-
-
-def dig(document: Any, path: str) -> Any:
-    """document["a"]["b"] for "a.b", or None where the path leads nowhere."""
-    for part in path.split("."):
-        if not isinstance(document, Mapping):
-            return None
-        document = document.get(part)
-    return document
 
 
 def answer_of(ex: TracedExchange) -> list[Any]:
@@ -64,32 +46,17 @@ def request_attributes(ex: TracedExchange, api: ModelApi) -> dict[str, Any]:
     return attributes
 
 
-def response_attributes(ex: TracedExchange) -> dict[str, Any]:
-    """Id, model, finish reasons and usage of the answer; streams repeat or accumulate counts,
-    so each number is the largest any event reports."""
-    attributes: dict[str, Any] = {}
-    reasons: list[str] = []
-    usage: dict[str, int] = {}
-    cache_apart = False  # Anthropic counts cached input beside input_tokens, the others within it
-    for document in answer_of(ex):
-        for holder in _holders(document):
-            _first(attributes, N.RESPONSE_ID, holder.get("id") or holder.get("responseId"))
-            _first(attributes, N.RESPONSE_MODEL, holder.get("model") or holder.get("modelVersion"))
-            reasons.extend(r for r in _finish_reasons(holder) if r not in reasons)
-            for block in (holder.get("usage"), holder.get("usageMetadata")):
-                if isinstance(block, Mapping):
-                    _add_usage(usage, block)
-                    cache_apart = cache_apart or "cache_read_input_tokens" in block
-    if reasons:
-        attributes[N.RESPONSE_FINISH_REASONS] = reasons
-    if "input" in usage:  # the conventions count cached input in input_tokens
-        cached = usage.get("cache_read", 0) + usage.get("cache_creation", 0) if cache_apart else 0
-        attributes[N.USAGE_INPUT] = usage["input"] + cached
-    for key, name in (("output", N.USAGE_OUTPUT), ("cache_read", N.USAGE_CACHE_READ),
-                      ("cache_creation", N.USAGE_CACHE_CREATION), ("reasoning", N.USAGE_REASONING)):
-        if key in usage:
-            attributes[name] = usage[key]
-    return attributes
+def response_attributes(ex: TracedExchange, api: Api) -> dict[str, Any]:
+    """Id, model and finish reasons of the answer the client got; the tokens the upstream's
+    answer reports (what the call used, a fault's edit or cut aside: the verdict's count too)."""
+    answer = read_answer(api, answer_of(ex))
+    usage = read_usage(api, documents(ex.raw.get("upstream") or {}))
+    attributes: dict[str, Any] = {N.RESPONSE_ID: answer.id, N.RESPONSE_MODEL: answer.model,
+                                  N.RESPONSE_FINISH_REASONS: answer.finish_reasons or None}
+    if usage is not None:
+        attributes |= {N.USAGE_INPUT: usage.input, N.USAGE_OUTPUT: usage.output, N.USAGE_CACHE_READ: usage.cache_read,
+                       N.USAGE_CACHE_CREATION: usage.cache_creation, N.USAGE_REASONING: usage.reasoning}
+    return {name: value for name, value in attributes.items() if value is not None}
 
 
 def time_to_first_chunk(ex: TracedExchange) -> float | None:
@@ -101,37 +68,6 @@ def time_to_first_chunk(ex: TracedExchange) -> float | None:
     if not isinstance(headers_after, (int, float)) or not events:
         return None
     return round(float(headers_after) + float(events[0][0]), 6)
-
-
-def _holders(document: Any) -> Iterable[Mapping[str, Any]]:
-    """The objects in a body or event that carry response fields: the document, and the message
-    (Anthropic's message_start) or response (OpenAI Responses events) it wraps."""
-    if not isinstance(document, Mapping):
-        return ()
-    inner = [document.get(k) for k in ("message", "response")]
-    return [document, *(i for i in inner if isinstance(i, Mapping))]
-
-
-def _first(attributes: dict[str, Any], name: str, value: Any) -> None:
-    if isinstance(value, str) and value and name not in attributes:
-        attributes[name] = value
-
-
-def _finish_reasons(holder: Mapping[str, Any]) -> list[str]:
-    found = [dig(holder, "stop_reason"), dig(holder, "delta.stop_reason"), dig(holder, "incomplete_details.reason")]
-    for choice in holder.get("choices") or holder.get("candidates") or ():
-        if isinstance(choice, Mapping):
-            found += [choice.get("finish_reason"), choice.get("finishReason")]
-    if holder.get("object") == "response" and holder.get("status") in ("completed", "failed"):
-        found.append(holder["status"])
-    return [r for r in found if isinstance(r, str) and r]
-
-
-def _add_usage(usage: dict[str, int], block: Mapping[str, Any]) -> None:
-    for key, paths in _USAGE_PATHS.items():
-        value = next((v for p in paths if isinstance(v := dig(block, p), int)), None)
-        if value is not None:
-            usage[key] = max(usage.get(key, 0), value)
 
 
 def content_attributes(ex: TracedExchange, api: ModelApi) -> dict[str, str]:
@@ -172,34 +108,12 @@ def _input_messages(api: ModelApi, body: Mapping[str, Any]) -> tuple[str | None,
 
 
 def _output_messages(api: ModelApi, answer: list[Any]) -> list[dict[str, Any]]:
-    """The answer as output messages: whole bodies, or the text of streamed deltas joined."""
-    if len(answer) == 1 and isinstance(answer[0], Mapping) and not _is_chunk(answer[0]):
-        body = answer[0]
-        if api is ModelApi.OPENAI_CHAT:
-            return [_message(c["message"].get("role", "assistant"), c["message"].get("content"), c["message"])
-                    for c in body.get("choices") or () if isinstance(c, Mapping) and isinstance(c.get("message"), Mapping)]
-        if api is ModelApi.OPENAI_RESPONSES:
-            return [_item_message(item) for item in body.get("output") or () if isinstance(item, Mapping)]
-        if api is ModelApi.GEMINI:
-            return [_message("assistant", dig(c, "content.parts")) for c in body.get("candidates") or ()
-                    if isinstance(c, Mapping)]
-        return [_message(body.get("role", "assistant"), body.get("content"))]
-    text = "".join(_delta_text(event) for event in answer if isinstance(event, Mapping))
-    return [{"role": "assistant", "parts": [{"type": "text", "content": text}]}] if text else []
-
-
-def _is_chunk(document: Mapping[str, Any]) -> bool:
-    return document.get("object") == "chat.completion.chunk" or "type" in document and document.get("type") != "message"
-
-
-def _delta_text(event: Mapping[str, Any]) -> str:
-    """The text one streamed event adds, in any of the four APIs."""
-    pieces = [dig(event, "delta.text"), event.get("delta") if event.get("type") == "response.output_text.delta" else None]
-    for choice in event.get("choices") or ():
-        pieces.append(dig(choice, "delta.content"))
-    for candidate in event.get("candidates") or ():
-        pieces += [p.get("text") for p in dig(candidate, "content.parts") or () if isinstance(p, Mapping)]
-    return "".join(p for p in pieces if isinstance(p, str))
+    """The answer, whole or streamed, as one assistant message: its text and tool calls."""
+    read = read_answer(api, answer)
+    parts = [{"type": "text", "content": read.text}] if read.text else []
+    parts += [{"type": "tool_call", "id": c.id or None, "name": c.name, "arguments": c.arguments}
+              for c in read.tool_calls]
+    return [{"role": "assistant", "parts": parts}] if parts else []
 
 
 def _gemini_role(role: Any) -> str:

@@ -20,6 +20,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from faultproxy.evaluator.traced import TracedExchange, parse_trace
+from faultproxy.formats.model_answers import dig
 from faultproxy.formats.model_apis import LiveApi, detect_api
 from faultproxy.formats.redact import MASK, Redactor
 from faultproxy.proxy.stdio.route import STDIO_SUFFIX
@@ -139,7 +140,7 @@ def _http_attributes(ex: TracedExchange) -> dict[str, Any]:
 def _model_span(ex: TracedExchange, api: Any, content: bool) -> SpanPlan:
     attributes = {**G.request_attributes(ex, api), **_server(ex), N.URL_FULL: ex.url, N.HTTP_STATUS: ex.client_status}
     if ex.client_status is not None and ex.client_status < 400:
-        attributes.update(G.response_attributes(ex))
+        attributes.update(G.response_attributes(ex, api))
     if attributes.get(N.REQUEST_STREAM):
         attributes[N.TIME_TO_FIRST_CHUNK] = G.time_to_first_chunk(ex)
     if content:
@@ -159,7 +160,7 @@ def _session_span(ex: TracedExchange, content: bool) -> SpanPlan:
         if ex.client_outcome == "cut":  # the session closed mid-answer
             attributes[N.ERROR_TYPE] = ex.client_outcome
         else:
-            attributes.update(G.response_attributes(ex))
+            attributes.update(G.response_attributes(ex, LiveApi(session["api"])))
         return SpanPlan(f"{N.OP_CHAT} {session.get('model') or ''}".strip(), True, ex.started, end, attributes)
     attributes = {N.OPERATION: N.OP_EXECUTE_TOOL, N.TOOL_NAME: ex.function_call, N.TOOL_CALL_ID: session.get("call_id")}
     if session.get("failed"):
@@ -184,12 +185,12 @@ def _mcp_span(ex: TracedExchange, content: bool) -> SpanPlan:
         attributes.update({N.OPERATION: N.OP_EXECUTE_TOOL, N.TOOL_NAME: ex.mcp_tool})
     answer = _rpc_answer(ex)
     if content and ex.mcp_tool is not None:
-        attributes[N.TOOL_CALL_ARGUMENTS] = json.dumps(G.dig(body, "params.arguments"), ensure_ascii=False)
+        attributes[N.TOOL_CALL_ARGUMENTS] = json.dumps(dig(body, "params.arguments"), ensure_ascii=False)
         if answer:
             attributes[N.TOOL_CALL_RESULT] = json.dumps(answer.get("result", answer.get("error")), ensure_ascii=False)
     if isinstance(answer.get("error"), Mapping):
         attributes[N.RPC_STATUS] = attributes[N.ERROR_TYPE] = str(answer["error"].get("code"))
-    elif ex.mcp_tool is not None and G.dig(answer, "result.isError") is True:
+    elif ex.mcp_tool is not None and dig(answer, "result.isError") is True:
         attributes[N.ERROR_TYPE] = N.TOOL_ERROR
     return SpanPlan(f"{method} {target}".strip(), True, ex.started, ex.started + ex.duration_s, attributes)
 

@@ -1,7 +1,8 @@
 """A local model upstream speaking all four model APIs (OpenAI Chat and Responses, Anthropic
 Messages, Gemini), in JSON (gzip-encoded, as the providers' edges send it) and as event streams,
 written out by hand as each provider sends them. A request that offers tools gets a tool call
-(`refund_order`), any other gets text. `GET /items/{id}` is a tool's JSON answer."""
+(`refund_order`), any other gets text. `GET /items/{id}` is a tool's JSON answer. Every answer
+reports `input_tokens` in and 12 out, in its API's own usage fields."""
 
 from __future__ import annotations
 
@@ -13,10 +14,13 @@ from aiohttp import web
 TEXT = "Order 1001 was refunded in full; the customer will see it in five days."
 TOOL = "refund_order"
 ARGS = {"order_id": "1001", "amount_cents": 1250}
+OUTPUT_TOKENS = 12
+INPUT_TOKENS = web.AppKey("input_tokens", int)
 
 
-def app() -> web.Application:
+def app(input_tokens: int = 10) -> web.Application:
     application = web.Application()
+    application[INPUT_TOKENS] = input_tokens
     application.router.add_post("/v1/chat/completions", chat)
     application.router.add_post("/v1/responses", responses)
     application.router.add_post("/v1/messages", messages)
@@ -62,7 +66,8 @@ async def chat(request: web.Request) -> web.StreamResponse:
     body = await request.json()
     tools = bool(body.get("tools"))
     head = {"id": "chatcmpl-1", "created": 0, "model": body["model"]}
-    usage = {"prompt_tokens": 10, "completion_tokens": 12, "total_tokens": 22}
+    tokens_in = request.app[INPUT_TOKENS]
+    usage = {"prompt_tokens": tokens_in, "completion_tokens": OUTPUT_TOKENS, "total_tokens": tokens_in + OUTPUT_TOKENS}
     if not body.get("stream"):
         message = {"role": "assistant", "content": None if tools else TEXT, "refusal": None}
         if tools:
@@ -85,7 +90,8 @@ async def chat(request: web.Request) -> web.StreamResponse:
     return await _stream(request, events)
 
 
-def _response(model: str, tools: bool, status: str = "completed") -> dict:
+def _response(model: str, tools: bool, tokens_in: int | None, status: str = "completed") -> dict:
+    """A Responses object; a response in progress has no usage yet (None), as OpenAI sends it."""
     if tools:
         output = [{"id": "fc_1", "type": "function_call", "status": "completed", "call_id": "call_1", "name": TOOL,
                    "arguments": json.dumps(ARGS)}]
@@ -96,14 +102,16 @@ def _response(model: str, tools: bool, status: str = "completed") -> dict:
             "incomplete_details": None, "instructions": None, "model": model,
             "output": output if status == "completed" else [], "parallel_tool_calls": True, "temperature": 1.0,
             "tool_choice": "auto", "tools": [], "top_p": 1.0,
-            "usage": {"input_tokens": 10, "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
-                      "output_tokens": 12, "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 22}}
+            "usage": None if tokens_in is None else {
+                "input_tokens": tokens_in, "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
+                "output_tokens": OUTPUT_TOKENS, "output_tokens_details": {"reasoning_tokens": 0},
+                "total_tokens": tokens_in + OUTPUT_TOKENS}}
 
 
 async def responses(request: web.Request) -> web.StreamResponse:
     body = await request.json()
     tools = bool(body.get("tools"))
-    final = _response(body["model"], tools)
+    final = _response(body["model"], tools, request.app[INPUT_TOKENS])
     if not body.get("stream"):
         return _json(final)
     item = final["output"][0]
@@ -112,7 +120,7 @@ async def responses(request: web.Request) -> web.StreamResponse:
     def sse(kind: str, **fields) -> str:
         return _sse({"type": kind, "sequence_number": next(seq), **fields}, kind)
 
-    events = [sse("response.created", response=_response(body["model"], tools, "in_progress")),
+    events = [sse("response.created", response=_response(body["model"], tools, None, "in_progress")),
               sse("response.output_item.added", output_index=0, item={**item, "status": "in_progress",
                                                                      **({"arguments": ""} if tools else {"content": []})})]
     where = {"item_id": item["id"], "output_index": 0}
@@ -135,10 +143,12 @@ async def messages(request: web.Request) -> web.StreamResponse:
     block = {"type": "tool_use", "id": "toolu_1", "name": TOOL, "input": ARGS} if tools else {"type": "text", "text": TEXT}
     message = {"id": "msg_1", "type": "message", "role": "assistant", "model": body["model"], "content": [block],
                "stop_reason": "tool_use" if tools else "end_turn", "stop_sequence": None,
-               "usage": {"input_tokens": 10, "output_tokens": 12}}
+               "usage": {"input_tokens": request.app[INPUT_TOKENS], "output_tokens": OUTPUT_TOKENS}}
     if not body.get("stream"):
         return _json(message)
-    start = {**message, "content": [], "stop_reason": None, "usage": {"input_tokens": 10, "output_tokens": 1}}
+    # as Anthropic streams: a first output count in message_start, the running total in message_delta
+    start = {**message, "content": [], "stop_reason": None,
+             "usage": {"input_tokens": request.app[INPUT_TOKENS], "output_tokens": 1}}
     events = [_sse({"type": "message_start", "message": start}, "message_start")]
     if tools:
         arguments = json.dumps(ARGS)
@@ -154,7 +164,7 @@ async def messages(request: web.Request) -> web.StreamResponse:
                            "content_block_delta"))
     events += [_sse({"type": "content_block_stop", "index": 0}, "content_block_stop"),
                _sse({"type": "message_delta", "delta": {"stop_reason": message["stop_reason"], "stop_sequence": None},
-                     "usage": {"output_tokens": 12}}, "message_delta"),
+                     "usage": {"output_tokens": OUTPUT_TOKENS}}, "message_delta"),
                _sse({"type": "message_stop"}, "message_stop")]
     return await _stream(request, events)
 
@@ -163,7 +173,8 @@ async def gemini(request: web.Request) -> web.StreamResponse:
     body = await request.json()
     tools = bool(body.get("tools"))
     parts = [{"functionCall": {"name": TOOL, "args": ARGS}}] if tools else [{"text": TEXT}]
-    usage = {"promptTokenCount": 10, "candidatesTokenCount": 12, "totalTokenCount": 22}
+    tokens_in = request.app[INPUT_TOKENS]
+    usage = {"promptTokenCount": tokens_in, "candidatesTokenCount": OUTPUT_TOKENS, "totalTokenCount": tokens_in + OUTPUT_TOKENS}
     final = {"candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}],
              "usageMetadata": usage, "modelVersion": "gemini-2.5-flash", "responseId": "r1"}
     if ":streamGenerateContent" not in request.path:

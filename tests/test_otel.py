@@ -476,7 +476,7 @@ def model_line(url: str, request: dict, answer: dict | list[dict]) -> dict:
                                     "cachedContentTokenCount": 3}}]),
      {N.OPERATION: "generate_content", N.PROVIDER: "gcp.gemini", N.REQUEST_MODEL: "gemini-x", N.REQUEST_STREAM: True,
       N.RESPONSE_ID: "r1", N.RESPONSE_MODEL: "gemini-x-001", N.RESPONSE_FINISH_REASONS: ["STOP"], N.USAGE_INPUT: 8,
-      N.USAGE_CACHE_READ: 3, N.USAGE_OUTPUT: 2, N.USAGE_REASONING: 5, "text": "Hello"}),
+      N.USAGE_CACHE_READ: 3, N.USAGE_OUTPUT: 7, N.USAGE_REASONING: 5, "text": "Hello"}),  # thoughts are output
 ], ids=["anthropic", "anthropic-stream", "openai-responses", "gemini-stream"])
 def test_each_model_api_reads_as_a_genai_span(line, expected):
     span = exchange_span(parse_exchange(line), "e1", content=True)
