@@ -4,8 +4,6 @@ traces (tests.test_report.make_run) and written through the project's own writer
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from bench.gate_calibration import write_run
 from faultproxy.cli.entry import main as cli
 from faultproxy.evaluator.markdown import LIMIT, write_markdown

@@ -1,6 +1,7 @@
 """The `faultproxy` command's entry point. The commands that only read files (report, gate,
-scan, init) start without loading the proxy (mitmproxy) or the runner, so `faultproxy report` is quick
-and runs where mitmproxy cannot be imported; every other command loads the full command line."""
+scan, init; and action, until it runs a command that needs more) start without loading the proxy
+(mitmproxy) or the runner, so `faultproxy report` is quick and runs where mitmproxy cannot be
+imported; every other command loads the full command line."""
 
 from __future__ import annotations
 
@@ -8,10 +9,10 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-from faultproxy.cli import evaluate, init, scan
+from faultproxy.cli import action, evaluate, init, scan
 from faultproxy.cli.dispatch import dispatch, new_parser
 
-READING_COMMANDS = frozenset({"report", "gate", "scan", "init"})
+READING_COMMANDS = frozenset({"report", "gate", "scan", "init", "action"})
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -27,6 +28,7 @@ def reading_parser():
     evaluate.register(commands)
     scan.register(commands)
     init.register(commands)
+    action.register(commands)
     return parser
 
 

@@ -10,7 +10,7 @@ import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from faultproxy.cli import evaluate, init, mcp, monitor, otel, replay, scan, sweep
+from faultproxy.cli import action, evaluate, init, mcp, monitor, otel, replay, scan, sweep
 from faultproxy.cli.dispatch import dispatch, new_parser
 from faultproxy.cli.options import (
     add_listen_options,
@@ -65,6 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
     mcp.register(commands)
     monitor.register(commands)
     otel.register(commands)
+    action.register(commands)
     return parser
 
 
