@@ -131,11 +131,13 @@ def headline_alerts(scope: Mapping[str, Any], run_dir: Path, plan: Plan) -> list
         first = first_cause_detail(run_dir / LOG_FILE, SERVER_NOT_STARTED)
         alerts.append(f"an MCP server could not start in {not_started} of {logged} episode(s) (incomplete: "
                       f"{SERVER_NOT_STARTED})" + (f"; first: {first}" if first else ""))
-    # A run whose every episode lost its server never met the scenario: the server alert says why.
-    unexercised = bool(logged and plan.faults_possible and any(plan.faults_possible.values()) and not_started < logged
+    # A run whose every episode lost its server never met the scenario nor the tasks' patterns: the
+    # server alert says why.
+    met = not_started < logged
+    unexercised = bool(met and plan.faults_possible and any(plan.faults_possible.values())
                        and scope["by_fault"]["not_exercised"]["episodes"] == logged)
     rules, patterns = plan.document.get("rules_possible") or [], watched_patterns(plan.tasks)
-    if logged and (unexercised or rules or patterns):
+    if met and (unexercised or rules or patterns):
         seen = seen_traffic(run_dir, patterns={text: pattern for text, (pattern, _) in patterns.items()})
         if unexercised:
             alerts.append(f"faults not exercised: all {logged} episodes; {unexercised_reason(seen)}")

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import ssl
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,7 +27,7 @@ from faultproxy.evaluator.unmatched import nearest
 from faultproxy.proxy.sessions import WATCHED_REQUESTS
 from tests.processes import wait_until
 from tests.test_monitor import MonitorProcess
-from tests.test_no_false_pass import FAULTPROXY, REFUND_AGENT, Payments
+from tests.test_no_false_pass import REFUND_AGENT, Payments
 from tests.upstream import ServerThread
 
 BOOKING_AGENT = [sys.executable, str(Path(__file__).parent / "agents" / "booking_agent.py")]
@@ -77,11 +76,13 @@ def agent_config(folder: Path, url: str, tools_client: str = "proxied") -> Path:
     return path
 
 
-def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([*FAULTPROXY, *args], capture_output=True, text=True, timeout=300)
+def cli(capsys: pytest.CaptureFixture, *args: str) -> tuple[int, str]:
+    """`faultproxy ARGS` in this process (no interpreter to start): its exit status and stderr."""
+    status = main(list(args))
+    return status, capsys.readouterr().err
 
 
-def test_a_tool_api_only_the_agent_knows_failing_tls_is_on_the_tasks_path(tmp_path, model, https_bookings):
+def test_a_tool_api_only_the_agent_knows_failing_tls_is_on_the_tasks_path(tmp_path, model, https_bookings, capsys):
     """Every cancel fails TLS inside the proxy (self-signed, no --upstream-ca); the model calls
     succeed. Nothing names the bookings host as a side channel, so the episode is incomplete
     (infra_error), `run` exits non-zero and the gate answers ERROR. Declared with --side-channel,
@@ -90,29 +91,28 @@ def test_a_tool_api_only_the_agent_knows_failing_tls_is_on_the_tasks_path(tmp_pa
     task = {"id": "cancel_bk1001", "prompt": "Cancel booking BK1001.", "expected": {"output": {"regex": "cancelled"}}}
     (tmp_path / "tasks.jsonl").write_text(json.dumps(task) + "\n")
     command = ["--", *BOOKING_AGENT, str(agent_config(tmp_path, server.url))]
-    blind = cli("run", "--scenario", "observe", "--tasks", str(tmp_path / "tasks.jsonl"), "--out",
-                str(tmp_path / "blind"), *command)
+    status, said = cli(capsys, "run", "--scenario", "observe", "--tasks", str(tmp_path / "tasks.jsonl"), "--out",
+                       str(tmp_path / "blind"), *command)
     assert world.cancelled == []
-    assert blind.returncode != 0, blind.stdout + blind.stderr
+    assert status == 1, said
     [record] = read_run(tmp_path / "blind").episodes
     verdict = record["verdict"]
     assert (verdict["status"], verdict["cause"]) == ("incomplete", "infra_error"), verdict
     assert verdict["cause_detail"].startswith(f"POST 127.0.0.1:{server.port}: ")
     assert f"--upstream-ca FILE if 127.0.0.1:{server.port}'s certificate" in verdict["cause_detail"]
     assert "--side-channel 127.0.0.1/bookings/BK1001/cancel if the task does not need it" in verdict["cause_detail"]
-    gate = cli("gate", str(tmp_path / "blind"), "--baseline", str(tmp_path / "blind"))
-    assert gate.returncode == 4, gate.stdout + gate.stderr
+    assert cli(capsys, "gate", str(tmp_path / "blind"), "--baseline", str(tmp_path / "blind"))[0] == 4
 
-    declared = cli("run", "--scenario", "observe", "--tasks", str(tmp_path / "tasks.jsonl"), "--out",
-                   str(tmp_path / "declared"), "--side-channel", f"127.0.0.1:{server.port}/bookings/*", *command)
-    assert declared.returncode == 0, declared.stdout + declared.stderr
+    status, said = cli(capsys, "run", "--scenario", "observe", "--tasks", str(tmp_path / "tasks.jsonl"), "--out",
+                       str(tmp_path / "declared"), "--side-channel", f"127.0.0.1:{server.port}/bookings/*", *command)
+    assert status == 0, said
     [record] = read_run(tmp_path / "declared").episodes
     assert record["side_channels"] == [f"127.0.0.1:{server.port}/bookings/*"]
     verdict = record["verdict"]
     assert verdict["status"] == "pass", verdict
     [side] = verdict["side_channel_errors"]
     assert side["request"] == f"POST 127.0.0.1:{server.port}/bookings/BK1001/cancel"
-    assert "side-channel errors" in declared.stdout + declared.stderr
+    assert "warning: 1 episode(s) had side-channel errors" in said
 
     # The same blind episode, its task declaring the host in a tasks file's `side_channels:`.
     (tmp_path / "tasks.yaml").write_text(f"side_channels: ['POST 127.0.0.1:{server.port}']\ntasks:\n"
@@ -121,14 +121,13 @@ def test_a_tool_api_only_the_agent_knows_failing_tls_is_on_the_tasks_path(tmp_pa
     [record] = read_run(tmp_path / "blind").episodes
     trace = list(read_trace(tmp_path / "blind" / record["trace"]))
     assert judge_episode(declaring, record, trace)["status"] == "pass"
-    other_port = json.loads(json.dumps(task) .replace("cancel_bk1001", "other"))
     (tmp_path / "other.yaml").write_text(f"side_channels: ['POST 127.0.0.1:{server.port + 1}']\ntasks:\n"
-                                         f"  - {json.dumps(other_port)}\n")
+                                         f"  - {json.dumps(task)}\n")
     [other] = load_tasks(tmp_path / "other.yaml")
     assert judge_episode(other, record, trace)["cause"] == "infra_error"  # another port names another service
 
 
-def test_an_episode_in_which_no_request_got_through_is_never_pass(tmp_path, https_bookings, monkeypatch):
+def test_an_episode_in_which_no_request_got_through_is_never_pass(tmp_path, https_bookings, monkeypatch, capsys):
     """The refund agent's only request fails TLS, and it answers "refunded" anyway. Even with its
     host declared a side channel, nothing the agent did was seen working: incomplete."""
     world, server = https_bookings
@@ -137,9 +136,9 @@ def test_an_episode_in_which_no_request_got_through_is_never_pass(tmp_path, http
     task = {"id": "refund_1001", "prompt": "Refund order 1001.", "expected": {"output": {"regex": "refunded"}},
             "side_channels": [f"127.0.0.1:{server.port}"]}
     (tmp_path / "tasks.jsonl").write_text(json.dumps(task) + "\n")
-    done = cli("run", "--scenario", "observe", "--tasks", str(tmp_path / "tasks.jsonl"), "--out", str(tmp_path / "run"),
-               "--", *REFUND_AGENT)
-    assert done.returncode != 0, done.stdout + done.stderr
+    status, said = cli(capsys, "run", "--scenario", "observe", "--tasks", str(tmp_path / "tasks.jsonl"), "--out",
+                       str(tmp_path / "run"), "--", *REFUND_AGENT)
+    assert status == 1, said
     [record] = read_run(tmp_path / "run").episodes
     assert record["output"] == {"answer": "refunded"}
     assert (record["verdict"]["status"], record["verdict"]["cause"]) == ("incomplete", "infra_error")
@@ -220,7 +219,7 @@ def test_an_mcp_server_that_cannot_start_is_the_harness_problem(tmp_path, server
                             f"first: POST {verdict['cause_detail'].split()[1]}")  # not "no rule matched" blaming the scenario
 
 
-def test_rules_and_task_patterns_that_matched_nothing_are_named(tmp_path, monkeypatch):
+def test_rules_and_task_patterns_that_matched_nothing_are_named(tmp_path, monkeypatch, capsys):
     """A scenario rule for a path this agent never calls, and a tasks-file pattern one letter off
     what it does call: `run`'s last lines and the report name both, with what was seen. A
     forbidden pattern that matches nothing and resembles nothing seen is what a good run looks
@@ -241,13 +240,13 @@ def test_rules_and_task_patterns_that_matched_nothing_are_named(tmp_path, monkey
               match: {method: POST, path: "*/cancel"}
               fault: {type: response_lost, mode: "504"}
         """))
-        done = cli("run", "--scenario", str(tmp_path / "scenario.yaml"), "--tasks", str(tmp_path / "tasks.jsonl"),
-                   "--out", str(tmp_path / "run"), "--", *REFUND_AGENT)
-    assert len(world.refunds) == 1, done.stdout + done.stderr
+        status, said = cli(capsys, "run", "--scenario", str(tmp_path / "scenario.yaml"), "--tasks",
+                           str(tmp_path / "tasks.jsonl"), "--out", str(tmp_path / "run"), "--", *REFUND_AGENT)
+    assert (status, len(world.refunds)) == (0, 1), said
     rule = f"rule `lose-cancel` matched nothing; requests seen: POST 127.0.0.1:{server.port}/refunds ×2"
     pattern = (f"pattern `POST */refund` (tasks file or policy) matched no request or tool; nearest seen: "
                f"POST 127.0.0.1:{server.port}/refunds")
-    assert rule in done.stderr and pattern in done.stderr, done.stderr
+    assert f"warning: {rule}\n" in said and f"warning: {pattern}\n" in said, said
     alerts = build_report(tmp_path / "run", causes=False)["run"]["headline"]["alerts"]
     assert alerts == [rule, pattern]
 
