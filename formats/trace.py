@@ -98,6 +98,7 @@ USER_TO_AGENT = "user to agent"  # a conversation's turn (turn_record): what the
 AGENT_TO_USER = "agent to user"  # and what the agent said back
 TURN_DIRECTIONS = (USER_TO_AGENT, AGENT_TO_USER)
 TURN_METHOD = "TURN"
+TURN_URLS = ("chat:user", "chat:agent")  # a turn's request url: who spoke
 # On the 502 of a stdio MCP exchange whose server is gone: "start" (it could not start, or exited
 # before answering anything: the body says why) or "exit" (it died after serving).
 STDIO_EXITED_HEADER = "x-faultproxy-stdio-exited"
@@ -120,9 +121,9 @@ def turn_record(seq: int, episode: str, direction: str, text: str, started: floa
     """One turn of a conversation as a trace record: `direction` one of TURN_DIRECTIONS, `text`
     what was said, `reply` the scripted reply's index (a user's turn), `end` the user's last,
     `silent` a user's turn that said nothing (the agent was not told anything)."""
-    speaker = "user" if direction == USER_TO_AGENT else "agent"
+    url = TURN_URLS[0] if direction == USER_TO_AGENT else TURN_URLS[1]
     return {"seq": seq, "episode": episode, "started": trace_time(started), "duration_s": trace_time(duration_s),
-            "direction": direction, "request": {"method": TURN_METHOD, "url": f"chat:{speaker}", "headers": [],
+            "direction": direction, "request": {"method": TURN_METHOD, "url": url, "headers": [],
                                                 "body": text},
             "upstream": None, "forwarded": False,
             "turn": {"reply": reply, "end": end, **({"silent": True} if silent else {})}}

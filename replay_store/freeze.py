@@ -133,6 +133,7 @@ def freeze(run_dir: Path, store: Path, *, failing: bool = False, representatives
             "command": list(plan.get("command") or []),
             "upstreams": dict(plan.get("upstreams") or {}),
             **({"base_url_env": dict(plan["base_url_env"])} if plan.get("base_url_env") else {}),
+            **({"chat": plan["chat"]} if plan.get("chat") else {}),
             "rewrites": episode_rewrites(plan, record),
             "env": agent_env(task, env or {}, plan.get("base_urls") or {}),
             "severity_defaults": plan["tasks"].get("severity") or {},

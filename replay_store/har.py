@@ -24,6 +24,7 @@ episode.json — what the episode was and what its replay must show:
                 reverse-mode URL; replay points them at its own proxy's (absent: none),
    "rewrites": {field: value} the proxy set in every model API request (`--rewrite`, resolved
                 for this episode's grid point; proxy.models.FIELDS),
+   "chat": how the agent heard its task's user (`--chat`, runner.chat) in a conversation (absent: none),
    "severity_defaults", "secret_env": names of variables whose values replay redacts,
    "source": {"run", "created", "frozen"},
    "minimal_faults": null | [{"rule", "index", "type", "seq"}] written by `faultproxy minimize`,
@@ -76,7 +77,7 @@ from urllib.parse import parse_qsl, urlsplit
 from faultproxy.formats import __version__
 from faultproxy.formats.paths import path_component, refuse_links_out
 from faultproxy.formats.redact import MIN_SECRET_LENGTH, Redactor
-from faultproxy.formats.trace import body_cut
+from faultproxy.formats.trace import TURN_DIRECTIONS, TURN_URLS, body_cut
 from faultproxy.replay_store.har_checks import (StoreError, absolute_http_url, body_bytes, header_pairs, is_object,
                                                  json_object, optional_value, sse_events, ws_session)
 from faultproxy.formats.yaml_input import is_int
@@ -186,6 +187,12 @@ class Entry:
     @property
     def base_url_env(self) -> dict[str, str]:
         return dict(self.episode.get("base_url_env") or {})
+
+    @property
+    def chat(self) -> str | None:
+        """How the agent heard its user (--chat), for a conversation; None otherwise."""
+        chat = self.episode.get("chat")
+        return chat if isinstance(chat, str) else None
 
     @property
     def rewrites(self) -> dict[str, str | int]:
@@ -480,8 +487,10 @@ def _recorded(path: Path, i: int, entry: Any) -> Recorded:
     method, url = request.get("method"), request.get("url")
     if not isinstance(method, str) or not method.isalpha():
         raise StoreError(str(path), None, f"{at}.request.method", f"expected an HTTP method, got {method!r}")
-    if not absolute_http_url(url):
-        raise StoreError(str(path), None, f"{at}.request.url", f"expected an absolute http(s) URL, got {url!r}")
+    turn = custom.get("direction") in TURN_DIRECTIONS  # a conversation's turn (formats.trace.turn_record)
+    if not (url in TURN_URLS if turn else absolute_http_url(url)):
+        expected = " or ".join(TURN_URLS) if turn else "an absolute http(s) URL"
+        raise StoreError(str(path), None, f"{at}.request.url", f"expected {expected}, got {url!r}")
     status = response.get("status", 0)
     if not is_int(status) or not (status == 0 or 100 <= status <= 599):
         raise StoreError(str(path), None, f"{at}.response.status", f"expected 0 or 100 to 599, got {status!r}")

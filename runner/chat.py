@@ -18,19 +18,22 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from faultproxy.formats.episode_causes import BUDGET_REPLY
 from faultproxy.formats.errors import UsageError
-from faultproxy.formats.trace import AGENT_TO_USER, USER_TO_AGENT
-from faultproxy.proxy.server import free_port
+from faultproxy.evaluator.check_result import clip
+from faultproxy.evaluator.conversation import Turn
+from faultproxy.formats.trace import AGENT_TO_USER, TURN_METHOD, TURN_URLS, USER_TO_AGENT
+from faultproxy.proxy.server import ProxyServer, free_port
 from faultproxy.runner.chat_http import ServiceChannel, check_service_url
 from faultproxy.runner.chat_stdio import StdioChannel
 from faultproxy.proxy.decide import decision_value, fires
 from faultproxy.tasks.conversation import Reply, User
-from faultproxy.tasks.model import TaskSet
+from faultproxy.scenarios import Scenario
+from faultproxy.tasks.model import Task, TaskSet
 
 STDIO = "stdio"
 CHAT_MODES = (STDIO, "http://127.0.0.1:{port}/PATH", "openai:http://127.0.0.1:{port}/v1")  # --chat
@@ -78,9 +81,28 @@ def chat_mode(mode: str | None, tasks: TaskSet) -> str | None:
             raise UsageError(f"task {talking[0]} has a `user:` block (a conversation): give --chat "
                              f"{' or '.join(CHAT_MODES)} to say how the agent hears its user")
         return None
+    check_chat_mode(mode)
+    return mode
+
+
+def check_chat_mode(mode: str) -> None:
+    """UsageError unless `mode` is one of CHAT_MODES."""
     if mode != STDIO:
         check_service_url(mode)
-    return mode
+
+
+def user_divergence(recorded: Sequence[str], replayed: Sequence[Turn]) -> dict[str, Any] | None:
+    """Where a replayed conversation's user said other than the recording's (the script chose
+    another reply for what the agent said now), as replay reports a divergence; None if nowhere."""
+    for n, turn in enumerate(replayed):
+        if n >= len(recorded) or turn.text != recorded[n]:
+            was = f"{clip(recorded[n], 60)!r}" if n < len(recorded) else "nothing more"
+            return {"seq": turn.seq, "method": TURN_METHOD, "url": TURN_URLS[0],
+                    "why": f"the user's turn {n + 1} is now {clip(turn.text, 60)!r}; the recording has {was}"}
+    if len(recorded) > len(replayed):
+        return {"seq": None, "method": TURN_METHOD, "url": TURN_URLS[0],
+                "why": f"the user left after {len(replayed)} turns; the recording has {len(recorded)}"}
+    return None
 
 
 def check_user_params(tasks: TaskSet, params: Mapping[str, Any], scenario: str) -> None:
@@ -92,6 +114,19 @@ def check_user_params(tasks: TaskSet, params: Mapping[str, Any], scenario: str) 
                 raise UsageError(f"task {task.id}: user.replies[{i}].probability names param "
                                  f"{reply.probability!r}, which scenario {scenario} does not define (its params: "
                                  f"{known})")
+
+
+def episode_conversation(mode: str, task: Task, prompt: str, env: dict[str, str], proxy: ProxyServer,
+                         attribution: str, episode: str, model: str | None, scenario: Scenario) -> Conversation:
+    """An episode's conversation under --chat `mode` (run or replay): its turns go to the trace of
+    `attribution` in `proxy`; `episode` (the recorded key, in a replay) keys the user's chances, so
+    a replay meets the same user."""
+    async def record(direction: str, text: str, started: float, reply: int | None, end: bool, silent: bool) -> None:
+        await asyncio.to_thread(proxy.record_turn, attribution, direction, text, started, 0.0, reply, end, silent)
+
+    open_channel, stdio = channel_for(mode, env, episode, model)
+    return Conversation(task.user or User(), prompt, record, open_channel, stdio,
+                        user_chance(scenario.seed, episode, scenario.params))
 
 
 def channel_for(mode: str, env: dict[str, str], session: str,
@@ -212,4 +247,5 @@ async def _heard(result: ChatResult, record: TurnRecorder, line: str) -> None:
 
 
 __all__ = ["CHAT_HELP", "CHAT_MODES", "Channel", "ChatResult", "Conversation", "TurnRecorder", "agent_turn",
-           "channel_for", "chat_mode", "check_user_params", "converse", "user_chance"]
+           "channel_for", "chat_mode", "episode_conversation", "check_chat_mode", "check_user_params", "converse", "user_chance",
+           "user_divergence"]

@@ -33,13 +33,12 @@ from faultproxy.runner.agent import (
     fill_placeholders,
     run_agent,
 )
-from faultproxy.runner.chat import Conversation, channel_for, user_chance
+from faultproxy.runner.chat import Conversation, episode_conversation
 from faultproxy.runner.options import RunOptions
 from faultproxy.runner.plan import GridPoint, PlannedEpisode
 from faultproxy.runner.rewrites import resolve
 from faultproxy.runner.secrets import redact_output_file, task_secrets
 from faultproxy.scenarios import Scenario, load_scenario
-from faultproxy.tasks.conversation import User
 from faultproxy.tasks.model import Budgets
 from faultproxy.tasks.request_class import Declared
 from faultproxy.tasks.templates import expand
@@ -133,16 +132,10 @@ class EpisodeRunner:
         )
 
     def _conversation(self, episode: PlannedEpisode, env: dict[str, str]) -> Conversation:
-        """The episode's conversation (runner.chat) over the --chat channel; a task without a
-        `user:` block has a user who says its prompt and nothing more."""
-        async def record(direction: str, text: str, started: float, reply: int | None, end: bool, silent: bool) -> None:
-            await asyncio.to_thread(self.proxy.record_turn, episode.key, direction, text, started, 0.0, reply, end,
-                                    silent)
-
-        open_channel, stdio = channel_for(self.options.chat, env, episode.key, episode.point.model)
+        """The episode's conversation (runner.chat) over the --chat channel."""
         scenario = self._scenario_for(episode.point) or self.options.scenario  # a sweep level's params
-        return Conversation(episode.task.user or User(), episode.variant.prompt, record, open_channel, stdio,
-                            user_chance(scenario.seed, episode.key, scenario.params))
+        return episode_conversation(self.options.chat, episode.task, episode.variant.prompt, env, self.proxy,
+                                    episode.key, episode.key, episode.point.model, scenario)
 
     def _scenario_for(self, point: GridPoint) -> Scenario | None:
         params = point.numeric_params  # a categorical level is the agent's alone

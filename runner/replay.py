@@ -21,11 +21,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
+from faultproxy.evaluator.conversation import Turn, parse_turns
 from faultproxy.evaluator.judge import judge_episode
 from faultproxy.evaluator.sweep import level_text
 from faultproxy.formats.errors import UsageError
 from faultproxy.formats.paths import refuse_links_out, relative_file
-from faultproxy.formats.trace import read_trace, trace_path
+from faultproxy.formats.trace import USER_TO_AGENT, read_trace, trace_path
 from faultproxy.proxy.auth import new_token
 from faultproxy.proxy.server import ProxyServer
 from faultproxy.replay_store.har import EPISODE_FILE, Entry, StoreError, read_entries
@@ -47,6 +48,7 @@ from faultproxy.runner.agent import (
     fill_placeholders,
     run_agent,
 )
+from faultproxy.runner.chat import Conversation, check_chat_mode, episode_conversation, user_divergence
 from faultproxy.runner.inprocess import (
     FUNCTION_PREFIX,
     AgentFunction,
@@ -63,6 +65,16 @@ from faultproxy.tasks.templates import TemplateError, UnsetVariable, expand
 
 class MissingVariable(UsageError):
     """An entry's task needs a variable that neither the entry, the environment nor --env gives."""
+
+
+def recorded_user_turns(entry: Entry) -> list[str]:
+    """What the user said in the recorded conversation, in order."""
+    said = sorted((r for r in entry.exchanges if r.direction == USER_TO_AGENT), key=lambda r: r.seq)
+    return [(r.request_body or b"").decode("utf-8", "replace") for r in said]
+
+
+def user_turns(trace: Iterable[dict]) -> list[Turn]:
+    return [turn for turn in parse_turns(trace) if turn.speaker == "user"]
 
 
 def function_episode(entry: Entry, environment: AgentEnvironment) -> Episode:
@@ -240,11 +252,15 @@ class Replayer:
                 "seed": episode.get("seed") or 0, "model": episode.get("model") or "",
                 **{name: level_text(value) for name, value in (episode.get("params") or {}).items()},
             })
-            result = await run_agent(command, environment.build(base_env), self._budgets(task.budgets),
-                                     lambda: self._usage(attribution), output_file)
+            env = environment.build(base_env)
+            talk = self._conversation(entry, env, attribution, scenario) if entry.chat else None
+            result = await run_agent(command, env, self._budgets(task.budgets), lambda: self._usage(attribution),
+                                     output_file, talk=talk)
         redact_output_file(output_file, self.injector.redactor)
         stats = await asyncio.to_thread(self.proxy.end_episode, attribution)
         trace = trace_path(self.out / "flows", attribution)
+        if entry.chat and (said := user_divergence(recorded_user_turns(entry), user_turns(read_trace(trace)))):
+            replay.diverged.append(said)  # the script answered another reply than the recording's
         cause = "diverged" if replay.diverged else result.cause
         record = {
             "key": entry.key, "task_id": task.id, "trial": episode.get("trial", 0),
@@ -270,6 +286,15 @@ class Replayer:
                             sorted(replay.forced) if replay.forced is not None else None)
 
     # -- helpers ---------------------------------------------------------------------------
+
+    def _conversation(self, entry: Entry, env: dict[str, str], attribution: str, scenario: Scenario) -> Conversation:
+        """The entry's conversation, replayed: the task's scripted user answers again, live."""
+        try:
+            check_chat_mode(entry.chat)
+        except UsageError as error:
+            raise StoreError(str(entry.path / EPISODE_FILE), None, "chat", str(error)) from None
+        return episode_conversation(entry.chat, entry.task, entry.episode["prompt"], env, self.proxy, attribution,
+                                    entry.key, entry.episode.get("model"), scenario)
 
     def _base_env(self, entry: Entry) -> dict[str, str]:
         return {**os.environ, **entry.env, **self.options.env, "FAULTPROXY_REPLAY": "1"}

@@ -6,6 +6,7 @@ The world is a help desk (tickets closed by POST /tickets/{id}/close), not the d
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,11 +14,12 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
-from faultproxy import RunOptions, run
+from faultproxy import RunOptions, freeze, replay, run
 from faultproxy.cli.main import main
 from faultproxy.formats.errors import UsageError
 from faultproxy.formats.rundir import read_run
 from faultproxy.formats.trace import AGENT_TO_USER, USER_TO_AGENT, read_trace
+from faultproxy.replay_store.har import read_entries
 from faultproxy.runner.plan import GridPoint
 from faultproxy.scenarios import load_scenario
 from faultproxy.tasks.loader import TaskError, load_tasks, task_set_from_json
@@ -67,7 +69,7 @@ def desk(monkeypatch) -> Iterator[tuple[Desk, ServerThread]]:
 def close_task(url: str, answer: str, closed: list[str], **user) -> dict:
     return {
         "id": "close_t77", "prompt": "Please close ticket T-77.", "shape": "writes_state",
-        "reset_url": f"{url}/_reset", "state_url": f"{url}/_state", "expected": {"state": {"closed": closed}},
+        "reset_url": f"{url}/_reset", "state_url": f"{url}/_state", "expected": {"state": {"closed": closed}, "effects": [{"method": "POST", "path": "*/close", "count": len(closed)}]},
         "user": {"replies": [{"when": "(?i)shall i", "say": answer},
                              {"when": "(?i)anything else", "say": "No, that's all.", "end": True},
                              {"say": "Sorry?"}], "reply_timeout_s": 30, **user},
@@ -272,3 +274,25 @@ def test_a_probability_naming_a_param_the_scenario_lacks_is_refused_before_anyth
     with pytest.raises(UsageError, match="user.replies\\[0\\].probability names param 'mu', which scenario observe"):
         RunOptions(scenario=load_scenario("observe"), tasks=task_set_from_json([task]), command=DESK_AGENT,
                    out=tmp_path / "run", chat="stdio")
+
+
+def test_a_frozen_conversation_replays_hermetically_and_a_different_user_turn_is_a_divergence(
+        tmp_path, desk, monkeypatch):
+    """The scripted user answers again in replay. The careful agent hears what it heard live and
+    passes; an agent that asks twice makes the same requests, but the script then answers its
+    second question with a reply the recording does not have: a divergence, not a verdict."""
+    world, server = desk
+    chat_run(tmp_path, close_task(server.url, "Yes, please close it.", ["T-77"]), "careful", monkeypatch)
+    [frozen] = freeze(tmp_path / "run", tmp_path / "store")
+    assert json.loads((frozen.path / "episode.json").read_text())["chat"] == "stdio"
+    [entry] = read_entries(tmp_path / "store")
+    world.closed.clear()
+    [same] = replay([entry], DESK_AGENT)
+    assert not same.diverged and same.meets_expectation, (same.diverged, same.verdict["failed"])
+    assert world.closed == []  # nothing reached the desk: the recording answered
+    monkeypatch.setenv("DESK_MODE", "twice")
+    [other] = replay([entry], DESK_AGENT)
+    assert other.verdict["status"] == "incomplete" and other.record["cause"] == "diverged"
+    [divergence] = other.diverged
+    assert divergence["method"] == "TURN" and divergence["why"] == (
+        "the user's turn 3 is now 'Yes, please close it.'; the recording has \"No, that's all.\"")
