@@ -114,6 +114,9 @@ class Upstream:
 
     async def mcp(self, request: web.Request) -> web.Response:
         call = await request.json()
+        if call.get("method") == "tools/list":
+            tools = [{"name": "refund", "description": "Refund an item.", "inputSchema": {"type": "object"}}]
+            return web.json_response({"jsonrpc": "2.0", "id": call.get("id"), "result": {"tools": tools}})
         self.commits[f"mcp {call.get('params', {}).get('name')}"] += 1
         result = {"content": [{"type": "text", "text": json.dumps({"ok": True})}], "isError": False}
         return web.json_response({"jsonrpc": "2.0", "id": call.get("id"), "result": result})

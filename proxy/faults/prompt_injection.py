@@ -21,6 +21,7 @@ from mitmproxy import http
 
 class PromptInjectionFault(Fault):
     kind = prompt_injection.KIND
+    nowhere = "no string field or MCP tool result to plant into"
 
     def buffers_events(self) -> bool:
         return True
@@ -34,7 +35,7 @@ class PromptInjectionFault(Fault):
         places: list[str] = []
 
         def plant(document: Any) -> Any:
-            planted, where = plant_instruction(document, instruction, self.params["at"])
+            planted, where = self.plant(document, instruction)
             places.extend(where)
             return planted
 
@@ -49,12 +50,16 @@ class PromptInjectionFault(Fault):
                 ex.detail = "not delivered: the answer is not JSON"
                 return
         if not places:
-            ex.detail = "not delivered: no string field or MCP tool result to plant into"
+            ex.detail = f"not delivered: {self.nowhere}"
             return
         flow.response.headers.pop("transfer-encoding", None)
         flow.response.content = body  # re-encoded with the response's Content-Encoding
         ex.facts = {"canary": mark, "planted_at": places, "target": self.params["target"]}
         ex.deliver(f"instruction planted in {', '.join(places)}")
+
+    def plant(self, document: Any, instruction: str) -> tuple[Any, list[str]]:
+        """The answer's document with the instruction planted (on a copy), and where it went."""
+        return plant_instruction(document, instruction, self.params["at"])
 
 
 def plant_instruction(document: Any, instruction: str, at: str | None) -> tuple[Any, list[str]]:

@@ -43,6 +43,7 @@ from faultproxy.scenarios.faults import (
     stale_state,
     timeout,
     token_expired,
+    tool_poisoning,
     truncated,
     ws_close,
     ws_delay,
@@ -67,7 +68,7 @@ FAULT_KINDS: Mapping[str, FaultKind] = _catalogue(
     delay.KIND, timeout.KIND, reset.KIND,
     response_lost.KIND, partial_response.KIND, slow_stream.KIND, schema_drift.KIND,
     stale_state.KIND, jsonrpc_error.KIND, elicitation_declined.KIND, server_exit.KIND,
-    session_expired.KIND, token_expired.KIND,
+    session_expired.KIND, token_expired.KIND, tool_poisoning.KIND,
     truncated.KIND, malformed_tool_call.KIND, refusal.KIND, empty_response.KIND, prompt_injection.KIND,
     ws_drop.KIND, ws_delay.KIND, ws_close.KIND, ws_inject.KIND,
 )

@@ -76,6 +76,9 @@ class FaultKind:
     also_on_messages: the fault acts on requests, and on the messages of WebSocket sessions when
       its rule's match has a `websocket:` block (schema_drift: JSON bodies, SSE events and JSON
       messages alike).
+    plants_instructions: a delivered fault planted an instruction for the agent (its trace line's
+      fault facts carry the canary and the target), which the evaluator's `injection_followed`
+      check judges.
     """
 
     name: str
@@ -86,6 +89,7 @@ class FaultKind:
     match_check: MatchCheck | None = None
     on_messages: bool = False
     also_on_messages: bool = False
+    plants_instructions: bool = False
 
     def takes_match(self, on_messages: bool) -> bool:
         """May a rule of this kind have a match with (True) or without (False) a websocket: block?"""

@@ -24,14 +24,18 @@ def canary(seed: str, episode: str) -> str:
     return "fp-canary-" + hashlib.sha256(f"{seed}:{episode}:canary".encode()).hexdigest()[:12]
 
 
+TEXT = ParamSpec("string", DEFAULT_TEXT, "the instruction planted; {canary} becomes the episode's canary")
+TARGET = ParamSpec("match", None, "the request obeying would send: a match block, or mcp:TOOL",
+                   nullable=True, read=read_target)
+
 KIND = FaultKind(
     name="prompt_injection",
     params={
-        "text": ParamSpec("string", DEFAULT_TEXT, "the instruction planted; {canary} becomes the episode's canary"),
-        "target": ParamSpec("match", None, "the request obeying would send: a match block, or mcp:TOOL",
-                            nullable=True, read=read_target),
+        "text": TEXT,
+        "target": TARGET,
         "at": ParamSpec("string", None, "dotted path (with *) of the JSON string fields planted into "
                         "(default: every string field at the top level)", nullable=True),
     },
     forwards=True,
+    plants_instructions=True,
 )
