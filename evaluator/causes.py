@@ -336,7 +336,7 @@ class _Clustering:
     def __init__(self, run_dir: Path, plan: Plan, sink: CauseSink) -> None:
         self.run_dir, self.sink = run_dir, sink
         self.shapes = {t["id"]: t.get("shape") or "unclassified" for t in plan.tasks}
-        self.irreversible = {t["id"]: [EndpointPattern.parse(p) for p in t.get("irreversible") or ()] for t in plan.tasks}
+        self.irreversible = {t["id"]: [EndpointPattern.from_json(p) for p in t.get("irreversible") or ()] for t in plan.tasks}
         self.passing = PassingTrials()
         for (label, task_id), counts in sink.passing.items():
             self.passing.add(decode_name(label) or "", task_id, counts)

@@ -34,14 +34,15 @@ _RPC_TARGET = {"tools/call": "name", "resources/read": "uri", "prompts/get": "na
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
-def _volatile(name: str) -> bool:
+def is_volatile(name: str) -> bool:
+    """A key or parameter that varies between two sends of one intent (VOLATILE)."""
     return name.lower().replace("-", "").replace("_", "") in VOLATILE
 
 
 def _strip(value: Any, top: bool = False) -> Any:
     if isinstance(value, dict):
         rpc = top and value.get("jsonrpc") == "2.0"
-        return {k: _strip(v) for k, v in value.items() if not (rpc and k == "id") and not _volatile(str(k))}
+        return {k: _strip(v) for k, v in value.items() if not (rpc and k == "id") and not is_volatile(str(k))}
     if isinstance(value, list):
         return [_strip(v) for v in value]
     if isinstance(value, float) and value.is_integer():
@@ -62,7 +63,7 @@ def canonical_body(body: bytes | None, content_type: str = "", redactor: Redacto
         document = json.loads(text)
     except ValueError:
         if "x-www-form-urlencoded" in content_type.lower():
-            pairs = sorted((k, v) for k, v in parse_qsl(text, keep_blank_values=True) if not _volatile(k))
+            pairs = sorted((k, v) for k, v in parse_qsl(text, keep_blank_values=True) if not is_volatile(k))
             return "form:" + json.dumps(pairs)
         return "text:" + text
     return "json:" + json.dumps(_strip(document, top=True), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
@@ -110,7 +111,7 @@ def endpoint_of(method: str, url: str, body: bytes | None, redactor: Redactor | 
     port = parts.port
     if port and port != _DEFAULT_PORTS.get(parts.scheme.lower()):
         host = f"{host}:{port}"
-    query = sorted((k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if not _volatile(k))
+    query = sorted((k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if not is_volatile(k))
     return Endpoint(method.upper(), host, parts.path or "/", rpc_operation(body)), json.dumps(query) if query else ""
 
 

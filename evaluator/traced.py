@@ -8,8 +8,8 @@ Vocabulary (the checks' own, see evaluator.checks):
   a tool call;
 - committed: the upstream answered 2xx (the trace's `upstream` is not null) and did not say it
   replayed an earlier answer (Idempotent-Replayed: true);
-- maybe committed: the request was forwarded (the trace's `forwarded`) but no upstream answer
-  was recorded (the upstream dropped the connection): the client cannot know;
+- maybe committed: the request was forwarded (the trace's `forwarded`) and ended in a way that
+  leaves its commit unknown (evaluator.ambiguity: no answer, 408 or 5xx, an MCP error);
 - failed (from the client's view): reset, cut, error or an injected answer, a status >= 400, or
   client_gone (the episode ended while the proxy still held the exchange);
 - the same request: the same identity (evaluator.identity, the definition replay matching
@@ -37,8 +37,10 @@ from functools import cached_property
 from typing import Any
 from urllib.parse import urlsplit
 
+from faultproxy.evaluator.ambiguity import ambiguous_outcome
 from faultproxy.evaluator.identity import Identity, identity_of, idempotency_key_of
 from faultproxy.evaluator.metrics import endpoint_class
+from faultproxy.evaluator.resources import resource_of
 from faultproxy.evaluator.sessions import session_api, session_lines
 from faultproxy.formats.model_apis import is_model_call
 from faultproxy.formats.request_kinds import Access, is_mcp_plumbing, listed_tools, mcp_tool_name, rpc_method
@@ -186,11 +188,14 @@ class TracedExchange:
             return False
         return not any(v.strip().lower() == "true" for v in self.upstream_headers.get("idempotent-replayed", ()))
 
+    @cached_property
+    def ambiguity(self) -> str | None:
+        """How this request ended if it may have committed unseen (evaluator.ambiguity), else None."""
+        return ambiguous_outcome(self)
+
     @property
     def maybe_committed(self) -> bool:
-        if self.upstream_status is not None or not self.forwarded:
-            return False
-        return self.client_outcome in ("reset", "error", "cut", "client_gone") or self.error is not None
+        return self.ambiguity is not None
 
     @property
     def infra_error(self) -> str | None:
@@ -226,15 +231,18 @@ class TracedExchange:
                 return True
         return False
 
-    @cached_property
-    def resource_id(self) -> str | None:
-        """The id of the resource the upstream's answer names (a JSON body's top-level "id", or
-        that of an MCP tool result's JSON text), or None."""
-        for document in self._answer_documents():
-            if isinstance(document, dict) and isinstance(document.get("id"), (str, int)):
-                return str(document["id"])
-        return None
+    def resource(self, id_path: str | None = None) -> str:
+        """The resource the upstream's answer names (evaluator.resources): at `id_path` when the
+        irreversible pattern declares one, else the usual id fields, else the answer itself."""
+        answer = self.rpc_answer
+        if answer is not None:  # the result, without the JSON-RPC id that differs per call
+            body = json.dumps(answer.get("result", answer.get("error")), sort_keys=True)
+        else:
+            upstream = self.raw.get("upstream") or {}
+            body = upstream.get("body") if isinstance(upstream.get("body"), str) else None
+        return resource_of(self._answer_documents, body, id_path)
 
+    @cached_property
     def _answer_documents(self) -> list[Any]:
         answer = self.rpc_answer
         if answer is None:

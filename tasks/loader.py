@@ -55,6 +55,7 @@ USER_FIELDS = ("replies", "max_turns", "reply_timeout_s", "yes", "no")
 REPLY_FIELDS = ("say", "when", "end", "after", "silent", "probability")
 EXPECTED_FIELDS = ("state", "ignore", "multiset", "effects", "output", "escalate")
 EFFECT_FIELDS = ("method", "path", "mcp", "count")
+IRREVERSIBLE_FIELDS = ("pattern", "id")
 BUDGET_FIELDS = ("wall_s", "requests", "tokens", "cost", "prices")
 MAX_WALL_S = 86_400.0  # a day per episode, as --budget-s
 PRICE_FIELDS = ("input_per_mtok", "output_per_mtok")
@@ -69,6 +70,7 @@ _ID = re.compile(r"[A-Za-z0-9_.-]+")
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")
 _DOTTED = r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*"
 _CALLABLE = re.compile(rf"{_DOTTED}:{_DOTTED}")
+_ID_PATH = re.compile(r"[^.\s]+(?:\.[^.\s]+)*")  # JSON keys joined by dots
 
 
 class TaskError(InputError):
@@ -240,7 +242,7 @@ def _read_task(r: YamlReader, node: Node, field: str | None, seen: dict[str, int
     urls = {key: _read_url(r, present[key], sub(key)) if given(key) else None
             for key in ("reset_url", "state_url")}
     expected = _read_expected(r, present["expected"], sub("expected")) if given("expected") else Expected()
-    irreversible = _read_endpoints(r, present, "irreversible", field)
+    irreversible = _read_endpoints(r, present, "irreversible", field, with_id=True)
     forbidden = _read_endpoints(r, present, "forbidden", field)
     read_only = _read_endpoints(r, present, "read_only", field)
     secrets = _read_names(r, present["secrets"], sub("secrets"), "secret names", VARIABLE_NAME) if given("secrets") else ()
@@ -369,18 +371,30 @@ def _read_url(r: YamlReader, node: Node, field: str) -> str:
     return text
 
 
-def _read_endpoints(r: YamlReader, present: Mapping[str, Node], key: str,
-                    field: str | None) -> tuple[EndpointPattern, ...]:
+def _read_endpoints(r: YamlReader, present: Mapping[str, Node], key: str, field: str | None,
+                    with_id: bool = False) -> tuple[EndpointPattern, ...]:
+    """A list of "METHOD GLOB" patterns; `with_id` (irreversible) also allows {pattern, id}, id
+    the dotted path of the resource id in the answers (`cancellation_id`, `data.refund.id`)."""
     if not _given(r, present, key):
         return ()
     list_field = join_field(field, key)
     patterns = []
     for i, item in enumerate(r.sequence(present[key], list_field, '"METHOD GLOB" patterns', allow_empty=True)):
-        text = r.string(item, f"{list_field}[{i}]")
+        item_field = f"{list_field}[{i}]"
+        id_path = None
+        if with_id and isinstance(item, MappingNode):
+            parts = r.mapping(item, item_field, IRREVERSIBLE_FIELDS, required=("pattern",))
+            if _given(r, parts, "id"):
+                id_path = r.string(parts["id"], f"{item_field}.id", nonempty=True)
+                if not _ID_PATH.fullmatch(id_path):
+                    raise r.error(parts["id"], f"{item_field}.id", f"expected a dotted path to the resource id "
+                                  f"in the answer (e.g. cancellation_id or data.refund.id), got {id_path!r}")
+            item, item_field = parts["pattern"], f"{item_field}.pattern"
+        text = r.string(item, item_field)
         try:
-            patterns.append(EndpointPattern.parse(text))
+            patterns.append(replace(EndpointPattern.parse(text), id_path=id_path))
         except ValueError as exc:
-            raise r.error(item, f"{list_field}[{i}]", str(exc)) from exc
+            raise r.error(item, item_field, str(exc)) from exc
     return tuple(patterns)
 
 

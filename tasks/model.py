@@ -62,10 +62,13 @@ def _method_matches(pattern: str, method: str) -> bool:
 
 @dataclass(frozen=True)
 class EndpointPattern:
-    """"METHOD GLOB": method an HTTP method in upper case or `*` (any); see _glob_matches for GLOB."""
+    """"METHOD GLOB": method an HTTP method in upper case or `*` (any); see _glob_matches for GLOB.
+    An irreversible pattern may say where its answers name the resource they committed: `id_path`,
+    a dotted path into the answer's JSON (`cancellation_id`, `data.refund.id`)."""
 
     method: str
     path: str
+    id_path: str | None = None
 
     @classmethod
     def parse(cls, text: str) -> EndpointPattern:
@@ -85,6 +88,16 @@ class EndpointPattern:
 
     def matches(self, method: str, host: str, path: str) -> bool:
         return _method_matches(self.method, method) and _glob_matches(self.path, host, path)
+
+    def to_json(self) -> str | dict[str, str]:
+        """The pattern as written: "METHOD GLOB", or {pattern, id} when it names a resource id."""
+        return str(self) if self.id_path is None else {"pattern": str(self), "id": self.id_path}
+
+    @classmethod
+    def from_json(cls, data: str | Mapping[str, str]) -> EndpointPattern:
+        if isinstance(data, str):
+            return cls.parse(data)
+        return replace(cls.parse(data["pattern"]), id_path=data.get("id"))
 
     def __str__(self) -> str:
         tool_glob = mcp_tool_path("")
@@ -237,7 +250,7 @@ class Task:
             "reset_url": self.reset_url,
             "state_url": self.state_url,
             "expected": self.expected.to_json(),
-            "irreversible": [str(p) for p in self.irreversible],
+            "irreversible": [p.to_json() for p in self.irreversible],
             "forbidden": [str(p) for p in self.forbidden],
             "secrets": list(self.secrets),
             "secret_hosts": {name: list(hosts) for name, hosts in self.secret_hosts.items()},
@@ -268,7 +281,7 @@ class Task:
             reset_url=data.get("reset_url"),
             state_url=data.get("state_url"),
             expected=Expected.from_json(data.get("expected") or {}),
-            irreversible=tuple(EndpointPattern.parse(p) for p in data.get("irreversible") or ()),
+            irreversible=tuple(EndpointPattern.from_json(p) for p in data.get("irreversible") or ()),
             forbidden=tuple(EndpointPattern.parse(p) for p in data.get("forbidden") or ()),
             read_only=tuple(EndpointPattern.parse(p) for p in data.get("read_only") or ()),
             secrets=tuple(data.get("secrets") or ()),

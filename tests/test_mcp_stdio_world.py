@@ -124,4 +124,6 @@ tasks:
     policy = check_policy(by_id["a"], record, exchanges)
     assert policy.passed is False and policy.detail.count("mcp:refund_*") == 2  # both refund_order calls
     assert check_policy(by_id["b"], record, exchanges).passed is True
-    assert check_effects(by_id["c"], record, exchanges).detail == "effects as expected (2 irreversible commit(s))"
+    effects = check_effects(by_id["c"], record, exchanges).detail
+    assert effects.startswith("effects as expected (2 irreversible commit(s): POST /mcp refund_order #")
+    assert effects.count("refund_order #") == 2

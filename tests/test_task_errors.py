@@ -235,6 +235,22 @@ CASES = [
               - POST */refund
               - POST
         """, 6, "tasks[0].irreversible[1]", "bad endpoint pattern 'POST'; expected \"METHOD GLOB\""),
+    ("irreversible_id_not_a_path", "t.yaml", """\
+        tasks:
+          - id: a
+            prompt: Do a.
+            irreversible:
+              - {pattern: "POST */cancel", id: "cancellation id"}
+        """, 5, "tasks[0].irreversible[0].id",
+     "expected a dotted path to the resource id in the answer (e.g. cancellation_id or data.refund.id), "
+     "got 'cancellation id'"),
+    ("irreversible_mapping_without_pattern", "t.yaml", """\
+        tasks:
+          - id: a
+            prompt: Do a.
+            irreversible:
+              - {id: cancellation_id}
+        """, 5, "tasks[0].irreversible[0].pattern", "missing required field 'pattern'"),
     ("forbidden_bad_method", "t.yaml", """\
         tasks:
           - id: a

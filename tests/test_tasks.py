@@ -120,6 +120,22 @@ def test_by_id_names_a_missing_task(tmp_path: Path) -> None:
         tasks.by_id("delete_account")
 
 
+def test_an_irreversible_pattern_may_say_where_the_resource_id_is(tmp_path: Path) -> None:
+    """Plain strings keep working beside {pattern, id}; the plan carries both as written."""
+    tasks = load_tasks(write(tmp_path, """\
+        tasks:
+          - id: cancel
+            prompt: Cancel booking BK1.
+            irreversible: ["POST */refund", {pattern: "POST */cancel", id: data.cancellation_id}]
+        """))
+    task = tasks.by_id("cancel")
+    assert task.irreversible == (EndpointPattern("POST", "*/refund"),
+                                 EndpointPattern("POST", "*/cancel", id_path="data.cancellation_id"))
+    assert task.to_json()["irreversible"] == ["POST */refund", {"pattern": "POST */cancel",
+                                                                "id": "data.cancellation_id"}]
+    assert Task.from_json(json.loads(json.dumps(task.to_json()))) == task
+
+
 def test_a_jsonl_file_loads_and_matches_the_same_yaml(tmp_path: Path) -> None:
     lines = [
         {"id": "refund_order_1001", "prompt": "Refund order 1001.", "shape": "writes_state",
