@@ -14,8 +14,10 @@ Four kinds of redaction, applied together:
 - by shape: well-known credential formats in any text (`Bearer ...`, `sk-...`, `AIza...`, ...);
 - inside encodings (formats/encoded.py): a base64 run in any text (a whole body, a JSON string
   field, a header) and gzip bytes (a body sent without Content-Encoding, a HAR body stored as
-  base64) are opened, their content redacted by all of the above, and encoded again as they
-  were when that changed something; configured values are masked in binary bodies too.
+  base64) are opened, their content redacted by all of the above and, as it is free text no
+  structure names, each secret-named assignment's value masked (`api_key=...`, `password: ...`:
+  formats.secret_names), and encoded again as they were when that changed something (nested
+  base64 and JSON opened again, to MAX_DEPTH); configured values are masked in binary bodies too.
 
 The per-request cost stays small: a body is parsed only when a cheap scan finds a secret-named
 field in it, SSE events are joined only when secret values are configured, and a base64 run is
@@ -34,7 +36,7 @@ from urllib.parse import parse_qsl, quote, quote_plus, unquote_plus, urlencode, 
 
 from faultproxy.formats.encoded import MAX_DEPTH, as_text, base64_forms, gunzip, gzip_bytes, hidden_runs
 from faultproxy.formats.errors import UserError
-from faultproxy.formats.secret_names import SHAPE_HINTS, SHAPES, is_secret_name, names_a_session
+from faultproxy.formats.secret_names import SHAPE_HINTS, SHAPES, is_secret_name, names_a_session, secret_assignments
 
 MASK = "[REDACTED]"
 MIN_SECRET_LENGTH = 8
@@ -156,7 +158,7 @@ class Redactor:
         token = _DEPTH.set(depth + 1)
         try:
             text = as_text(data)
-            return self.body(text).encode("utf-8") if text is not None else self.binary(data)
+            return _mask_assignments(self.body(text)).encode("utf-8") if text is not None else self.binary(data)
         finally:
             _DEPTH.reset(token)
 
@@ -279,6 +281,17 @@ def _has_secret_field(text: str) -> bool:
     if not _STEM_LOWERED.search(" ".join(_NAME_RUN.findall(lowered))):
         return False  # the stems were in values and prose, not in any name
     return any(is_secret_name(text[m.start(1):m.end(1)]) for m in _CANDIDATE_LOWERED.finditer(lowered))
+
+
+def _mask_assignments(text: str) -> str:
+    """Decoded free text with the value of each secret-named assignment masked."""
+    out, last = [], 0
+    for _, start, end in secret_assignments(text, MASK):
+        start = max(start, last)  # `password: a api_key=b`: the second value lies in the first's
+        if start < end:
+            out += [text[last:start], MASK]
+            last = end
+    return "".join([*out, text[last:]]) if out else text
 
 
 def _dumps(document: Any) -> str:

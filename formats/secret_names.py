@@ -13,12 +13,15 @@ A session's settings object is the exception to "secret-named masks everything":
 its own secret-named fields masked (`names_a_session`).
 
 Shapes: well-known credential formats, caught in any text even when nobody configured them.
+Assignments (`api_key=...`, `password: ...`) with a secret's name: looked for in text found
+decoded inside an encoding (formats.encoded), which nothing else reads as a structure.
 """
 
 from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Iterator
 
 # Whole words that make a name secret (plural forms included where they name secrets too).
 _SECRET_WORDS = re.compile(
@@ -47,6 +50,12 @@ SHAPES = re.compile(
     r"|\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"
 )
 
+# `name=value` (up to a space or a separator) or `name: value` (to the end of the line) in free
+# text: a config line, a log message, a command line.
+# The value is read ahead, not consumed: `note: api_key=...` is two assignments.
+_ASSIGNMENT = re.compile(r"(?<![\w.])(?P<name>[A-Za-z_][\w.-]{0,63})"
+                         r"(?:[ \t]*=[ \t]*[\"']?(?=(?P<word>[^\s\"'&;,]+))|:[ \t]*[\"']?(?=(?P<line>[^\r\n\"']+)))")
+
 # Lower-case substrings every shape contains: text without any skips the regex.
 SHAPE_HINTS = ("bearer", "sk-", "aiza", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "xox", "akia", "asia")
 
@@ -74,3 +83,14 @@ def names_a_session(name: str) -> bool:
     words = [w.lower() for w in _WORD.findall(name)]
     secret = [w for w in words if _SECRET_WORDS.fullmatch(w) or w.endswith(_SECRET_SUFFIXES)]
     return bool(secret) and all(w in ("session", "sessions") for w in secret)
+
+
+def secret_assignments(text: str, masked: str) -> Iterator[tuple[str, int, int]]:
+    """(name, start, end of its value) for each assignment in free text whose name is a secret's
+    and whose value is not already `masked` (the redactor's mark): where decoded text nobody
+    parsed keeps a credential, e.g. `api_key=...` in a base64 field."""
+    for match in _ASSIGNMENT.finditer(text):
+        group = "word" if match.group("word") is not None else "line"
+        value = match.group(group).rstrip()
+        if value and set(value.split()) != {masked} and is_secret_name(match.group("name")):
+            yield match.group("name"), match.start(group), match.start(group) + len(value)

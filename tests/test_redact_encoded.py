@@ -160,3 +160,31 @@ def test_a_gzip_file_and_base64_in_a_har_body_are_found_by_scan(tmp_path):
     assert found == [f"{tmp_path / 'flows.har'}:1: planted secret #1 (of 1), base64-encoded",
                      f"{tmp_path / 'trace.jsonl.gz'} (gzip):2: planted secret #1 (of 1)"]
     assert not any(secret in line for line in found)
+
+
+names = st.sampled_from(["api_key", "password", "X-Auth-Token", "clientSecret", "session_id", "access_token"])
+
+
+@settings(max_examples=120, suppress_health_check=[HealthCheck.too_slow])
+@given(secret=values, name=names, separator=st.sampled_from(["=", ": ", " = "]), before=plain, after=plain,
+       nesting=st.sampled_from(["field", "json_in_field", "base64_in_field", "base64_in_json_in_field"]),
+       urlsafe=st.booleans())
+def test_a_secret_named_assignment_in_base64_text_is_masked_and_scan_sees_it_unmasked(
+        secret, name, separator, before, after, nesting, urlsafe):
+    """Nobody configured the secret: `{"blob": base64("... api_key=SECRET ...")}` (the text once
+    more inside JSON or base64) is found by its name, masked, and encoded again; scan reports
+    the unredacted body and finds nothing in the redacted one."""
+    assume(secret not in before + after)
+    text = f"{before} {name}{separator}{secret}\n{after}".encode()
+    if nesting == "json_in_field":
+        text = json.dumps({"note": text.decode()}).encode()
+    elif nesting == "base64_in_field":
+        text = b64(text, urlsafe).encode()
+    elif nesting == "base64_in_json_in_field":
+        text = json.dumps({"inner": b64(text, urlsafe)}).encode()
+    body = json.dumps({"blob": b64(text, urlsafe), "model": "m-1"})
+    redacted = Redactor().body(body)
+    assert not leaks(redacted, secret)
+    assert json.loads(redacted)["model"] == "m-1"
+    assert any(f"a value for the secret-named {name!r}" in line for line in scan_finds(body, secret="unused-1234"))
+    assert not any("secret-named" in line for line in scan_finds(redacted, secret="unused-1234"))

@@ -32,6 +32,7 @@ from aiohttp import web
 
 from faultproxy.formats.trace import read_trace
 from tests.test_redact_encoded import leaks
+from tests.otlp_receiver import receiving
 from tests.upstream import ServerThread
 
 AGENT = Path(__file__).parent / "agents" / "leaky_agent.py"
@@ -51,7 +52,8 @@ PLANTS = {
     "Mn6Bv1Cx5Zl9Kj4Hg",
     "b64_body_key": "b64body-Kx3Vn8Qp", "b64_shape": "ghp_" + "Z9y8X7w6V5u4T3s2R1q0P9o8N7m6L5k4J3i2",
     "gzip_password": "gzippass-Rt6Yu1Io", "b64_answer_token": "b64answer-Lm4Np9Bq",
-    "binary_answer_token": "binanswer-Gh2Jk7Ws",
+    "binary_answer_token": "binanswer-Gh2Jk7Ws", "b64_assignment": "b64assign-Qs8Dw3Ej",
+    "b64_nested": "b64nested-Vf5Tg9Hy",
 }
 SERVICE_SECRET = "svc-secret-Rq7Zm3Xw9Lp"  # --secret-env LEAKY_SERVICE_SECRET
 TASK_TOKEN = "task-token-Ys4Hd8Kf2Nb"  # the task's secret, its value written in the tasks file
@@ -134,7 +136,8 @@ def leaky_run(tmp_path_factory: pytest.TempPathFactory):
             match: {path: "/denied"}
             fault: {type: delay, ms: 10}
     """))
-    with ServerThread(secret_world()) as server:
+    receiver, collector = receiving()
+    with collector, ServerThread(secret_world()) as server:
         tasks = folder / "tasks.yaml"
         tasks.write_text(textwrap.dedent(f"""\
             tasks:
@@ -150,12 +153,13 @@ def leaky_run(tmp_path_factory: pytest.TempPathFactory):
         env = {**os.environ, "LEAKY_SERVICE_SECRET": SERVICE_SECRET}
         run_dir, store, replayed = folder / "run", folder / "store", folder / "replayed"
         faultproxy("run", "--scenario", str(scenario), "--tasks", str(tasks), "--out", str(run_dir),
-                   "--secret-env", "LEAKY_SERVICE_SECRET", "--", sys.executable, str(AGENT), env=env)
+                   "--secret-env", "LEAKY_SERVICE_SECRET", "--otlp", collector.url, "--otlp-content",
+                   "--", sys.executable, str(AGENT), env=env)
         faultproxy("report", str(run_dir), "--quiet", env=env, check=None)
         faultproxy("freeze", str(run_dir), "--to", str(store), "--secret-env", "LEAKY_SERVICE_SECRET", env=env)
         replay = faultproxy("replay", str(store), "--out", str(replayed), "--json", str(replayed / "results.json"),
                             env=env, check=None)
-    return {"run": run_dir, "store": store, "replayed": replayed, "replay": replay, "env": env}
+    return {"run": run_dir, "store": store, "replayed": replayed, "replay": replay, "env": env, "otlp": receiver}
 
 
 def files_under(*folders: Path) -> list[Path]:
@@ -185,6 +189,15 @@ def test_no_planted_secret_is_in_any_file(leaky_run):
     assert not found
 
 
+def test_no_planted_secret_is_in_the_exported_spans(leaky_run):
+    """The spans (with content) carry the model call's base64 message, its assignment masked."""
+    receiver = leaky_run["otlp"]
+    assert receiver.spans and not [name for name, value in PLANTS.items() if any(leaks(raw, value) for raw in receiver.raw)]
+    [chat] = [s for s in receiver.spans if "gen_ai.input.messages" in s.attributes]
+    [message] = json.loads(chat.attributes["gen_ai.input.messages"])
+    assert base64.b64decode(message["parts"][0]["content"]) == b"context: api_key=[REDACTED] region=eu"
+
+
 def test_the_encoded_plants_went_through_the_proxy(leaky_run):
     """The base64 and gzip channels were exercised: their exchanges are in the trace and the HAR,
     redacted in place (still base64, still gzip)."""
@@ -193,6 +206,8 @@ def test_the_encoded_plants_went_through_the_proxy(leaky_run):
     trace = {ex["request"]["url"].rsplit("/", 1)[-1]: ex for ex in
              read_trace(run_dir / line["trace"])}
     assert json.loads(base64.b64decode(trace["b64body"]["request"]["body"]))["api_key"] == "[REDACTED]"
+    config = json.loads(base64.b64decode(json.loads(trace["json2"]["request"]["body"])["config"]))
+    assert base64.b64decode(config["inner"]) == b"password: [REDACTED]"  # base64 in JSON in base64
     gz = trace["gz"]["request"]
     assert gz["body_encoding"] == "base64"
     assert json.loads(gzip.decompress(base64.b64decode(gz["body"]))) == {"password": "[REDACTED]"}
@@ -233,6 +248,11 @@ def test_scan_finds_nothing_left_and_finds_a_planted_one(leaky_run, tmp_path):
     assert any(line.startswith(f"{hidden / 'flows.jsonl'}:2: planted secret") and "base64" in line for line in lines)
     assert any(line.startswith(f"{hidden / 'old.jsonl.gz'} (gzip):2: planted secret") for line in lines)
     assert not any(value in found.stdout for value in ALL)
+    # No value given: a secret-named assignment in base64 text is found by its name.
+    (hidden / "flows.jsonl").write_text(json.dumps({"blob": base64.b64encode(b"x api_key=abc123def456").decode()}))
+    found = faultproxy("scan", str(hidden / "flows.jsonl"), env=leaky_run["env"], check=1)
+    assert found.stdout.splitlines() == [f"{hidden / 'flows.jsonl'}:1: a value for the secret-named 'api_key', "
+                                         "base64-encoded"]
 
 
 def test_scan_with_an_unset_secret_env_cannot_say_clean(tmp_path):

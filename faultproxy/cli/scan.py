@@ -6,7 +6,8 @@ Reads every file under each PATH and reports each place that holds a planted sec
 with --secret, or the value of a --secret-env variable) or a well-known credential shape
 (`Bearer ...`, `sk-...`, `AIza...`, ...): in the text as written, inside base64 (a whole body, a
 string field, a HAR body stored as `encoding: base64`, binary included) and inside gzip (a gzip
-file, gzip in base64), as formats/encoded.py opens them. It never prints the secret itself.
+file, gzip in base64), as formats/encoded.py opens them; in what those hold, also a value for a
+secret-named assignment (`api_key=...`), as the redactor masks them there. It never prints the secret itself.
 Exit 0: clean; 1: found; 2: bad input, including a --secret-env variable that is not set (a scan
 that cannot look must not say clean). Run it before uploading run directories or stores as CI
 artifacts.
@@ -23,8 +24,8 @@ from typing import Any
 
 from faultproxy.formats.encoded import base64_forms, gunzip, openings
 from faultproxy.formats.errors import UsageError
-from faultproxy.formats.redact import Redactor
-from faultproxy.formats.secret_names import SHAPES
+from faultproxy.formats.redact import MASK, Redactor
+from faultproxy.formats.secret_names import SHAPES, secret_assignments
 
 EXIT_CLEAN, EXIT_FOUND = 0, 1
 
@@ -88,5 +89,8 @@ def _secrets_in(line: str, secrets: list[str], encoded: list[set[str]]) -> Itera
         for index, value in enumerate(secrets, 1):
             if value.encode("utf-8") in data:
                 yield f"planted secret #{index} (of {len(secrets)}), {how}"
-        for match in SHAPES.finditer(data.decode("utf-8", "replace")):
+        text = data.decode("utf-8", "replace")
+        for match in SHAPES.finditer(text):
             yield f"a credential shaped like {match.group(0)[:6]}..., {how}"
+        for name, _, _ in secret_assignments(text, MASK):
+            yield f"a value for the secret-named {name!r}, {how}"

@@ -42,15 +42,18 @@ def main() -> int:
         client.post(f"{base}/ndjson", content=ndjson, headers={"content-type": "application/x-ndjson"})
         client.post(f"{base}/rpc", json={"jsonrpc": "2.0", "id": 7, "method": "tools/call",
                                          "params": {"name": "lookup", "arguments": {"access_token": p["jsonrpc"]}}})
+        # A user message that is base64 of free text with a secret-named assignment (in the OTLP spans too).
+        hidden = b64(f"context: api_key={p['b64_assignment']} region=eu")
         chat = client.post(f"{base}/v1/chat/completions", json={"model": "m", "stream": True, "max_tokens": 64,
-                                                                  "messages": [{"role": "user", "content": "hi"}]})
+                                                                  "messages": [{"role": "user", "content": hidden}]})
         streamed = "".join(_deltas(chat.text))
         # Hidden in encodings: a base64 body whose JSON holds a secret key, the run's secrets base64'd in
         # JSON string fields, a gzip body sent without Content-Encoding, base64 and binary answers.
         client.post(f"{base}/b64body", content=b64(json.dumps({"api_key": p["b64_body_key"], "n": 1})),
                     headers={"content-type": "text/plain"})
         client.post(f"{base}/json2", json={"blob": b64(service_secret), "attachment": b64(f"use {p['b64_shape']}"),
-                                          "file": b64(f"task token {task_token}", urlsafe=True)})
+                                          "file": b64(f"task token {task_token}", urlsafe=True),
+                                          "config": b64(json.dumps({"inner": b64(f"password: {p['b64_nested']}")}))})
         client.post(f"{base}/gz", content=gzip.compress(json.dumps({"password": p["gzip_password"]}).encode()),
                     headers={"content-type": "application/gzip"})
         client.get(f"{base}/b64answer")
