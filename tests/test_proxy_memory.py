@@ -152,7 +152,9 @@ def test_without_write_resources_the_detail_names_the_write_it_did_not_link(make
 
 
 @pytest.mark.parametrize(("resources", "field", "message"), [
-    ('"orders/{order_id}"', "write_resources", "a path template starts with '/'"),
+    ('"/orders/{order_id}"', "write_resources",  # a string is not taken for a list of one
+     "expected a list of path templates, e.g. [\"/orders/{order_id}\"], got the string '/orders/{order_id}'"),
+    ('["orders/{order_id}"]', "write_resources[0]", "a path template starts with '/'"),
     ('["/orders/{}"]', "write_resources[0]", "names no body field"),
     ('["/orders/{id"]', "write_resources[0]", "unbalanced braces"),
 ])

@@ -45,10 +45,14 @@ class ResourceTemplate:
 
 
 def read_templates(r: YamlReader, node: Node, field: str) -> tuple[ResourceTemplate, ...]:
-    """`write_resources`: one path template or a list of them, each checked here with its line."""
-    items = [(node, field)] if isinstance(node, ScalarNode) else \
-        [(item, f"{field}[{i}]") for i, item in enumerate(r.sequence(node, field, "path templates"))]
-    return tuple(_read_template(r, item, item_field) for item, item_field in items)
+    """`write_resources`: a list of path templates, each checked here with its line. A lone
+    string is refused rather than read as one: the field is a list, and saying so is clearer
+    than guessing."""
+    if isinstance(node, ScalarNode):
+        raise r.error(node, field, f"expected a list of path templates, e.g. [\"{node.value or '/orders/{id}'}\"], "
+                                   f"got the string '{node.value}'")
+    return tuple(_read_template(r, item, f"{field}[{i}]")
+                 for i, item in enumerate(r.sequence(node, field, "path templates")))
 
 
 def _read_template(r: YamlReader, node: Node, field: str) -> ResourceTemplate:
