@@ -41,6 +41,7 @@ from faultproxy.tasks.request_class import suggested_line
 
 REPORT_VERSION = 1
 DRILLDOWN_LIMIT = 200
+MISSING_SHOWN = 3  # missing traces named in the warning
 
 
 def build_report(run_dir: Path | str, *, rejudge: bool = False, sinks: Sequence[EpisodeSink] = (),
@@ -108,7 +109,20 @@ def log_warnings(scan: Scan) -> list[str]:
                         (scan.unplanned, "names a task or grid point the plan does not have")):
         if count:
             warnings.append(f"{count} log line(s) ignored: each {what}")
+    if scan.missing_traces:
+        warnings.append(missing_traces_warning(scan.missing_traces, scan.kept_verdicts))
     return warnings
+
+
+def missing_traces_warning(missing: Sequence[str], kept: int) -> str:
+    """Which episode traces a report wanted and could not read, and what their episodes count as."""
+    shown = ", ".join(missing[:MISSING_SHOWN]) + (f" and {len(missing) - MISSING_SHOWN} more"
+                                                   if len(missing) > MISSING_SHOWN else "")
+    what = "those episodes keep their logged verdicts"
+    if kept < len(missing):
+        what = f"{kept} of those episodes keep their logged verdicts, {len(missing) - kept} without one are judged " \
+               "without their traffic"
+    return f"{len(missing)} episode trace(s) missing ({shown}): {what}"
 
 
 def headline_alerts(scope: Mapping[str, Any], run_dir: Path, plan: Plan) -> list[str]:

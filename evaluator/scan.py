@@ -106,6 +106,8 @@ class Scan:
     first_side_channel: dict | None = None  # the first of those errors (evaluator.side_channels)
     unclassified: int = 0  # episodes whose verdict lists MCP tools nobody classified
     unclassified_tools: set[str] = field(default_factory=set)  # those tools
+    missing_traces: list[str] = field(default_factory=list)  # episodes to judge whose trace file is gone
+    kept_verdicts: int = 0  # of those, how many kept their logged verdict
     notable: list = field(default_factory=list)  # drill-down candidates: raw lines (fast path) or verdicts
     passing: list = field(default_factory=list)
     shards: list = field(default_factory=list)
@@ -117,7 +119,7 @@ class Scan:
             self.accs[key].absorb(acc)
         self.header = self.header or other.header
         for name in ("lines", "unplanned", "duplicates", "out_of_plan", "judged", "fast", "logged", "side_channels",
-                     "unclassified"):
+                     "unclassified", "missing_traces", "kept_verdicts"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.unclassified_tools |= other.unclassified_tools
         self.first_side_channel = self.first_side_channel or other.first_side_channel
@@ -257,8 +259,12 @@ class _Chunk:
         if (record.get("grid_label") or "", record.get("task_id")) not in self.scan.accs:
             self.scan.unplanned += 1  # no task id, or one the plan lacks: ignored and counted, never judged
             return
-        verdict = record.get("verdict") if not self.rejudge else None
-        if not isinstance(verdict, dict) or "status" not in verdict:
+        logged = record.get("verdict") if isinstance(record.get("verdict"), dict) else None
+        logged = logged if logged and "status" in logged else None
+        verdict = None if self.rejudge else logged
+        if verdict is None:
+            verdict = self._verdict_without_trace(record, logged)
+        if verdict is None:
             verdict = self._judge(record)
             self.scan.judged += 1
         verdict = complete_verdict(verdict, record)
@@ -309,6 +315,16 @@ class _Chunk:
         kept = self.scan.notable if notable else self.scan.passing
         if len(kept) < self.limit:
             kept.append(item)
+
+    def _verdict_without_trace(self, record: Mapping[str, Any], logged: dict | None) -> dict | None:
+        """An episode to judge whose trace file is gone: noted for the report's warnings, and its
+        logged verdict kept (None: there is none, it is judged on what is left)."""
+        path = trace_file(self.run_dir, record) if record.get("trace") else None
+        if path is None or path.exists():
+            return None
+        self.scan.missing_traces.append(str(record["trace"]))
+        self.scan.kept_verdicts += logged is not None
+        return logged
 
     def _judge(self, record: Mapping[str, Any]) -> dict[str, Any]:
         task_id = record.get("task_id")

@@ -228,6 +228,21 @@ def test_episodes_without_verdict_are_judged_and_rejudge_agrees(tmp_path, comple
         assert other["run"]["violations"] == fast["run"]["violations"]
 
 
+def test_a_missing_trace_is_named_and_its_episode_keeps_its_logged_verdict(tmp_path, complete_run, capsys):
+    """report --rejudge with one episode's trace gone: the report says which, and counts that
+    episode by its logged verdict rather than judging it on no traffic."""
+    records = [json.loads(line) for line in (complete_run / "episodes.jsonl").read_text().splitlines()[1:]]
+    twice = next(r for r in records if r["verdict"]["status"] == "fail")  # the refund made twice
+    (complete_run / twice["trace"]).unlink()
+    assert cli(["report", str(complete_run), "--rejudge"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    warning = f"1 episode trace(s) missing ({twice['trace']}): those episodes keep their logged verdicts"
+    assert f"warning: {warning}" in out
+    report = json.loads((complete_run / "report.json").read_text())
+    assert report["log"]["warnings"] == [warning] and report["log"]["judged_by_report"] == 7
+    assert {t["task_id"]: (t["c"], t["fail"]) for t in report["run"]["tasks"]}["refund_b"] == (3, 1)
+
+
 def test_line_with_verdict_not_last_is_parsed_whole(tmp_path, complete_run):
     log = complete_run / "episodes.jsonl"
     lines = log.read_text().splitlines()
