@@ -60,8 +60,8 @@ def resolve_scenario_path(name_or_path: str | Path) -> Path:
         if bundled.is_file():
             return bundled
     if given.is_dir():
-        raise ScenarioError(str(name_or_path), None, None, "is a folder, not a scenario file: give a .yaml file "
-                                                           "or a bundled scenario's name")
+        raise ScenarioError(str(name_or_path), None, None, "is a directory: give scenario files (.yaml) "
+                                                           "or bundled scenario names")
     raise ScenarioError(str(name_or_path), None, None,
                         f"no such scenario file; bundled scenarios: {', '.join(bundled_names())}")
 

@@ -197,9 +197,9 @@ def test_a_rule_name_with_a_nul_is_refused_by_check(faultproxy, tmp_path):
         "faultproxy: s.yaml:4: rules[0].name: must not hold a NUL character, got 'r\\x00'")
 
 
-def test_check_of_a_folder_says_it_is_a_folder(faultproxy, tmp_path):
+def test_check_of_a_directory_says_it_is_a_directory(faultproxy, tmp_path):
     assert one_line(faultproxy("check", str(tmp_path))) == (
-        f"faultproxy: {tmp_path}: is a folder, not a scenario file: give a .yaml file or a bundled scenario's name")
+        f"faultproxy: {tmp_path}: is a directory: give scenario files (.yaml) or bundled scenario names")
 
 
 @pytest.mark.parametrize("command", [["run", "--scenario", "rate_limit"], ["replay", "store"],
