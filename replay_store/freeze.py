@@ -74,8 +74,10 @@ def freeze(run_dir: Path, store: Path, *, failing: bool = False, representatives
 
     `env`: variables the agent needs at replay time, stored in the entry; NAME -> value, or
     NAME -> None to take the value from this environment. Variables the task's env templates
-    use are taken from this environment when set. Secret-looking names are refused.
+    use are taken from this environment when set. Secret-looking names given are refused
+    (refuse_secret_env); others are left out.
     """
+    refuse_secret_env(env or {})
     run = read_run(Path(run_dir))
     if Path(store).exists() and not Path(store).is_dir():
         raise StoreError(str(store), None, None, "is a file, not a store folder")
@@ -229,6 +231,15 @@ def base_url_variables(environ: Mapping[str, str]) -> dict[str, str]:
             and not is_secret_name(name) and "@" not in urlsplit(value).netloc}
 
 
+def refuse_secret_env(given: Mapping[str, str | None]) -> None:
+    """A secret-named variable (with a value or to take from here) would be written into the
+    store: refused, before anything is read or written, with the way to give it instead."""
+    for name in given:
+        if is_secret_name(name):
+            raise StoreError("--env", None, name, "looks like a secret, and secrets are never written into a store: "
+                                                  f"pass it at replay time instead (faultproxy replay --env {name}=...)")
+
+
 def agent_env(task: Task, given: Mapping[str, str | None],
               recorded: Mapping[str, str] | None = None) -> dict[str, str]:
     """The variables to store: the base URLs the run recorded, those the task's env templates use
@@ -243,8 +254,7 @@ def agent_env(task: Task, given: Mapping[str, str | None],
     env = {}
     for name, value in wanted.items():
         if is_secret_name(name):
-            raise StoreError("--env", None, name, "looks like a secret; secrets are never stored. "
-                                                  "Give it to `faultproxy replay --env` if the agent needs one")
+            continue  # never stored: refuse_secret_env refused any the user gave
         value = os.environ.get(name) if value is None else value
         if value is not None:
             env[name] = value

@@ -15,6 +15,7 @@ import pytest
 
 from examples.world import world_in_thread
 from faultproxy import RunOptions, replay, run
+from faultproxy.cli.main import main
 from faultproxy.formats.rundir import read_run
 from faultproxy.replay_store import har
 from faultproxy.replay_store.freeze import freeze
@@ -102,3 +103,16 @@ def test_a_reverse_variable_leads_to_the_replay_proxy_with_the_upstream_gone(tmp
     [result] = replay(frozen.path, command)  # the model server is gone: only the recording answers
     assert result.status == "pass" and result.meets_expectation, result.explain()
     assert [s["how"] for s in result.served] == ["exact"] and not result.blocked and not result.unserved
+
+
+@pytest.mark.parametrize("given", ["OPENAI_API_KEY=sk-live-Zx2Cv7Bn9Mq4Wd8Lp3", "OPENAI_API_KEY"])
+def test_freeze_refuses_a_secret_variable_and_says_to_pass_it_at_replay_time(store, tmp_path, capsys, given):
+    """A secret-named --env would be written into the store: one line naming it, the value not
+    echoed, nothing written."""
+    run_dir = store[0].parent / "run"
+    code = main(["freeze", str(run_dir), "--to", str(tmp_path / "store"), "--env", given])
+    err = capsys.readouterr().err
+    assert code == 2 and err.splitlines() == [
+        "faultproxy: --env: OPENAI_API_KEY: looks like a secret, and secrets are never written into a store: "
+        "pass it at replay time instead (faultproxy replay --env OPENAI_API_KEY=...)"]
+    assert not (tmp_path / "store").exists()
