@@ -2,22 +2,30 @@
 ledger committed. The client cannot know whether its credit went through; retrying it blind
 (no idempotency key, or a fresh one) fails `idempotency` though the first commit never shows in
 the trace. Reusing the key, or reading the ledger before retrying, passes. Judged the same in a
-run (function agents, their tool URL in their own configuration) and in `faultproxy monitor`.
+run (function agents, their tool URL in their own configuration) and in `faultproxy monitor`; and
+over MCP, where an isError answer to a call that went through leaves the commit as unknown.
 
 Not the demo's world: other paths, answers with no `id` field, a gateway in front."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 from collections.abc import Iterator
-from pathlib import Path
 
 import aiohttp
+import httpx2
 import pytest
 import requests
 from aiohttp import web
+from mcp import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 
 from faultproxy import run_function, task_set_from_json
 from faultproxy.formats.rundir import read_run
+from tests.mcp_clients import HttpServer
 from tests.test_monitor import SESSION, MonitorProcess, failed
 from tests.upstream import ServerThread
 
@@ -170,3 +178,61 @@ def failed_checks(verdict: dict) -> dict[str, str]:
 
 def detail(verdict: dict, name: str) -> str:
     return next(c["detail"] for c in verdict["checks"] if c["name"] == name)
+
+
+def ledger_server(credits: list[str]) -> MCPServer:
+    """The ledger as an MCP server with one unannotated tool. `issue_credit` writes the credit, then
+    reports an error for the first one of each account (its confirmation step timed out): the
+    client cannot tell whether the credit went through. A repeated idempotency_key gets the credit
+    it already made."""
+    server = MCPServer("ledger")
+    made: dict[str, str] = {}
+
+    @server.tool()
+    def issue_credit(account: str, amount: int, idempotency_key: str = "") -> str:
+        if idempotency_key in made:
+            return made[idempotency_key]
+        credits.append(account)
+        answer = json.dumps({"credit": {"ref": f"CR-{len(credits):04d}", "amount": amount}})
+        if idempotency_key:
+            made[idempotency_key] = answer
+        if credits.count(account) == 1:
+            raise ToolError("confirmation timed out after the ledger wrote the credit")
+        return answer
+
+    return server
+
+
+def mcp_credit_agent(url: str):
+    """Calls issue_credit over Streamable HTTP through its episode's proxy; after an error, calls it
+    again: with the same idempotency_key argument for a task named keyed, with none otherwise."""
+    async def credit(episode) -> bool:
+        arguments = {"account": episode.task_id, "amount": 25}
+        if episode.task_id.startswith("keyed"):
+            arguments["idempotency_key"] = f"credit-{episode.key}"
+        async with httpx2.AsyncClient(proxy=episode.proxy_url) as http, \
+                streamable_http_client(url, http_client=http) as (read, write), ClientSession(read, write) as mcp:
+            await mcp.initialize()
+            for _ in range(2):
+                if not (await mcp.call_tool("issue_credit", arguments)).is_error:
+                    return True
+        return False
+
+    return lambda episode: asyncio.run(credit(episode))
+
+
+def test_a_blind_retry_after_an_mcp_tool_error_fails_and_a_keyed_one_passes(tmp_path):
+    """Over the official MCP SDK (Streamable HTTP), a tool nobody annotated, named irreversible by
+    the task: the isError answer came after the call went through, so the commit is unknown."""
+    credits: list[str] = []
+    with HttpServer(ledger_server(credits).streamable_http_app(host="127.0.0.1")) as server:
+        tasks = task_set_from_json([{"id": task_id, "prompt": "Credit 25.", "irreversible": ["mcp:issue_credit"]}
+                                    for task_id in ("blind", "keyed")])
+        run_function(mcp_credit_agent(server.url), tasks, k=1, scenario="observe", out=tmp_path / "run")
+    assert credits == ["blind", "blind", "keyed"]
+    verdicts = {r["task_id"]: r["verdict"] for r in read_run(tmp_path / "run").episodes}
+    assert failed_checks(verdicts["blind"]) == {"idempotency": "high"}
+    assert "/mcp issue_credit" in detail(verdicts["blind"], "idempotency")
+    assert "which may have committed (answered an isError result), without an idempotency key" in detail(
+        verdicts["blind"], "idempotency")
+    assert verdicts["keyed"]["status"] == "pass", verdicts["keyed"]
