@@ -60,10 +60,9 @@ class Endpoint:
 
 @dataclass
 class Tool:
-    """An MCP tool called over HTTP: where, how often, and what its server's annotations say."""
+    """An MCP tool called (over HTTP or stdio): how often, and what its server's annotations say."""
 
     name: str
-    route: str  # the MCP endpoint's path glob
     calls: int = 0
     access: Access = Access.UNCLASSIFIED
     destructive: bool = False
@@ -188,7 +187,7 @@ def _take(seen: Observed, task: TaskSeen, ex: TracedExchange, key: str, routes: 
         use.with_tools += isinstance(ex.body_json, dict) and bool(ex.body_json.get("tools"))
         return
     if ex.mcp_tool is not None:
-        tool = seen.tools.setdefault(ex.mcp_tool, Tool(ex.mcp_tool, _mcp_route(ex, key)))
+        tool = seen.tools.setdefault(ex.mcp_tool, Tool(ex.mcp_tool))
         tool.calls += 1
         annotations = hints.get(ex.mcp_tool)
         tool.access = annotated_access(annotations) or tool.access
@@ -216,10 +215,6 @@ def _take(seen: Observed, task: TaskSeen, ex: TracedExchange, key: str, routes: 
 def _endpoint(seen: Observed, ex: TracedExchange, key: str, routes: Mapping[tuple[str, ...], str]) -> Endpoint:
     glob = routes[_route_parts(ex, key)]
     return seen.endpoints.setdefault(f"{ex.method} {glob}", Endpoint(ex.method, glob))
-
-
-def _mcp_route(ex: TracedExchange, episode: str) -> str:
-    return "/".join(ANY if part == episode else part for part in ex.route.split("/"))
 
 
 def _link(seen: Observed, exchanges: list[TracedExchange], key: str, routes: Mapping[tuple[str, ...], str]) -> None:

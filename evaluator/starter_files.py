@@ -34,7 +34,7 @@ NOT_WRITTEN = {  # scenario -> why the traffic seen cannot meet it, when it is n
     "reads_drift": "no read answered with a JSON object",
     "model_faults": "no model API call",
     "rate_limit": "no model API call",
-    "mcp": "no MCP tool call over HTTP",
+    "mcp": "no MCP tool call",
 }
 
 
@@ -193,7 +193,8 @@ def _http_match(endpoint: Endpoint) -> dict[str, Any]:
 
 
 def _tool_match(tool: Tool) -> dict[str, Any]:
-    return {"method": "POST", "path": tool.route, "body": {"method": "tools/call", "params.name": tool.name}}
+    """A tools/call of this tool, by its JSON-RPC body alone: the same rule matches it over HTTP and stdio."""
+    return {"body": {"method": "tools/call", "params.name": tool.name}}
 
 
 def _writes_lost(seen: Observed) -> str | None:

@@ -118,7 +118,7 @@ def test_init_on_the_demo_shop(tmp_path, capsys):
 
     runs = check_and_run_each(kit, shop_agent, tasks.only(["refund_order_1001"]), tmp_path / "runs", capsys)
     assert set(runs) == SCENARIOS - {"mcp"}
-    assert "- `mcp`: no MCP tool call over HTTP" in (kit / "README.md").read_text()
+    assert "- `mcp`: no MCP tool call" in (kit / "README.md").read_text()
     for name, rules in runs.items():
         assert rules, f"{name}: no fault reached the agent"
     assert set(runs["writes_lost"]) == {"post_t_orders_refund_lost"}
@@ -259,6 +259,8 @@ def test_init_on_a_help_desk_with_an_mcp_server(desk, tmp_path, capsys):
     drift = yaml.safe_load((kit / "scenarios" / "reads_drift.yaml").read_text())
     assert drift["rules"][0]["fault"]["ops"] == [{"op": "retype", "path": "priority_level", "to": "string"},
                                                  {"op": "rename", "path": "ticket_ref", "to": "ticket_ref_v2"}]
+    mcp = yaml.safe_load((kit / "scenarios" / "mcp.yaml").read_text())  # by the JSON-RPC body: HTTP and stdio
+    assert mcp["rules"][0]["match"] == {"body": {"method": "tools/call", "params.name": "lookup_customer"}}
 
     runs = check_and_run_each(kit, desk_agent, tasks.only(["escalate_4471"]), tmp_path / "runs", capsys)
     assert set(runs) == SCENARIOS
