@@ -104,6 +104,10 @@ FAULT_COUNT = "faultproxy.faults"
 SEQ = "faultproxy.seq"
 OUTCOME = "faultproxy.outcome"  # what the client got: response, reset, cut, injected, ...
 FORWARDED = "faultproxy.forwarded"
+# A conversation's turn (runner.chat): an INTERNAL span named for its direction ("user to agent").
+TURN_DIRECTION = "faultproxy.turn.direction"
+TURN_TEXT = "faultproxy.turn.text"  # opt-in content, as the GenAI messages are
+TURNS = "faultproxy.turns"  # on the root: how many turns the conversation had
 
 FAULT_EVENT = "faultproxy.fault"
 FAULT_TYPE = "faultproxy.fault.type"

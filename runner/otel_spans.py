@@ -1,7 +1,8 @@
 """One episode as a tree of spans to export: the root carries the verdict and the judged findings,
 one child per exchange of the trace (model calls as GenAI inference spans, MCP calls as MCP
 client spans, other tool calls as HTTP client spans; a live WebSocket session's turns as chat
-spans and its function calls as execute_tool spans), each injected fault an event on the
+spans and its function calls as execute_tool spans; a conversation's turns as INTERNAL spans
+named for their direction, "user to agent" or "agent to user", the text only with content), each injected fault an event on the
 exchange it hit (on a session's turn or call, every fault on its messages, at the message's
 time). Times are the proxy's, from the trace; nothing here talks to a collector
 (runner/otel_export.py sends what this plans), so it is as testable as the evaluator.
@@ -19,17 +20,19 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from faultproxy.evaluator.conversation import Turn, parse_turns
 from faultproxy.evaluator.traced import TracedExchange, parse_trace
 from faultproxy.formats.model_answers import dig
 from faultproxy.formats.model_apis import LiveApi, detect_api
 from faultproxy.formats.redact import MASK, Redactor
+from faultproxy.formats.trace import AGENT_TO_USER, USER_TO_AGENT
 from faultproxy.proxy.stdio.route import STDIO_SUFFIX
 from faultproxy.runner import otel_genai as G
 from faultproxy.runner import otel_names as N
 from faultproxy.tasks.model import SEVERITY_RANK
 
 _TRACEPARENT = re.compile(r"00-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}")
-_CONTENT = frozenset({N.INPUT_MESSAGES, N.OUTPUT_MESSAGES, N.SYSTEM_INSTRUCTIONS, N.TOOL_CALL_ARGUMENTS,
+_CONTENT = frozenset({N.INPUT_MESSAGES, N.OUTPUT_MESSAGES, N.SYSTEM_INSTRUCTIONS, N.TOOL_CALL_ARGUMENTS, N.TURN_TEXT,
                       N.TOOL_CALL_RESULT})
 
 
@@ -54,10 +57,14 @@ class SpanPlan:
 def episode_spans(record: Mapping[str, Any], trace: Iterable[Mapping[str, Any]], redactor: Redactor,
                   content: bool = False, extra: Mapping[str, Any] | None = None) -> SpanPlan:
     """The span tree of one judged episode (its log line) and its trace lines."""
-    exchanges = parse_trace(trace)
+    lines = list(trace)
+    exchanges = parse_trace(lines)
     key = str(record.get("key") or "")
+    turns = parse_turns(lines)
     children = [exchange_span(ex, key, content) for ex in exchanges]
-    root = _root(record, children, dict(extra or {}))
+    if turns:  # in the order the proxy numbered them: what the user said, then what the agent did about it
+        children = sorted([*children, *(turn_span(t, content) for t in turns)], key=lambda span: span.attributes[N.SEQ])
+    root = _root(record, children, {**({N.TURNS: len(turns)} if turns else {}), **(extra or {})})
     root.parent = agent_parent(exchanges)
     _redact(root, redactor)
     return root
@@ -121,6 +128,13 @@ def exchange_span(ex: TracedExchange, episode: str, content: bool) -> SpanPlan:
     span.events += _fault_events(ex)
     span.attributes = _clean(span.attributes)
     return span
+
+
+def turn_span(turn: Turn, content: bool) -> SpanPlan:
+    """A conversation's turn: an INTERNAL span (the harness and the agent talking, not a call)."""
+    direction = USER_TO_AGENT if turn.speaker == "user" else AGENT_TO_USER
+    attributes = {N.SEQ: turn.seq, N.TURN_DIRECTION: direction, **({N.TURN_TEXT: turn.text} if content else {})}
+    return SpanPlan(direction, False, turn.started, turn.started, attributes)
 
 
 def _server(ex: TracedExchange) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from openai import OpenAI
 from websockets.asyncio.client import connect
 
 from examples.world import world_in_thread
+from faultproxy import RunOptions, run
 from faultproxy.cli.main import build_parser, main
 from faultproxy.formats.errors import UsageError
 from faultproxy.formats.redact import Redactor
@@ -40,6 +41,7 @@ from faultproxy.tasks.loader import task_set_from_json
 from tests.otlp_receiver import ReceivedSpan, receiving
 from tests.processes import alive, wait_until
 from tests.conftest import scenario
+from tests.test_chat import DESK_AGENT, Desk, close_task
 from tests.test_monitor import MonitorProcess
 from tests.test_websocket import TURNS, function_calling_app
 from tests.upstream import ServerThread, Upstream
@@ -547,3 +549,26 @@ def test_a_realtime_sessions_turns_are_chat_spans_and_its_function_calls_tool_sp
         (event,) = span.events
         assert event[2][N.FAULT_TYPE] == "ws_delay" and event[2][N.FAULT_DELIVERED] is True
         assert span.start_ns <= event[1] <= span.end_ns  # at the message's time, within the span
+
+
+def test_a_conversations_turns_are_spans_in_order_with_its_requests(tmp_path, monkeypatch):
+    """A real conversation (`--chat stdio`, tests/test_chat.py's help desk): each turn an INTERNAL
+    span named for its direction, between the HTTP spans of the requests the agent made for it."""
+    world = Desk()
+    receiver, collector = receiving()
+    with ServerThread(world.app()) as server, collector:
+        monkeypatch.setenv("DESK_URL", server.url)
+        monkeypatch.setenv("DESK_MODE", "careful")
+        export = OtelExport(f"{collector.url}/v1/traces", content=True)
+        run(RunOptions(scenario=load_scenario("observe"), tasks=task_set_from_json([close_task(
+            server.url, "Yes, please close it.", ["T-77"])]), command=DESK_AGENT, out=tmp_path / "run",
+            chat="stdio", show_progress=False), export=export)
+        assert export.close().dropped == 0
+    root, children = root_and_children(receiver.spans)
+    assert root.attributes[N.VERDICT] == "pass" and root.attributes[N.TURNS] == 6
+    assert [(s.name, s.kind) for s in children] == [
+        ("user to agent", INTERNAL), ("GET /tickets/T-77", CLIENT), ("agent to user", INTERNAL),
+        ("user to agent", INTERNAL), ("POST /tickets/T-77/close", CLIENT), ("agent to user", INTERNAL),
+        ("user to agent", INTERNAL), ("agent to user", INTERNAL)]
+    assert children[3].attributes[N.TURN_TEXT] == "Yes, please close it."
+    assert children[3].attributes[N.TURN_DIRECTION] == "user to agent"
