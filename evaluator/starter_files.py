@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from faultproxy.evaluator.starter import Endpoint, Link, Observed, TaskSeen, Tool
+from faultproxy.formats.errors import UsageError
 from faultproxy.formats.files import write_new
 from faultproxy.formats.paths import refuse_links_out
 from faultproxy.formats.redact import Redactor
@@ -52,7 +53,10 @@ def write_starter(files: Mapping[str, str], folder: Path, redactor: Redactor | N
     """Write each file into `folder` unless something is already there; (written, kept)."""
     redactor = redactor or Redactor()
     refuse_links_out(folder, "init folder")
-    (folder / SCENARIOS_DIR).mkdir(parents=True, exist_ok=True)
+    try:
+        (folder / SCENARIOS_DIR).mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise UsageError(f"{folder / SCENARIOS_DIR}: cannot create: {error.strerror or error}") from None
     refuse_links_out(folder, "init folder")  # scenarios/ itself may be a planted link
     written, kept = [], []
     for name, text in files.items():

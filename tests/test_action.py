@@ -110,3 +110,11 @@ def test_the_action_gates_a_run_on_a_baseline(tmp_path):
     code, outputs, summary, log = run_action_step({"command": "gate", "run": str(now)}, tmp_path / "no-baseline")
     assert code == 2 and "action input(s) baseline: needed by command gate" in log
     assert outputs == {}
+
+    # A run gated as it goes (until-decided) on a baseline that is not there: the harness could not judge.
+    code, outputs, summary, log = run_action_step(
+        {"command": "run", "scenario": "observe", "agent": "python -c pass", "until-decided": "true",
+         "baseline": str(tmp_path / "missing"), "run": str(tmp_path / "decided")}, tmp_path / "decided-step")
+    assert code == 2, log
+    assert f"--until-decided --baseline {tmp_path / 'missing'}" in log and "plan.json: cannot read" in log
+    assert outputs["verdict"] == "ERROR"

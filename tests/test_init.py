@@ -283,6 +283,9 @@ def test_init_on_a_help_desk_with_an_mcp_server(desk, tmp_path, capsys):
     assert cli(["init", str(tmp_path / "observe"), "--to", str(kit)]) == 2
     assert "is a symbolic link leading out of the init folder" in capsys.readouterr().err
     assert not (tmp_path / "outside.md").exists()
+    (tmp_path / "a-file").write_text("")
+    assert cli(["init", str(tmp_path / "observe"), "--to", str(tmp_path / "a-file")]) == 2
+    assert capsys.readouterr().err.startswith(f"faultproxy: {tmp_path / 'a-file' / 'scenarios'}: cannot create: ")
 
 
 def test_a_run_without_traffic_gives_nothing_and_says_why(monkeypatch, tmp_path, capsys):
