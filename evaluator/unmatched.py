@@ -113,7 +113,10 @@ def episode_by_alerts(run_dir: Path, plan: Plan) -> list[str]:
         if path is not None:
             requests += [[tuple(pair) for pair in (line.get("request") or {}).get("headers") or ()]
                          for line in read_trace(path)]
-    return [missing_header_warning(rule, len(requests), varying_headers(requests)) for rule in rules]
+    order = [*settings["episode_by"], *(["client"] if "client" not in settings["episode_by"] else [])]
+    return [missing_header_warning(rule, len(requests), varying_headers(requests),
+                                   [r for r in order[order.index(rule) + 1:] if not str(r).startswith("header:")])
+            for rule in rules]
 
 
 def _first_episodes(run_dir: Path) -> list[dict[str, Any]]:

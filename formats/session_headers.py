@@ -27,7 +27,8 @@ def varying_headers(requests: Iterable[Iterable[tuple[str, str]]]) -> list[str]:
     return sorted(name for name, seen in values.items() if len(seen) > 1 and name not in NOT_SESSIONS)[:SHOWN]
 
 
-def missing_header_warning(rule: str, requests: int, varying: list[str]) -> str:
-    """The one line both the live warning and the report give a session header no request carried."""
-    return (f"--episode-by {rule}: no request carried the header in the first {requests} (each session fell back "
-            f"to one episode per client connection); headers that vary: {', '.join(varying) or 'none'}")
+def missing_header_warning(rule: str, requests: int, varying: list[str], fallback: list[str]) -> str:
+    """The one line both the live warning and the report give a session header no request carried;
+    `fallback`: the --episode-by rules after it (`client`, one episode per connection, last)."""
+    return (f"--episode-by {rule}: no request carried the header in the first {requests} (episodes came from "
+            f"{', '.join(fallback)} instead); headers that vary: {', '.join(varying) or 'none'}")

@@ -119,9 +119,11 @@ class LiveSessions:
         self._watched.append(list(flow.request.headers.items()))
         if len(self._watched) >= WATCHED_REQUESTS:
             varying = varying_headers(self._watched)
-            for header in (r for r in self.rules if r.kind == "header"):
-                log.warning("episode_by_header_missing", detail=missing_header_warning(str(header), len(self._watched),
-                                                                                       varying))
+            for i, header in enumerate(self.rules):
+                if header.kind == "header":
+                    fallback = [str(r) for r in self.rules[i + 1:] if r.kind != "header"]
+                    log.warning("episode_by_header_missing",
+                                detail=missing_header_warning(str(header), len(self._watched), varying, fallback))
             self._watched = None
 
     def sampled(self, session: str) -> bool:

@@ -63,6 +63,7 @@ class MonitorOptions:
     upstream_ca: Path | None = None
     insecure_upstream: bool = False
     secret_env: Sequence[str] = ()
+    side_channels: Sequence[str] = ()  # --side-channel patterns (evaluator.side_channels)
     token: str | None = None
     show_live: bool = True
 
@@ -216,6 +217,8 @@ class Monitor:
         self._make_room()
         self._trial = (self._trial + 1) % self.options.max_episodes
         record = episode_record(self.task, key, self._trial, trace, session, ended)
+        if self.options.side_channels:
+            record["side_channels"] = list(self.options.side_channels)
         record["verdict"] = verdict = judge_episode(self.task, record, trace, self.options.policy.severity)
         logged = self.redactor.document(record)
         self._log.append(logged)

@@ -28,6 +28,7 @@ from faultproxy.proxy.sessions import WATCHED_REQUESTS
 from tests.processes import wait_until
 from tests.test_monitor import MonitorProcess
 from tests.test_no_false_pass import REFUND_AGENT, Payments
+from tests.test_no_traffic import closed_port
 from tests.upstream import ServerThread
 
 BOOKING_AGENT = [sys.executable, str(Path(__file__).parent / "agents" / "booking_agent.py")]
@@ -260,22 +261,27 @@ def test_the_nearest_names_of_a_pattern_are_its_likely_typos():
 
 
 def test_a_session_header_no_request_carries_is_said_live_and_in_the_report(tmp_path, upstream):
-    """`monitor --episode-by header:X-Session-Id`, and the agent sends X-Request-Id (new each
-    request) and X-Conversation instead: after the first requests the monitor warns, naming the
-    header and the headers that vary; the report says it again."""
+    """`monitor --episode-by header:X-Session-Id --episode-by auth`, and the agent sends
+    X-Request-Id (new each request) and X-Conversation instead: after the first requests the
+    monitor warns, naming the header and the headers that vary; the report says it again. Its
+    telemetry, declared with --side-channel, fails and the verdict stands."""
     counter, server = upstream
-    log = tmp_path / "monitor.log"
-    monitor = MonitorProcess(tmp_path / "run", "--episode-by", "header:X-Session-Id", "--idle-s", "0.3", stderr=log)
-    with httpx.Client(proxy=monitor.proxy()) as client:
+    log, telemetry = tmp_path / "monitor.log", f"127.0.0.1:{closed_port()}"
+    monitor = MonitorProcess(tmp_path / "run", "--episode-by", "header:X-Session-Id", "--episode-by", "auth",
+                             "--idle-s", "600", "--side-channel", f"POST {telemetry}/v1/traces/*", stderr=log)
+    with httpx.Client(proxy=monitor.proxy("agent-a")) as client:
+        assert client.post(f"http://{telemetry}/v1/traces/ingest", json={}).status_code == 502
         for request in range(WATCHED_REQUESTS):
             client.get(f"{server.url}/items/{request}", headers={"X-Request-Id": f"r{request}",
                                                                  "X-Conversation": f"c{request % 2}"})
     warning = (f"--episode-by header:x-session-id: no request carried the header in the first {WATCHED_REQUESTS} "
-               "(each session fell back to one episode per client connection); headers that vary: x-conversation, "
-               "x-request-id")
+               "(episodes came from auth, client instead); headers that vary: x-conversation, x-request-id")
     assert wait_until(lambda: warning in log.read_text(), 30, monitor.process), log.read_text()
-    monitor.wait_logged(1)
-    assert monitor.stop() == 0
-    alerts = build_report(tmp_path / "run", causes=False)["run"]["headline"]["alerts"]
-    assert [alert.replace(f"first {WATCHED_REQUESTS}", "first N") for alert in alerts] == [
-        warning.replace(f"first {WATCHED_REQUESTS}", "first N")]
+    assert monitor.stop() == 0  # judges the open episode
+    [record] = read_run(tmp_path / "run").episodes
+    assert record["verdict"]["status"] == "pass", record["verdict"]
+    assert [side["request"] for side in record["verdict"]["side_channel_errors"]] == [
+        f"POST {telemetry}/v1/traces/ingest"]
+    [header, side] = build_report(tmp_path / "run", causes=False)["run"]["headline"]["alerts"]
+    assert header == warning.replace(f"first {WATCHED_REQUESTS}", f"first {WATCHED_REQUESTS + 1}")
+    assert side.startswith("1 episode(s) had side-channel errors")

@@ -11,7 +11,9 @@ from pathlib import Path
 from faultproxy.cli.options import (
     add_listen_options,
     add_proxy_options,
+    add_side_channel_option,
     check_secret_env,
+    check_side_channels,
     check_upstream_ca,
     parse_upstreams,
     proxy_params,
@@ -54,6 +56,7 @@ def register(commands) -> None:
     monitor.add_argument("--param", action="append", default=[], metavar="NAME=VALUE", help="Override a scenario param.")
     monitor.add_argument("--quiet", action="store_true", help="No live view.")
     add_listen_options(monitor)
+    add_side_channel_option(monitor)
     add_proxy_options(monitor)
     add_otlp_options(monitor)
 
@@ -103,5 +106,6 @@ def monitor_options(args: argparse.Namespace) -> MonitorOptions:
         episode_by=rules, idle_s=args.idle_s, sample=args.sample, max_episodes=args.max_episodes, host=args.host,
         port=args.port, reverse_port=args.reverse_port, upstreams=parse_upstreams(args.upstream),
         upstream_ca=check_upstream_ca(args.upstream_ca, args.insecure_upstream), insecure_upstream=args.insecure_upstream,
-        secret_env=check_secret_env(args.secret_env), token=token, show_live=not args.quiet,
+        secret_env=check_secret_env(args.secret_env), side_channels=check_side_channels(args.side_channel),
+        token=token, show_live=not args.quiet,
     )
