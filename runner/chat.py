@@ -61,6 +61,10 @@ class Channel(Protocol):
         """The user has said their last turn."""
 
 
+# the agent process (None: a function agent) -> the channel to it
+OpenChannel = Callable[["asyncio.subprocess.Process | None"], Channel]
+
+
 @dataclass
 class ChatResult:
     """How a conversation ended: `cause` budget_reply if the agent fell silent on the user, else
@@ -116,21 +120,20 @@ def check_user_params(tasks: TaskSet, params: Mapping[str, Any], scenario: str) 
                                  f"{known})")
 
 
-def episode_conversation(mode: str, task: Task, prompt: str, env: dict[str, str], proxy: ProxyServer,
-                         attribution: str, episode: str, model: str | None, scenario: Scenario) -> Conversation:
-    """An episode's conversation under --chat `mode` (run or replay): its turns go to the trace of
-    `attribution` in `proxy`; `episode` (the recorded key, in a replay) keys the user's chances, so
-    a replay meets the same user."""
+def episode_conversation(channel: tuple[OpenChannel, bool], task: Task, prompt: str, proxy: ProxyServer,
+                         attribution: str, episode: str, scenario: Scenario) -> Conversation:
+    """An episode's conversation over `channel` (channel_for's, or a function agent's; run or
+    replay): its turns go to the trace of `attribution` in `proxy`; `episode` (the recorded key,
+    in a replay) keys the user's chances, so a replay meets the same user."""
     async def record(direction: str, text: str, started: float, reply: int | None, end: bool, silent: bool) -> None:
         await asyncio.to_thread(proxy.record_turn, attribution, direction, text, started, 0.0, reply, end, silent)
 
-    open_channel, stdio = channel_for(mode, env, episode, model)
+    open_channel, stdio = channel
     return Conversation(task.user or User(), prompt, record, open_channel, stdio,
                         user_chance(scenario.seed, episode, scenario.params))
 
 
-def channel_for(mode: str, env: dict[str, str], session: str,
-                model: str | None) -> tuple[Callable[[asyncio.subprocess.Process], Channel], bool]:
+def channel_for(mode: str, env: dict[str, str], session: str, model: str | None) -> tuple[OpenChannel, bool]:
     """How an episode reaches its agent under --chat `mode`, and whether over its stdio; a
     service's port is chosen here and given to it as PORT in `env`."""
     if mode == STDIO:
@@ -167,11 +170,11 @@ class Conversation:
     user: User
     prompt: str
     record: TurnRecorder
-    open_channel: Callable[[asyncio.subprocess.Process], Channel]
+    open_channel: OpenChannel
     stdio: bool
     chance: Chance = always
 
-    async def __call__(self, process: asyncio.subprocess.Process) -> ChatResult:
+    async def __call__(self, process: asyncio.subprocess.Process | None) -> ChatResult:
         result = await converse(self.user, self.prompt, self.open_channel(process), self.record, self.chance)
         if not self.stdio:
             result.lingering = True  # a service stays up for more: its conversation's end is the episode's

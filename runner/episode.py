@@ -33,7 +33,7 @@ from faultproxy.runner.agent import (
     fill_placeholders,
     run_agent,
 )
-from faultproxy.runner.chat import Conversation, episode_conversation
+from faultproxy.runner.chat import Conversation, channel_for, episode_conversation
 from faultproxy.runner.options import RunOptions
 from faultproxy.runner.plan import GridPoint, PlannedEpisode
 from faultproxy.runner.rewrites import resolve
@@ -134,8 +134,9 @@ class EpisodeRunner:
     def _conversation(self, episode: PlannedEpisode, env: dict[str, str]) -> Conversation:
         """The episode's conversation (runner.chat) over the --chat channel."""
         scenario = self._scenario_for(episode.point) or self.options.scenario  # a sweep level's params
-        return episode_conversation(self.options.chat, episode.task, episode.variant.prompt, env, self.proxy,
-                                    episode.key, episode.key, episode.point.model, scenario)
+        return episode_conversation(channel_for(self.options.chat, env, episode.key, episode.point.model),
+                                    episode.task, episode.variant.prompt, self.proxy, episode.key, episode.key,
+                                    scenario)
 
     def _scenario_for(self, point: GridPoint) -> Scenario | None:
         params = point.numeric_params  # a categorical level is the agent's alone

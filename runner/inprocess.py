@@ -9,11 +9,17 @@ through, and the task's `env` (what a subprocess agent would find in its environ
 tool's per-episode URL); everything else (the log, traces, judging, resume) is the runner's,
 unchanged. A returned bool is the verdict's outcome; a dict is the agent's output, judged like
 FAULTPROXY_OUTPUT. `runner.replay.replay_function` replays frozen episodes with the same function.
+
+With `chat=True` the tasks are conversations with their `user:` (docs/conversations.md): the
+function is called once per user turn, `agent(episode, messages)`, with the conversation so far
+([{"role": "user" | "assistant", "content"}], the user's turn last), and returns its next turn:
+text, a dict {"content", "escalate", ...}, or None when it has nothing more to say.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 import traceback
 from collections.abc import Callable, Mapping
@@ -23,6 +29,7 @@ from pathlib import Path
 from faultproxy.evaluator.report import build_report
 from faultproxy.formats.rundir import read_run
 from faultproxy.runner.agent import AgentEnvironment, AgentResult
+from faultproxy.runner.chat import Conversation, episode_conversation
 from faultproxy.runner.plan import PlannedEpisode
 from faultproxy.runner.episode import EpisodeRunner
 from faultproxy.runner.options import RunOptions
@@ -62,7 +69,34 @@ class FunctionRunResult:
 
 
 AgentFunction = Callable[[Episode], "bool | dict"]
+ChatFunction = Callable[[Episode, list[dict]], "str | dict | None"]  # (episode, conversation so far) -> next turn
 FUNCTION_PREFIX = "python-function:"  # the logged command of a function agent
+FUNCTION_CHAT = "function"  # the plan's `chat` for a function agent's conversations
+
+
+class FunctionChannel:
+    """A runner.chat.Channel to a function agent: each user turn calls it in a worker thread with
+    the conversation so far; what it returns is its turn."""
+
+    def __init__(self, agent: ChatFunction, episode: Episode) -> None:
+        self.agent, self.episode = agent, episode
+        self.messages: list[dict] = []
+        self.pending: asyncio.Task | None = None
+
+    async def say(self, text: str) -> None:
+        self.messages.append({"role": "user", "content": text})
+        self.pending = asyncio.create_task(asyncio.to_thread(self.agent, self.episode, list(self.messages)))
+
+    async def hear(self) -> str | None:
+        pending, self.pending = self.pending, None
+        turn = None if pending is None else await pending  # the agent's exception is its crash
+        if not isinstance(turn, (str, dict)):
+            return None
+        self.messages.append({"role": "assistant", "content": str(turn if isinstance(turn, str) else turn.get("content"))})
+        return turn if isinstance(turn, str) else json.dumps(turn)
+
+    async def leave(self) -> None:
+        """Nothing to close: the function is simply not called again."""
 
 
 def function_command(agent: AgentFunction) -> list[str]:
@@ -78,18 +112,20 @@ def run_function(
     out: Path = Path("runs/in-process"),
     parallel: int = 1,
     export: OtelExport | None = None,
+    chat: bool = False,
 ) -> FunctionRunResult:
     """Run `agent` k times per task behind a proxy playing `scenario`, in this process, `parallel`
     episodes at once; the run directory `out` is a normal one (report, freeze and resume work).
-    `export` gets each episode as OpenTelemetry spans (the caller closes it)."""
+    `export` gets each episode as OpenTelemetry spans (the caller closes it). `chat`: the tasks
+    are conversations and `agent` a ChatFunction (see the module docstring)."""
     scenario = scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
     options = RunOptions(scenario=scenario, tasks=tasks, command=function_command(agent),
-                         out=out, k=k, parallel=parallel, show_progress=False)
+                         out=out, k=k, parallel=parallel, show_progress=False, chat=FUNCTION_CHAT if chat else None)
     run(options, runner_class=_function_runner(agent), export=export)
     return summarize(out)
 
 
-def _function_runner(agent: AgentFunction) -> type[EpisodeRunner]:
+def _function_runner(agent: AgentFunction | ChatFunction) -> type[EpisodeRunner]:
     class FunctionRunner(EpisodeRunner):
         rules_expect_traffic = False
 
@@ -100,9 +136,28 @@ def _function_runner(agent: AgentFunction) -> type[EpisodeRunner]:
                 proxy_url=environment.proxy_url, ca_bundle=environment.ca_bundle, task=episode.task.to_json(),
                 env=dict(environment.extra or {}),
             )
-            return await call_agent(agent, given, episode.task.budgets.wall_s or self.options.budget_s)
+            wall_s = episode.task.budgets.wall_s or self.options.budget_s
+            if self.options.chat:
+                scenario = self._scenario_for(episode.point) or self.options.scenario
+                conversation = episode_conversation((lambda _: FunctionChannel(agent, given), False), episode.task,
+                                                    episode.variant.prompt, self.proxy, episode.key, episode.key,
+                                                    scenario)
+                return await call_conversation(conversation, wall_s)
+            return await call_agent(agent, given, wall_s)
 
     return FunctionRunner
+
+
+async def call_conversation(conversation: Conversation, wall_s: float | None) -> AgentResult:
+    """A function agent's conversation within `wall_s`: its end, crash or overrun as a result."""
+    started = time.monotonic()
+    try:
+        chat = await asyncio.wait_for(conversation(None), wall_s)
+    except TimeoutError:
+        return AgentResult(None, "budget_wall", time.monotonic() - started, "", None, None)
+    except Exception:  # the agent's own crash is a result, not the harness's
+        return AgentResult(None, "crash", time.monotonic() - started, traceback.format_exc(), None, None)
+    return AgentResult(0, chat.cause, time.monotonic() - started, "", chat.output, None)
 
 
 async def call_agent(agent: AgentFunction, episode: Episode, wall_s: float | None) -> AgentResult:

@@ -48,7 +48,13 @@ from faultproxy.runner.agent import (
     fill_placeholders,
     run_agent,
 )
-from faultproxy.runner.chat import Conversation, check_chat_mode, episode_conversation, user_divergence
+from faultproxy.runner.chat import (
+    Conversation,
+    channel_for,
+    check_chat_mode,
+    episode_conversation,
+    user_divergence,
+)
 from faultproxy.runner.inprocess import (
     FUNCTION_PREFIX,
     AgentFunction,
@@ -293,8 +299,8 @@ class Replayer:
             check_chat_mode(entry.chat)
         except UsageError as error:
             raise StoreError(str(entry.path / EPISODE_FILE), None, "chat", str(error)) from None
-        return episode_conversation(entry.chat, entry.task, entry.episode["prompt"], env, self.proxy, attribution,
-                                    entry.key, entry.episode.get("model"), scenario)
+        return episode_conversation(channel_for(entry.chat, env, entry.key, entry.episode.get("model")), entry.task,
+                                    entry.episode["prompt"], self.proxy, attribution, entry.key, scenario)
 
     def _base_env(self, entry: Entry) -> dict[str, str]:
         return {**os.environ, **entry.env, **self.options.env, "FAULTPROXY_REPLAY": "1"}

@@ -7,14 +7,16 @@ The world is a help desk (tickets closed by POST /tickets/{id}/close), not the d
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 from aiohttp import web
 
-from faultproxy import RunOptions, freeze, replay, run
+from faultproxy import RunOptions, freeze, replay, run, run_function
 from faultproxy.cli.main import main
 from faultproxy.formats.errors import UsageError
 from faultproxy.formats.rundir import read_run
@@ -296,3 +298,29 @@ def test_a_frozen_conversation_replays_hermetically_and_a_different_user_turn_is
     [divergence] = other.diverged
     assert divergence["method"] == "TURN" and divergence["why"] == (
         "the user's turn 3 is now 'Yes, please close it.'; the recording has \"No, that's all.\"")
+
+
+def careful_desk_function(episode, messages: list[dict]) -> str | dict | None:
+    """A conversational function agent (run_function(..., chat=True)): asks, then closes on a yes."""
+    said = [m["content"] for m in messages if m["role"] == "assistant"]
+    with httpx.Client(proxy=episode.proxy_url, verify=str(episode.ca_bundle), timeout=10) as http:
+        if not said:
+            subject = http.get(f"{os.environ['DESK_URL']}/tickets/T-77").json()["subject"]
+            return {"content": f"T-77 is about {subject}. Shall I close it?", "confidence": 0.9}
+        if said[-1].endswith("Shall I close it?") and messages[-1]["content"].startswith("Yes"):
+            http.post(f"{os.environ['DESK_URL']}/tickets/T-77/close", json={}).raise_for_status()
+            return "Closed. Anything else?"
+    return None  # nothing more to say
+
+
+def test_a_function_agent_holds_k_conversations_in_process_and_pass_hat_k_counts_them(tmp_path, desk):
+    world, server = desk
+    result = run_function(careful_desk_function, task_set_from_json([close_task(server.url, "Yes, please.", ["T-77"])]),
+                          k=2, scenario="observe", out=tmp_path / "run", chat=True)
+    assert result.per_task == {"close_t77": ["pass", "pass"]} and result.pass_hat_k == 1.0
+    for record in read_run(tmp_path / "run").episodes:
+        trace = sorted(read_trace(tmp_path / "run" / record["trace"]), key=lambda line: line["seq"])
+        assert [line.get("direction") or line["request"]["method"] for line in trace] == [
+            USER_TO_AGENT, "GET", AGENT_TO_USER, USER_TO_AGENT, "POST", AGENT_TO_USER, USER_TO_AGENT]
+        assert record["output"] == {"answer": "Closed. Anything else?"}
+        assert check(record["verdict"], "confirmation")["passed"] is True
