@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import pickle
+import re
 import textwrap
 from pathlib import Path
 
 import pytest
 
-from faultproxy.tasks.loader import TaskError, load_tasks, single_task, task_set_from_json
+from faultproxy.tasks import loader
+from faultproxy.tasks.loader import TaskError, load_policy, load_tasks, single_task, task_set_from_json
 from faultproxy.tasks.model import Budgets, Effect, EndpointPattern, Expected, OutputSpec, Task
 from faultproxy.tasks.templates import TemplateError, UnsetVariable, expand, template_variables
 
@@ -398,3 +400,19 @@ def test_single_task() -> None:
     assert tasks.tasks == (Task("task", "Refund order 1001.", line=1),)
     assert tasks.path == "<command line>" and len(tasks.digest) == 64
     assert single_task("Refund order 1001.").digest == tasks.digest != single_task("Other.").digest
+
+
+def test_the_reference_names_every_field_and_its_examples_load(tmp_path: Path) -> None:
+    """docs/tasks.md is the reference of tasks and policy files: a field the loader reads and the
+    page does not name, or an example the loader refuses, fails here."""
+    page = (Path(__file__).resolve().parents[1] / "docs" / "tasks.md").read_text(encoding="utf-8")
+    fields = (*loader.TOP_FIELDS, *loader.TASK_FIELDS, *loader.EXPECTED_FIELDS, *loader.BUDGET_FIELDS,
+              *loader.USER_FIELDS, *loader.POLICY_FIELDS)
+    assert [name for name in fields if f"`{name}`" not in page] == []
+    tasks_example, policy_example = re.findall(r"```yaml\n(.*?)```", page, re.S)
+    (tmp_path / "tasks.yaml").write_text(tasks_example)
+    (tmp_path / "policy.yaml").write_text(policy_example)
+    [task] = load_tasks(tmp_path / "tasks.yaml")
+    assert [str(p) for p in task.read_only] == ["mcp:lookup_*", "POST */search"]
+    assert [str(p) for p in load_policy(tmp_path / "policy.yaml").tasks[0].irreversible] == \
+        ["POST */cancel", "mcp:issue_credit"]
