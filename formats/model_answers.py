@@ -23,6 +23,7 @@ running total in message_delta): the later one is the count, never their sum.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -58,7 +59,12 @@ class Usage:
 class AnswerToolCall:
     id: str
     name: str
-    arguments: Any  # as the API carries it: JSON text (OpenAI), an object (Anthropic, Gemini)
+    arguments: Any  # as the API carries it: JSON text (OpenAI, a streamed Anthropic call), an object
+    item_id: str | None = None  # the Responses API's item id, apart from the call id
+
+    def arguments_text(self) -> str:
+        """The arguments as JSON text: as the model wrote them where the API carries text."""
+        return self.arguments if isinstance(self.arguments, str) else json.dumps(self.arguments)
 
 
 @dataclass
@@ -66,6 +72,7 @@ class ModelAnswer:
     text: str = ""
     tool_calls: list[AnswerToolCall] = field(default_factory=list)
     finish_reasons: list[str] = field(default_factory=list)
+    refusal: str | None = None  # OpenAI's refusal text (Chat `refusal`, a Responses refusal part)
     id: str | None = None
     model: str | None = None
     usage: Usage | None = None
@@ -182,7 +189,7 @@ def _note(answer: ModelAnswer, id_: Any = None, model: Any = None, reason: Any =
 
 def _chat(documents: list[Mapping[str, Any]]) -> ModelAnswer:
     """A chat completion (choices[].message) or its chunks (choices[].delta; tool calls in pieces by index)."""
-    answer, texts, calls = ModelAnswer(), [], {}
+    answer, texts, refusals, calls = ModelAnswer(), [], [], {}
     for document in documents:
         _note(answer, document.get("id"), document.get("model"))
         for choice in _list(document.get("choices")):
@@ -192,13 +199,14 @@ def _chat(documents: list[Mapping[str, Any]]) -> ModelAnswer:
             message = choice.get("message") if isinstance(choice.get("message"), Mapping) else choice.get("delta")
             message = message if isinstance(message, Mapping) else {}
             texts.append(message.get("content") if isinstance(message.get("content"), str) else "")
+            refusals.append(message.get("refusal") if isinstance(message.get("refusal"), str) else "")
             for position, call in enumerate(_list(message.get("tool_calls"))):
                 slot = calls.setdefault(call.get("index", position), {"id": "", "name": "", "arguments": ""})
                 function = call.get("function") if isinstance(call.get("function"), Mapping) else {}
                 slot["id"] = call.get("id") or slot["id"]
                 slot["name"] = function.get("name") or slot["name"]
                 slot["arguments"] += function.get("arguments") or ""
-    answer.text = "".join(texts)
+    answer.text, answer.refusal = "".join(texts), "".join(refusals) or None
     answer.tool_calls = [AnswerToolCall(c["id"], c["name"], c["arguments"]) for _, c in sorted(calls.items())]
     return answer
 
@@ -212,13 +220,16 @@ def _response_end(answer: ModelAnswer, response: Mapping[str, Any]) -> None:
     _note(answer, reason=reason if status == "incomplete" else status if status in ("completed", "failed") else None)
 
 
-def _output_item(answer: ModelAnswer, item: Mapping[str, Any], texts: list[str]) -> None:
-    """A Responses output item: a function call, or a message's text parts (a Realtime
-    message's audio parts by their transcript)."""
+def _output_item(answer: ModelAnswer, item: Mapping[str, Any], texts: list[str], refusals: list[str]) -> None:
+    """A Responses output item: a function call, or a message's text and refusal parts (a
+    Realtime message's audio parts by their transcript)."""
     if item.get("type") == "function_call":
         answer.tool_calls.append(AnswerToolCall(str(item.get("call_id") or ""), str(item.get("name") or ""),
-                                                item.get("arguments") or ""))
+                                                item.get("arguments") or "", _str(item.get("id"))))
     for part in _list(item.get("content")) if item.get("type") == "message" else ():
+        if part.get("type") == "refusal":
+            refusals.append(part["refusal"] if isinstance(part.get("refusal"), str) else "")
+            continue
         text = part.get("text") if part.get("type") in ("output_text", "text") else part.get("transcript")
         texts.append(text if isinstance(text, str) else "")
 
@@ -226,7 +237,7 @@ def _output_item(answer: ModelAnswer, item: Mapping[str, Any], texts: list[str])
 def _responses(documents: list[Mapping[str, Any]]) -> ModelAnswer:
     """A response object, or its events: the final event carries the whole response; a stream cut
     before it (or a final event without its output) reads from its text deltas and finished items."""
-    answer, texts = ModelAnswer(), []
+    answer, texts, refusals = ModelAnswer(), [], []
     final = next((d.get("response") for d in reversed(documents)
                   if d.get("type") in _RESPONSE_ENDS and isinstance(d.get("response"), Mapping)), None)
     whole = final if final is not None else next((d for d in documents if d.get("object") == "response"), None)
@@ -237,16 +248,17 @@ def _responses(documents: list[Mapping[str, Any]]) -> ModelAnswer:
         _response_end(answer, whole)
     if whole is not None and _list(whole.get("output")):
         for item in _list(whole.get("output")):
-            _output_item(answer, item, texts)
-        answer.text = "".join(texts)
-        return answer
-    for document in documents:
-        kind = document.get("type")
-        if kind in _TEXT_DELTAS and isinstance(document.get("delta"), str):
-            texts.append(document["delta"])
-        if kind == "response.output_item.done" and isinstance(document.get("item"), Mapping):
-            _output_item(answer, {**document["item"], "content": []}, texts)  # its text came as deltas
-    answer.text = "".join(texts)
+            _output_item(answer, item, texts, refusals)
+    else:
+        for document in documents:
+            kind = document.get("type")
+            if kind in _TEXT_DELTAS and isinstance(document.get("delta"), str):
+                texts.append(document["delta"])
+            if kind == "response.refusal.delta" and isinstance(document.get("delta"), str):
+                refusals.append(document["delta"])
+            if kind == "response.output_item.done" and isinstance(document.get("item"), Mapping):
+                _output_item(answer, {**document["item"], "content": []}, texts, refusals)  # text came as deltas
+    answer.text, answer.refusal = "".join(texts), "".join(refusals) or None
     return answer
 
 

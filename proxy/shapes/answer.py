@@ -1,8 +1,10 @@
 """A model's answer as the model-answer faults edit it, whatever API carried it.
 
 Each API's shape (this package's other modules) reads its JSON answer or its event stream into
-an Answer and writes an Answer back in the same form; a fault edits only the Answer. Fields a
-shape does not model (ids, model, usage, reasoning items, safety ratings) ride along in `base`.
+an Answer and writes an Answer back in the same form; a fault edits only the Answer. The text,
+tool calls and refusal are read by formats.model_answers (the one reading of model answers); a
+shape adds its stop reason and what it needs to write the answer again: fields it does not model
+(ids, model, usage, reasoning items, safety ratings) ride along in `base`.
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ import json
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
+
+from faultproxy.formats.model_answers import ModelAnswer
 
 
 class Stop(StrEnum):
@@ -54,6 +58,11 @@ class Answer:
     stop: Stop
     refusal: str | None = None
     base: dict[str, Any] = field(default_factory=dict)  # the shape's own document: what is not modelled
+
+
+def calls_of(read: ModelAnswer) -> list[ToolCall]:
+    """The tool calls formats.model_answers read, as a fault edits them (arguments as JSON text)."""
+    return [ToolCall(c.id, c.name, c.arguments_text(), c.item_id) for c in read.tool_calls]
 
 
 def pieces(text: str, size: int = 24) -> list[str]:

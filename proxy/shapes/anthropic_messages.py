@@ -7,10 +7,11 @@ the stream carries arguments as a string. Blocks of other types (thinking) ride 
 from __future__ import annotations
 
 import copy
-import json
 from typing import Any
 
-from faultproxy.proxy.shapes.answer import Answer, Stop, ToolCall, event, pieces
+from faultproxy.formats.model_answers import read_answer
+from faultproxy.formats.model_apis import ModelApi
+from faultproxy.proxy.shapes.answer import Answer, Stop, ToolCall, calls_of, event, pieces
 
 _STOPS = {"end_turn": Stop.END, "stop_sequence": Stop.END, "pause_turn": Stop.END, "tool_use": Stop.TOOL_USE,
           "max_tokens": Stop.LENGTH, "refusal": Stop.REFUSAL}
@@ -23,11 +24,8 @@ class MessagesShape:
     def from_body(self, document: Any) -> Answer | None:
         if not isinstance(document, dict) or document.get("type") != "message":
             return None
-        blocks = document.get("content") or []
-        text = "".join(b.get("text") or "" for b in blocks if b.get("type") == "text")
-        calls = [ToolCall(b.get("id", ""), b.get("name", ""), json.dumps(b.get("input") or {}))
-                 for b in blocks if b.get("type") == "tool_use"]
-        return Answer(text, calls, _STOPS.get(document.get("stop_reason"), Stop.END), None, document)
+        read = read_answer(ModelApi.ANTHROPIC_MESSAGES, [document])
+        return Answer(read.text, calls_of(read), _STOPS.get(document.get("stop_reason"), Stop.END), None, document)
 
     def to_body(self, answer: Answer) -> dict[str, Any]:
         document = copy.deepcopy(answer.base)
@@ -38,7 +36,7 @@ class MessagesShape:
         return document
 
     def from_events(self, payloads: list[Any]) -> Answer | None:
-        message, blocks, raw_inputs = None, {}, {}
+        message, blocks = None, {}
         for payload in payloads:
             kind = payload.get("type") if isinstance(payload, dict) else None
             if kind == "message_start":
@@ -46,19 +44,15 @@ class MessagesShape:
             elif kind == "content_block_start":
                 blocks[payload.get("index", 0)] = copy.deepcopy(payload.get("content_block") or {})
             elif kind == "content_block_delta":
-                _apply_delta(blocks.setdefault(payload.get("index", 0), {}), payload.get("delta") or {},
-                             raw_inputs, payload.get("index", 0))
+                _apply_delta(blocks.setdefault(payload.get("index", 0), {}), payload.get("delta") or {})
             elif kind == "message_delta" and message is not None:
                 message.update(payload.get("delta") or {})
                 message["usage"] = {**(message.get("usage") or {}), **(payload.get("usage") or {})}
         if message is None or message.get("stop_reason") is None:
             return None  # not a finished answer
-        content = [blocks[i] for i in sorted(blocks)]
-        answer = self.from_body({**message, "content": content})
-        tool_indexes = [i for i in sorted(blocks) if blocks[i].get("type") == "tool_use"]
-        for call, index in zip(answer.tool_calls, tool_indexes, strict=True):
-            call.arguments = raw_inputs.get(index, call.arguments)  # as streamed, not re-serialised
-        return answer
+        read = read_answer(ModelApi.ANTHROPIC_MESSAGES, payloads)  # arguments as streamed, not re-serialised
+        return Answer(read.text, calls_of(read), _STOPS.get(message["stop_reason"], Stop.END), None,
+                      {**message, "content": [blocks[i] for i in sorted(blocks)]})
 
     def to_events(self, answer: Answer) -> bytes:
         message = copy.deepcopy(answer.base)
@@ -87,17 +81,11 @@ def _blocks(answer: Answer) -> list[tuple[dict[str, Any], ToolCall | None]]:
     return blocks + [({"type": "tool_use", "id": c.id, "name": c.name, "input": {}}, c) for c in answer.tool_calls]
 
 
-def _apply_delta(block: dict[str, Any], delta: dict[str, Any], raw_inputs: dict[int, str], index: int) -> None:
+def _apply_delta(block: dict[str, Any], delta: dict[str, Any]) -> None:
+    """A delta to a block the base keeps whole (thinking); the text and tool calls the answer
+    edits are read by formats.model_answers, and written anew from it."""
     kind = delta.get("type")
-    if kind == "text_delta":
-        block["text"] = block.get("text", "") + delta.get("text", "")
-    elif kind == "input_json_delta":
-        raw_inputs[index] = raw_inputs.get(index, "") + delta.get("partial_json", "")
-        try:
-            block["input"] = json.loads(raw_inputs[index])
-        except ValueError:
-            pass
-    elif kind in ("thinking_delta", "signature_delta"):
+    if kind in ("thinking_delta", "signature_delta"):
         field = kind.removesuffix("_delta")
         block[field] = block.get(field, "") + delta.get(field, "")
 

@@ -7,10 +7,11 @@ content, and safety ratings saying why."""
 from __future__ import annotations
 
 import copy
-import json
 from typing import Any
 
-from faultproxy.proxy.shapes.answer import Answer, Stop, ToolCall, event, pieces
+from faultproxy.formats.model_answers import read_answer
+from faultproxy.formats.model_apis import ModelApi
+from faultproxy.proxy.shapes.answer import Answer, Stop, calls_of, event, pieces
 
 _STOPS = {"STOP": Stop.END, "MAX_TOKENS": Stop.LENGTH, "SAFETY": Stop.CONTENT_FILTER,
           "RECITATION": Stop.CONTENT_FILTER, "PROHIBITED_CONTENT": Stop.CONTENT_FILTER, "BLOCKLIST": Stop.CONTENT_FILTER,
@@ -26,12 +27,10 @@ class GeminiShape:
         candidate = _first_candidate(document)
         if candidate is None:
             return None
-        parts = (candidate.get("content") or {}).get("parts") or []
-        text = "".join(p.get("text") or "" for p in parts if "text" in p and not p.get("thought"))
-        calls = [ToolCall(p["functionCall"].get("id", ""), p["functionCall"].get("name", ""),
-                          json.dumps(p["functionCall"].get("args") or {})) for p in parts if "functionCall" in p]
+        read = read_answer(ModelApi.GEMINI, [document])
         stop = _STOPS.get(candidate.get("finishReason"), Stop.END)
-        return Answer(text, calls, Stop.TOOL_USE if calls and stop is Stop.END else stop, None, document)
+        return Answer(read.text, calls_of(read), Stop.TOOL_USE if read.tool_calls and stop is Stop.END else stop,
+                      None, document)
 
     def to_body(self, answer: Answer) -> dict[str, Any]:
         document = copy.deepcopy(answer.base)

@@ -9,7 +9,9 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from faultproxy.proxy.shapes.answer import Answer, Stop, ToolCall, event, pieces
+from faultproxy.formats.model_answers import read_answer
+from faultproxy.formats.model_apis import ModelApi
+from faultproxy.proxy.shapes.answer import Answer, Stop, calls_of, event, pieces
 
 _STOPS = {"stop": Stop.END, "tool_calls": Stop.TOOL_USE, "function_call": Stop.TOOL_USE,
           "length": Stop.LENGTH, "content_filter": Stop.CONTENT_FILTER}
@@ -23,11 +25,9 @@ class ChatShape:
         choice = _first_choice(document)
         if choice is None or not isinstance(choice.get("message"), dict):
             return None
-        message = choice["message"]
-        calls = [ToolCall(c.get("id", ""), c["function"].get("name", ""), c["function"].get("arguments") or "")
-                 for c in message.get("tool_calls") or [] if isinstance(c, dict) and isinstance(c.get("function"), dict)]
-        return Answer(message.get("content") or "", calls, _STOPS.get(choice.get("finish_reason"), Stop.END),
-                      message.get("refusal"), document)
+        read = read_answer(ModelApi.OPENAI_CHAT, [document])
+        return Answer(read.text, calls_of(read), _STOPS.get(choice.get("finish_reason"), Stop.END), read.refusal,
+                      document)
 
     def to_body(self, answer: Answer) -> dict[str, Any]:
         document = copy.deepcopy(answer.base)
@@ -42,23 +42,15 @@ class ChatShape:
         chunks = [p for p in payloads if isinstance(p, dict) and p.get("object") == "chat.completion.chunk"]
         if not chunks:
             return None
-        text, refusal, calls, finish, usage = [], [], {}, None, None
-        for chunk in chunks:
-            usage = chunk.get("usage") or usage
-            for choice in chunk.get("choices") or []:
-                if choice.get("index", 0) != 0:
-                    continue
-                delta = choice.get("delta") or {}
-                text.append(delta.get("content") or "")
-                refusal.append(delta.get("refusal") or "")
-                for call in delta.get("tool_calls") or []:
-                    _add_call_delta(calls, call)
-                finish = choice.get("finish_reason") or finish
+        finish = next((choice["finish_reason"] for chunk in reversed(chunks) for choice in chunk.get("choices") or []
+                       if choice.get("index", 0) == 0 and choice.get("finish_reason")), None)
         if finish is None:
             return None  # not a finished answer: a cut stream is left as it is
+        usage = next((chunk["usage"] for chunk in reversed(chunks) if chunk.get("usage")), None)
         envelope = {k: chunks[0][k] for k in _ENVELOPE if k in chunks[0]}
         base = {"envelope": envelope, "usage": usage, "has_usage": any("usage" in c for c in chunks)}
-        return Answer("".join(text), list(calls.values()), _STOPS.get(finish, Stop.END), "".join(refusal) or None, base)
+        read = read_answer(ModelApi.OPENAI_CHAT, chunks)
+        return Answer(read.text, calls_of(read), _STOPS.get(finish, Stop.END), read.refusal, base)
 
     def to_events(self, answer: Answer) -> bytes:
         base = answer.base
@@ -91,14 +83,6 @@ def _message(answer: Answer) -> dict[str, Any]:
         message["tool_calls"] = [{"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
                                  for c in answer.tool_calls]
     return message
-
-
-def _add_call_delta(calls: dict[int, ToolCall], delta: dict) -> None:
-    call = calls.setdefault(delta.get("index", 0), ToolCall("", "", ""))
-    function = delta.get("function") or {}
-    call.id = delta.get("id") or call.id
-    call.name = function.get("name") or call.name
-    call.arguments += function.get("arguments") or ""
 
 
 def _choice(delta: dict, finish: str | None) -> dict[str, Any]:

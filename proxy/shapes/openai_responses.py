@@ -10,7 +10,9 @@ import copy
 import hashlib
 from typing import Any
 
-from faultproxy.proxy.shapes.answer import Answer, Stop, ToolCall, event, pieces
+from faultproxy.formats.model_answers import read_answer
+from faultproxy.formats.model_apis import ModelApi
+from faultproxy.proxy.shapes.answer import Answer, Stop, calls_of, event, pieces
 
 _INCOMPLETE = {"max_output_tokens": Stop.LENGTH, "content_filter": Stop.CONTENT_FILTER}
 _REASONS = {Stop.LENGTH: "max_output_tokens", Stop.CONTENT_FILTER: "content_filter"}
@@ -23,18 +25,11 @@ class ResponsesShape:
         if not isinstance(document, dict) or document.get("object") != "response" \
                 or not isinstance(document.get("output"), list) or document.get("status") == "failed":
             return None
-        text, refusal, calls = [], [], []
-        for item in document["output"]:
-            if item.get("type") == "function_call":
-                calls.append(ToolCall(item.get("call_id", ""), item.get("name", ""), item.get("arguments") or "",
-                                      item.get("id")))
-            parts = (item.get("content") or []) if item.get("type") == "message" else []
-            text += [part.get("text") or "" for part in parts if part.get("type") == "output_text"]
-            refusal += [part.get("refusal") or "" for part in parts if part.get("type") == "refusal"]
+        read = read_answer(ModelApi.OPENAI_RESPONSES, [document])
         reason = (document.get("incomplete_details") or {}).get("reason")
         stop = _INCOMPLETE.get(reason, Stop.LENGTH) if document.get("status") == "incomplete" else \
-            Stop.REFUSAL if any(refusal) else Stop.TOOL_USE if calls else Stop.END
-        return Answer("".join(text), calls, stop, "".join(refusal) or None, document)
+            Stop.REFUSAL if read.refusal else Stop.TOOL_USE if read.tool_calls else Stop.END
+        return Answer(read.text, calls_of(read), stop, read.refusal, document)
 
     def to_body(self, answer: Answer) -> dict[str, Any]:
         document = copy.deepcopy(answer.base)
