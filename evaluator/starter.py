@@ -129,12 +129,12 @@ def observe_run(run_dir: Path) -> Observed:
     traces: list[tuple[TaskSeen, str, list[TracedExchange], Mapping[str, Mapping[str, Any]]]] = []
     for record in run.episodes:
         task = by_id.get(record.get("task_id"))
-        path = trace_file(Path(run_dir), record)
-        if task is None or path is None or not path.is_file():
+        if task is None:  # the report warns of log lines the plan does not name; nothing to propose from
             continue
         task.episodes += 1
         task.hosts.update(record.get("task_hosts") or ())
-        exchanges = parse_trace(read_trace(path))
+        path = trace_file(Path(run_dir), record)
+        exchanges = parse_trace(read_trace(path)) if path is not None and path.is_file() else []
         hints = mcp_tool_hints(exchanges)  # from tools/list answers: plumbing, not the agent's requests
         traces.append((task, str(record.get("key") or ""), [ex for ex in exchanges if ex.is_request], hints))
     seen.episodes = len(traces)

@@ -26,6 +26,7 @@ from faultproxy.formats.redact import Redactor
 from faultproxy.formats.request_kinds import Access
 from faultproxy.formats.yaml_output import comment, flow
 from faultproxy.tasks.model import DEFAULT_SHAPE, MCP_PREFIX, EndpointPattern, Expected, mcp_tool_path
+from faultproxy.tasks.request_class import naming
 
 TASKS_FILE, SCENARIOS_DIR, README = "tasks.yaml", "scenarios", "README.md"
 DRIFT_OPS_PER_READ = 2
@@ -105,7 +106,7 @@ def _task_lines(seen: Observed, seen_task: TaskSeen) -> list[str]:
 
 
 def _read_tools(seen: Observed, seen_task: TaskSeen) -> list[str]:
-    return sorted(f"mcp:{name}" for name in seen_task.tools if seen.tools[name].access is Access.READ)
+    return sorted(MCP_PREFIX + name for name in seen_task.tools if seen.tools[name].access is Access.READ)
 
 
 def _patterns(name: str, declared: Iterable[EndpointPattern], proposed: list[str], why: str) -> list[str]:
@@ -120,11 +121,12 @@ def _patterns(name: str, declared: Iterable[EndpointPattern], proposed: list[str
 
 
 def _covers(pattern: EndpointPattern, proposed: str) -> bool:
-    """Does a declared pattern already name the requests a proposed one names (tried on an example)?"""
+    """Does a declared pattern already name the requests a proposed one names (tried on an example,
+    as tasks.request_class names requests: "POST *" names no MCP tool)?"""
     if proposed.startswith(MCP_PREFIX):
-        return pattern.matches("POST", "", mcp_tool_path(proposed[len(MCP_PREFIX):]).replace("*", "/x"))
+        return naming([pattern], "POST", "", "/x", proposed[len(MCP_PREFIX):]) is not None
     method, glob = proposed.split(" ", 1)
-    return pattern.matches(method, "", glob.replace("*", "x"))
+    return naming([pattern], method, "", glob.replace("*", "x")) is not None
 
 
 def _expected_lines(seen_task: TaskSeen) -> list[str]:

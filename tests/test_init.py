@@ -218,6 +218,7 @@ env:
 tasks:
   - id: escalate_4471
     prompt: "Escalate ticket T-4471 to tier two."
+    irreversible: ["POST *"]   # names every HTTP write, and no MCP tool
   - id: escalate_5120
     prompt: "Escalate ticket T-5120 to tier two."
 """
@@ -239,13 +240,15 @@ def test_init_on_a_help_desk_with_an_mcp_server(desk, tmp_path, capsys):
     written = load_tasks(kit / "tasks.yaml")
     task = written.by_id("escalate_4471")
     assert task.prompt == "Escalate ticket T-4471 to tier two."
-    assert [str(p) for p in task.irreversible] == ["POST /desk/api/v2/escalations", "mcp:close_ticket"]
+    # its own "POST *" kept, covering the HTTP write seen; the destructive MCP tool proposed beside it
+    assert [str(p) for p in task.irreversible] == ["POST *", "mcp:close_ticket"]
+    assert [str(p) for p in written.by_id("escalate_5120").irreversible] == ["POST /desk/api/v2/escalations",
+                                                                            "mcp:close_ticket"]
     assert [str(p) for p in task.read_only] == ["mcp:lookup_customer"]
     assert task.expected.effects == ()  # proposed in a comment only
     lines = (kit / "tasks.yaml").read_text().splitlines()
     # each proposal says it is one, naming what it proposes, in the comment above it
-    assert "proposal (POST /desk/api/v2/escalations, mcp:close_ticket): the writes seen" in comment_above(
-        lines, "irreversible:")
+    assert "proposal (mcp:close_ticket): the writes seen" in comment_above(lines, "irreversible:")
     assert comment_above(lines, "read_only:").startswith("proposal (mcp:lookup_customer): MCP tools seen only reading")
     text = "\n".join(lines)
     assert "unclassified MCP tools (their server said nothing" in text and ": add_tag;" in text
