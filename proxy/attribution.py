@@ -67,6 +67,7 @@ class Attribution:
     def __init__(self, known: Callable[[str], bool] | None = None) -> None:
         self._tunnels: weakref.WeakKeyDictionary[connection.Client, str] = weakref.WeakKeyDictionary()
         self._upstreams: dict[str, str] = {}
+        self._reverse_ports: frozenset[int] = frozenset()  # found once the reverse servers listen
         self.gate = EpisodeGate(known=known)
 
     def load(self, loader) -> None:
@@ -80,6 +81,8 @@ class Attribution:
         )
 
     def configure(self, updated: set[str]) -> None:
+        if "mode" in updated:
+            self._reverse_ports = frozenset()  # the servers change: look again
         if "faultproxy_token" in updated:
             self.gate.token = ctx.options.faultproxy_token or None
         if "faultproxy_trace_dir" in updated:  # the injector's option: the rejected log sits beside the traces
@@ -123,9 +126,11 @@ class Attribution:
     def _to_reverse_port(self, flow: http.HTTPFlow) -> bool:
         if not self._upstreams or flow.request.host not in LOOPBACK:
             return False
-        servers = ctx.master.addons.get("proxyserver").servers
-        return any(flow.request.port == port for server in servers if isinstance(server.mode, ReverseMode)
-                   for _, port, *_ in server.listen_addrs)
+        if not self._reverse_ports:  # mitmproxy asks the sockets each time: once is enough
+            servers = ctx.master.addons.get("proxyserver").servers
+            self._reverse_ports = frozenset(port for server in servers if isinstance(server.mode, ReverseMode)
+                                            for _, port, *_ in server.listen_addrs)
+        return flow.request.port in self._reverse_ports
 
     def _take_credentials(self, flow: http.HTTPFlow) -> Credentials:
         header = flow.request.headers.pop("proxy-authorization", None)
