@@ -15,7 +15,9 @@ this measures. Three configurations, each its own session:
                   gives it
 
 Rounds, warm-up and the table as in bench/mcp_shim.py; target: p50 added < 1 ms, and no more
-than plain mitmdump adds (paired per round).
+than plain mitmdump adds (paired per round). A second table gives the CPU time per request of
+the proxy and of the MCP server during the timed requests (from /proc): on a busy machine
+latency is mostly other processes' noise, CPU time much less so.
 
     .venv/bin/python bench/mcp_http.py              # 3 rounds x 1,000 requests per configuration
     .venv/bin/python bench/mcp_http.py --quick      # 1 round x 200 requests
@@ -28,18 +30,23 @@ import tempfile
 import time
 from pathlib import Path
 
+import statistics
+
 import httpx2
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp_shim import REPO, arguments, conclude, measure, report, start_listening, start_proxy
-from proxy_overhead import tool
+from proxy_overhead import cpu_seconds, tool
 
 SERVER = REPO / "tests" / "agents" / "asking_mcp_server.py"
 MITMDUMP = "plain mitmdump"
+CPU_US: dict[str, list[tuple[float, float]]] = {}  # configuration -> per round (proxy, server) CPU µs per request
 
 
-async def time_requests(url: str, proxy: str | None, calls: int, warmup: int) -> list[float]:
-    """Seconds per tools/list, one at a time, after `warmup` untimed ones."""
+async def time_requests(url: str, proxy: str | None, processes: tuple, name: str,
+                        calls: int, warmup: int) -> list[float]:
+    """Seconds per tools/list, one at a time, after `warmup` untimed ones; the CPU time that
+    `processes` (the proxy or None, the server) spent on the timed ones goes to CPU_US."""
     client = httpx2.AsyncClient(proxy=proxy, timeout=30)
     async with client, streamable_http_client(url, http_client=client) as (read, write), \
             ClientSession(read, write) as session:
@@ -47,11 +54,22 @@ async def time_requests(url: str, proxy: str | None, calls: int, warmup: int) ->
         for _ in range(warmup):
             await session.list_tools()
         times = []
+        before = [cpu_seconds(p.pid) if p else 0.0 for p in processes]
         for _ in range(calls):
             started = time.perf_counter()
             await session.list_tools()
             times.append(time.perf_counter() - started)
+        spent = [(cpu_seconds(p.pid) if p else 0.0) - b for p, b in zip(processes, before, strict=True)]
+        CPU_US.setdefault(name, []).append(tuple(x / calls * 1e6 for x in spent))
         return times
+
+
+def report_cpu(names: list[str]) -> None:
+    print("\n| configuration | proxy CPU µs per request | MCP server CPU µs per request |\n|---|---:|---:|")
+    for name in names:
+        proxy, server = (statistics.median(x) for x in zip(*CPU_US[name], strict=True))
+        print(f"| {name} | {f'{proxy:,.0f}' if name != 'direct' else ''} | {server:,.0f} |")
+    print("\nMedians over rounds of the CPU time (user + system, /proc) each process spent during the timed requests.")
 
 
 def main() -> int:
@@ -65,15 +83,18 @@ def main() -> int:
             "--set", f"confdir={Path(tmp) / 'mitmproxy-home'}", "--set", "connection_strategy=lazy"], "mitmdump")
         url = f"http://127.0.0.1:{server_port}/mcp"
         try:
-            rounds, names = measure({"direct": (url, None), MITMDUMP: (url, f"http://127.0.0.1:{mitmdump_port}"),
-                                     "in a run": (url, f"http://bench:x@127.0.0.1:{proxy_port}")},
-                                    args, time_requests)
+            rounds, names = measure({
+                "direct": (url, None, (None, server), "direct"),
+                MITMDUMP: (url, f"http://127.0.0.1:{mitmdump_port}", (mitmdump, server), MITMDUMP),
+                "in a run": (url, f"http://bench:x@127.0.0.1:{proxy_port}", (proxy, server), "in a run"),
+            }, args, time_requests)
         finally:
             for process in (proxy, mitmdump, server):
                 process.terminate()
                 process.wait()
     report(names, rounds, args, "tools/list over Streamable HTTP",
            "a run's MCP requests over HTTP pay what `in a run` shows", baseline=MITMDUMP)
+    report_cpu(names)
     return conclude(rounds, args, baseline=MITMDUMP)
 
 
