@@ -372,7 +372,8 @@ def _causes(causes: Mapping[str, Any] | None, run_dir: Path | str | None) -> str
 def _resources(run: Mapping[str, Any]) -> str:
     r = run["resources"]
     rows = []
-    for name, label in (("tokens", "tokens"), ("cost", "cost"), ("requests", "requests"), ("latency_s", "latency (s)")):
+    for name, label in (("tokens", "tokens"), ("cost", "cost"), ("requests", "requests"), ("turns", "turns"),
+                        ("latency_s", "latency (s)")):
         s = r.get(name)
         if s:
             rows.append((label, num(s["total"], 2), num(s["mean"], 2), num(s["p50"], 2), num(s["p95"], 2),

@@ -15,7 +15,7 @@ same verdict. The verdict is plain JSON:
    "faults": [{"seq", "rule", "type", "delivered"}],
    "endpoints": ["GET /orders/{id}", ...],       # endpoint classes in call order; the episode's
                                                  # key in a path reads {episode}
-   "tokens", "requests",
+   "tokens", "requests", "turns" (a conversation's, the user's and the agent's; absent without one),
    "usage": {model: {"input", "output"}},
    "escalated": bool, "model_calls", "tool_calls",
    "latency_s": {"total", "p50", "p95", "max"} of exchange durations, or null,
@@ -97,7 +97,8 @@ def judge_episode(task: Any, record: Mapping[str, Any], trace: Iterable[Mapping[
     task = _as_task(task)
     lines = list(trace)
     exchanges = C.parse_trace(lines)
-    heard = with_turns(record, parse_turns(lines))  # what the checks read: the record and the conversation
+    turns = parse_turns(lines)
+    heard = with_turns(record, turns)  # what the checks read: the record and the conversation
     completed = bool(record.get("completed"))
     cause, cause_detail = record.get("cause"), record.get("cause_detail")
     faults_possible = bool(record.get("faults_possible"))
@@ -150,6 +151,7 @@ def judge_episode(task: Any, record: Mapping[str, Any], trace: Iterable[Mapping[
         "endpoints": [ex.endpoint(record.get("key")) for ex in exchanges],
         "tokens": sum(ex.tokens for ex in exchanges) or int((record.get("stats") or {}).get("tokens") or 0),
         "requests": len(requests),
+        **({"turns": len(turns)} if turns else {}),  # a conversation's, the user's and the agent's
         "usage": C.model_usage(exchanges, record.get("model")),
         REPORT_CUT_KEY: C.agent_escalated(record),
         "model_calls": sum(1 for ex in exchanges if ex.is_model),

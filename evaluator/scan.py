@@ -155,6 +155,7 @@ def complete_verdict(verdict: Mapping[str, Any], record: Mapping[str, Any]) -> d
         "tokens": verdict.get("tokens") or 0,
         "requests": verdict.get("requests") or 0,
         "usage": verdict.get("usage") or {},
+        "turns": verdict.get("turns") or 0,
     }
 
 
@@ -169,7 +170,7 @@ def verdict_fields(verdict: Mapping[str, Any]) -> VerdictFields:
         tuple((f.get("type"), bool(f.get("delivered"))) for f in verdict["faults"]),
         json.dumps(verdict["endpoints"], ensure_ascii=False).encode("utf-8"),
         verdict["tokens"] or 0, verdict["requests"] or 0,
-        json.dumps(verdict["usage"], ensure_ascii=False).encode("utf-8"))
+        json.dumps(verdict["usage"], ensure_ascii=False).encode("utf-8"), verdict.get("turns") or 0)
 
 
 def raw_fields(verdict: Mapping[str, Any]) -> VerdictFields:

@@ -327,12 +327,13 @@ def _resources(tasks: list[TaskAccumulator], prices: Mapping[str, Any]) -> dict[
             values.extend(getattr(t, name))
         return values
 
-    cost = gather("cost")
+    cost, turns = gather("cost"), gather("turns")
     unpriced = sum(t.unpriced for t in tasks)
     return {
         "tokens": _summary(gather("tokens")),
         "requests": _summary(gather("requests")),
         "latency_s": _summary(gather("latency")),
+        "turns": _summary(turns) if any(turns) else None,  # conversations only
         "cost": _summary(cost) if prices and not unpriced else None,
         "cost_note": (None if prices and not unpriced else
                       "no prices in the tasks file" if not prices else

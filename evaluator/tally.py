@@ -26,7 +26,7 @@ class TaskAccumulator:
     the signatures into the counters the report reads (n, c, failed_checks, fault_types, ...).
     """
 
-    __slots__ = ("task_id", "shape", "k", "trials", "outside", "outcomes", "tokens", "requests", "latency",
+    __slots__ = ("task_id", "shape", "k", "trials", "outside", "outcomes", "tokens", "requests", "latency", "turns",
                  "usages", "cost", "unpriced", "trajectories", "conf", "conf_ok",
                  # filled by finish():
                  "n", "c", "fail", "incomplete", "causes", "failed_checks", "check_severity", "worst",
@@ -37,7 +37,7 @@ class TaskAccumulator:
         self.trials = bytearray(k)  # 1 where that trial index was logged
         self.outside = 0  # logged with a trial index outside the plan
         self.outcomes: dict[tuple, int] = {}
-        self.tokens, self.requests, self.latency = array("d"), array("d"), array("d")
+        self.tokens, self.requests, self.latency, self.turns = array("d"), array("d"), array("d"), array("d")
         self.usages: dict[bytes, int] = {}  # usage objects as JSON text -> episodes; priced by price()
         self.cost, self.unpriced = array("d"), 0
         self.trajectories: dict[bytes, int] = {}  # endpoint lists as JSON text -> episodes
@@ -63,6 +63,7 @@ class TaskAccumulator:
         self.tokens.append(v.tokens)
         self.requests.append(v.requests)
         self.latency.append(v.duration_s or 0.0)
+        self.turns.append(v.turns)
         usages = self.usages
         usages[v.usage] = usages.get(v.usage, 0) + 1
         trajectories = self.trajectories
@@ -148,7 +149,7 @@ class TaskAccumulator:
                              (self.usages, other.usages)):
             for key, count in theirs.items():
                 mine[key] = mine.get(key, 0) + count
-        for name in ("tokens", "requests", "latency", "conf", "conf_ok"):
+        for name in ("tokens", "requests", "latency", "turns", "conf", "conf_ok"):
             getattr(self, name).extend(getattr(other, name))
         self.finish()
 

@@ -94,7 +94,7 @@ EPISODE_FIELDS = ("key", "task_id", "trial", "grid_label", "duration_s")
 REPORT_CUT_KEY = "escalated"
 # A verdict's leading keys, in the order a log line carries them; the rest follow, `checks` last.
 VERDICT_KEYS = ("v", "status", "cause", "episode", "confidence", "violations", "failed", "faults", "endpoints",
-                "tokens", "requests", "usage", REPORT_CUT_KEY)
+                "tokens", "requests", "turns", "usage", REPORT_CUT_KEY)  # turns: conversations only
 STATUSES = ("pass", "fail", "incomplete")  # VerdictFields.status indexes this
 MONITOR_KEY = "monitor"  # plan.json and the log's header of a monitor's run directory: its policy and settings
 
@@ -424,6 +424,7 @@ class VerdictFields:
     tokens: int
     requests: int
     usage: bytes  # JSON text of {model: {"input", "output"}}
+    turns: int = 0  # a conversation's turns (the user's and the agent's); 0 without one
 
 
 _STR = rb'"[^"\\]*(?:\\.[^"\\]*)*"'  # a JSON string, the unrolled-loop way (no per-character backtracking)
@@ -437,7 +438,7 @@ _FAST = re.compile(
     rb'"confidence": (' + _NUM + rb'|null), "violations": \[[^\]]*\], '
     rb'"failed": (\[(?:' + _FLAT + rb'(?:, )?)*\]), "faults": (\[(?:' + _FLAT + rb'(?:, )?)*\]), '
     rb'"endpoints": (\[(?:' + _STR + rb'(?:, )?)*\]), "tokens": ([0-9]+), "requests": ([0-9]+), '
-    rb'"usage": (\{(?:' + _STR + rb': ' + _FLAT + rb'(?:, )?)*\}), "' + REPORT_CUT_KEY.encode() + rb'": ')
+    rb'(?:"turns": ([0-9]+), )?"usage": (\{(?:' + _STR + rb': ' + _FLAT + rb'(?:, )?)*\}), "' + REPORT_CUT_KEY.encode() + rb'": ')
 _USAGE_ITEM = re.compile(rb'(' + _STR + rb'): \{"input": ([0-9]+), "output": ([0-9]+)\}')
 _FAULT_ITEM = re.compile(rb'"type": (null|' + _STR + rb'), "delivered": (true|false)\}')
 _FAILED_ITEM = re.compile(rb'"name": (null|' + _STR + rb'), "severity": (null|' + _STR + rb')')
@@ -458,11 +459,11 @@ def read_verdict(line: bytes) -> VerdictFields | None:
     if m is None:
         return None
     (status, cause, key, task_id, trial, label, duration, confidence, failed, faults, endpoints, tokens,
-     requests, usage) = m.groups()
+     requests, turns, usage) = m.groups()
     return VerdictFields(_STATUS[status], None if cause == b"null" else cause, key, task_id, label,
                          None if trial == b"null" else int(trial), None if duration == b"null" else float(duration),
                          None if confidence == b"null" else float(confidence), failed, faults, endpoints,
-                         int(tokens), int(requests), usage)
+                         int(tokens), int(requests), usage, int(turns or 0))
 
 
 def first_cause_detail(path: Path, cause: str) -> str | None:

@@ -19,7 +19,8 @@ from aiohttp import web
 from faultproxy import RunOptions, freeze, replay, run, run_function
 from faultproxy.cli.main import main
 from faultproxy.formats.errors import UsageError
-from faultproxy.formats.rundir import read_run
+from faultproxy.evaluator.report import build_report
+from faultproxy.formats.rundir import read_run, read_verdict
 from faultproxy.formats.trace import AGENT_TO_USER, USER_TO_AGENT, read_trace
 from faultproxy.replay_store.har import read_entries
 from faultproxy.runner.plan import GridPoint
@@ -324,3 +325,6 @@ def test_a_function_agent_holds_k_conversations_in_process_and_pass_hat_k_counts
             USER_TO_AGENT, "GET", AGENT_TO_USER, USER_TO_AGENT, "POST", AGENT_TO_USER, USER_TO_AGENT]
         assert record["output"] == {"answer": "Closed. Anything else?"}
         assert check(record["verdict"], "confirmation")["passed"] is True
+    report = build_report(tmp_path / "run")["run"]["resources"]["turns"]
+    assert (report["mean"], report["cv"], report["episodes"]) == (5, 0, 2)  # the user's 3 turns and the agent's 2
+    assert read_verdict((tmp_path / "run" / "episodes.jsonl").read_bytes().splitlines(keepends=True)[1]).turns == 5
