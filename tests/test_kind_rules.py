@@ -28,7 +28,8 @@ from tests.agents.asking_mcp_server import make_server as asking_server
 from tests.agents.ledger_mcp_server import make_server as ledger_server
 from tests.mcp_clients import HttpServer, counter_server, session, shim_parameters
 from tests.test_blind_spots import Bookings as BlindSpotBookings
-from tests.upstream import ServerThread
+from tests.test_monitor import MonitorProcess
+from tests.upstream import ServerThread, Upstream
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -175,3 +176,21 @@ def test_over_stdio_the_servers_annotations_say_read_or_irreversible(tmp_path: P
     declares anything (the shim's own proxy), so the annotations its tools/list answer carried decide."""
     assert asyncio.run(_stdio_answers(tmp_path)) == ["tool error", "JSON-RPC error"]
     assert not (tmp_path / "counter").exists()  # bump never reached the server
+
+
+def test_a_monitors_canary_rule_reaches_what_its_policy_calls_irreversible(tmp_path: Path) -> None:
+    """`faultproxy monitor --scenario` with `kind: irreversible`: the policy, not any task, says
+    which requests are irreversible; other writes and reads pass."""
+    policy = tmp_path / "policy.yaml"
+    policy.write_text('irreversible: ["POST */refund"]\n')
+    upstream = Upstream()
+    with ServerThread(upstream.app()) as server:
+        monitor = MonitorProcess(tmp_path / "run", "--episode-by", "auth", "--scenario",
+                                 str(kind_scenario(tmp_path, "irreversible")), policy=policy)
+        try:
+            with httpx.Client(proxy=monitor.proxy("live-a")) as http:
+                assert http.get(f"{server.url}/items/5").status_code == 200
+                assert http.post(f"{server.url}/items/5/refund").status_code == 503
+        finally:
+            assert monitor.stop() == 0
+    assert upstream.commits["refund 5"] == 0 and upstream.hits["GET /items/5"] == 1
