@@ -23,6 +23,7 @@ from faultproxy.formats.errors import UsageError
 from faultproxy.formats.files import write_new
 from faultproxy.formats.paths import refuse_links_out
 from faultproxy.formats.redact import Redactor
+from faultproxy.formats.rundir import FUNCTION_PREFIX
 from faultproxy.formats.request_kinds import Access
 from faultproxy.formats.yaml_output import comment, flow
 from faultproxy.tasks.model import DEFAULT_SHAPE, MCP_PREFIX, EndpointPattern, Expected, mcp_tool_path
@@ -312,7 +313,8 @@ def _mcp(seen: Observed) -> str | None:
 
 
 def readme_text(seen: Observed, files: Mapping[str, str], folder: Path) -> str:
-    command = shlex.join(seen.command) if seen.command else "python my_agent.py"
+    function = seen.command[:1] and seen.command[0].startswith(FUNCTION_PREFIX)
+    command = "python my_agent.py" if function or not seen.command else shlex.join(seen.command)
     scenarios = sorted(name for name in files if name.startswith(f"{SCENARIOS_DIR}/"))
     tasks = shlex.quote(str(folder / TASKS_FILE))
     missing = [f"`{name}`: {why}" for name, why in NOT_WRITTEN.items() if f"{SCENARIOS_DIR}/{name}.yaml" not in files]
@@ -331,6 +333,9 @@ def readme_text(seen: Observed, files: Mapping[str, str], folder: Path) -> str:
               f"faultproxy replay replay_store/ -- {command}",
               "faultproxy gate runs/SCENARIO --baseline runs/SCENARIO-main", "```", "",
               "docs/ci.md shows both as a GitHub workflow (the faultproxy action)."]
+    if function:
+        lines += ["", f"The observe run's agent was the function `{seen.command[0].removeprefix(FUNCTION_PREFIX)}`: "
+                      "run_function and replay_function run it in Python; the commands above need an agent command."]
     if missing:
         lines += ["", "## Not written", ""] + [f"- {line}" for line in missing]
     return "\n".join(lines) + "\n"

@@ -96,6 +96,7 @@ REPORT_CUT_KEY = "escalated"
 VERDICT_KEYS = ("v", "status", "cause", "episode", "confidence", "violations", "failed", "faults", "endpoints",
                 "tokens", "requests", "turns", "usage", REPORT_CUT_KEY)  # turns: conversations only
 STATUSES = ("pass", "fail", "incomplete")  # VerdictFields.status indexes this
+FUNCTION_PREFIX = "python-function:"  # the plan's `command` of a function agent: [python-function:module.name]
 MONITOR_KEY = "monitor"  # plan.json and the log's header of a monitor's run directory: its policy and settings
 
 

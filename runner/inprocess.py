@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from faultproxy.evaluator.report import build_report
-from faultproxy.formats.rundir import read_run
+from faultproxy.formats.rundir import FUNCTION_PREFIX, read_run
 from faultproxy.runner.agent import AgentEnvironment, AgentResult
 from faultproxy.runner.chat import Conversation, episode_conversation
 from faultproxy.runner.plan import PlannedEpisode
@@ -70,7 +70,6 @@ class FunctionRunResult:
 
 AgentFunction = Callable[[Episode], "bool | dict"]
 ChatFunction = Callable[[Episode, list[dict]], "str | dict | None"]  # (episode, conversation so far) -> next turn
-FUNCTION_PREFIX = "python-function:"  # the logged command of a function agent
 FUNCTION_CHAT = "function"  # the plan's `chat` for a function agent's conversations
 
 

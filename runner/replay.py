@@ -26,6 +26,7 @@ from faultproxy.evaluator.judge import judge_episode
 from faultproxy.evaluator.sweep import level_text
 from faultproxy.formats.errors import UsageError
 from faultproxy.formats.paths import refuse_links_out, relative_file
+from faultproxy.formats.rundir import FUNCTION_PREFIX
 from faultproxy.formats.trace import USER_TO_AGENT, read_trace, trace_path
 from faultproxy.proxy.auth import new_token
 from faultproxy.proxy.server import ProxyServer
@@ -56,7 +57,6 @@ from faultproxy.runner.chat import (
     user_divergence,
 )
 from faultproxy.runner.inprocess import (
-    FUNCTION_PREFIX,
     AgentFunction,
     Episode,
     call_agent,

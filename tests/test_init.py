@@ -114,7 +114,9 @@ def test_init_on_the_demo_shop(tmp_path, capsys):
     assert "irreversible: [POST */refund, POST */payments]" in text
     assert "#   effects: [{method: POST, path: /t/*/orders/*/refund, count: 1}]" in text
     assert (kit / "scenarios" / "reads_stale.yaml").read_text().count("path: /t/*/orders/*}") == 1
-    assert "faultproxy run --scenario" in (kit / "README.md").read_text()
+    readme = (kit / "README.md").read_text()
+    assert f"faultproxy run --scenario {kit}/scenarios/writes_lost.yaml --tasks {kit}/tasks.yaml" in readme
+    assert "-- python my_agent.py" in readme and "shop_agent`: run_function and replay_function run it" in readme
 
     runs = check_and_run_each(kit, shop_agent, tasks.only(["refund_order_1001"]), tmp_path / "runs", capsys)
     assert set(runs) == SCENARIOS - {"mcp"}
