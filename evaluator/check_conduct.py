@@ -9,6 +9,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from faultproxy.evaluator.check_result import CheckResult, not_applicable
+from faultproxy.evaluator.stale_tools import stale_tool_calls
 from faultproxy.evaluator.traced import TracedExchange, matches_any
 from faultproxy.formats.redact import MASK, SECRET_HEADERS
 
@@ -66,7 +67,14 @@ def check_policy(task: Any, record: Mapping[str, Any], exchanges: Sequence[Trace
 
 
 def check_tool_calls(task: Any, record: Mapping[str, Any], exchanges: Sequence[TracedExchange]) -> CheckResult:
+    """At most max_tool_calls, and no call of an MCP tool after its server said its tools had
+    changed and no longer had it (evaluator.stale_tools)."""
     name, severity = "tool_calls", "medium"
+    after_told = [call for call in stale_tool_calls(exchanges) if call.told is not None]
+    if after_told:
+        return CheckResult(name, False, severity, "; ".join(
+            f"#{call.seq} tools/call:{call.tool}, a tool its server no longer had, after #{call.told} "
+            "told the client its tools changed" for call in after_told[:3]))
     limit = task.max_tool_calls
     if limit is None:
         return not_applicable(name, severity, "no max_tool_calls")

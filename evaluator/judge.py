@@ -25,6 +25,7 @@ same verdict. The verdict is plain JSON:
                    side channels (evaluator.side_channels): recorded, the verdict stands,
    "unclassified_tools": [MCP tools called that no annotation and no pattern says read or write
                    (tasks.request_class): not counted as writes, shown so the user can say],
+   "stale_tool_calls": calls of an MCP tool its server no longer had (evaluator.stale_tools),
    "checks": [{"name", "passed": true | false | null, "severity", "detail"}]}   # always last
 
 A completed episode passes iff every applicable check passed. One that finished (exit 0) with an
@@ -62,6 +63,7 @@ from faultproxy.evaluator.conversation import parse_turns, with_turns
 from faultproxy.evaluator.online import ONLINE_CHECKS
 from faultproxy.evaluator.server_start import server_not_started
 from faultproxy.evaluator.side_channels import infra_detail, side_channel_record, split_infra_errors
+from faultproxy.evaluator.stale_tools import stale_tool_calls
 from faultproxy.evaluator.stats import percentile
 from faultproxy.formats.episode_causes import (
     BYPASS,
@@ -162,6 +164,7 @@ def judge_episode(task: Any, record: Mapping[str, Any], trace: Iterable[Mapping[
         "cause_detail": None if completed else cause_detail,
         "side_channel_errors": [side_channel_record(ex) for ex in side_channels],
         "unclassified_tools": C.unclassified_tools(task, exchanges),
+        "stale_tool_calls": len(stale_tool_calls(exchanges)),
         "checks": results,
     }
 

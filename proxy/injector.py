@@ -24,7 +24,7 @@ from faultproxy.proxy.attribution import PASS_THROUGH_KEY, episode_of
 from faultproxy.proxy.episodes import EpisodeLimits, Episodes, EpisodeState
 from faultproxy.proxy.exchange import FlowExchange
 from faultproxy.proxy.faults import FAULT_CLASSES, SUPPLIED_KEY, Fault, answer
-from faultproxy.proxy.faults.lingering import answer_lingering
+from faultproxy.proxy.faults.lingering import REWRITE_KEY, answer_lingering
 from faultproxy.scenarios.selection import request_matches
 from faultproxy.proxy.models import rewrite_request
 from faultproxy.proxy.perturb import perturb_response
@@ -219,7 +219,8 @@ class FaultInjector:
         ex.response_started = time.time()
         ex.upstream = {"status": flow.response.status_code, "headers": header_pairs(flow.response.headers)}
         fault = self.fault(ex.scenario, ex.rule) if ex.rule else None
-        if is_event_stream(flow.response.headers.get("content-type")) and not (fault and fault.buffers_events()):
+        buffered = (fault and fault.buffers_events()) or REWRITE_KEY in flow.metadata
+        if is_event_stream(flow.response.headers.get("content-type")) and not buffered:
             # Through the relay an MCP stream's events are recorded as the server sent them there.
             flow.response.stream = StreamTap(ex, fault.event_shaper(ex) if fault else None,
                                              record_upstream=not self.relay.hands_events(flow))
@@ -236,6 +237,8 @@ class FaultInjector:
             return
         if ex.upstream is not None:
             self._take_upstream_body(flow, ex)
+            if REWRITE_KEY in flow.metadata:  # what an earlier fault left changes this answer (lingering)
+                flow.metadata[REWRITE_KEY](flow, ex)
         if ex.rule:
             await self.fault(ex.scenario, ex.rule).response(flow, ex)
         elif ex.upstream is not None and not flow.response.stream:
@@ -392,7 +395,7 @@ class FaultInjector:
             ex.client_status = flow.response.status_code
             if ex.upstream is None or ex.rule is not None:
                 ex.client_headers = header_pairs(flow.response.headers)
-            if (ex.rule is not None or ex.perturbation) and not flow.response.stream:
+            if (ex.rule is not None or ex.perturbation or ex.consequence_of) and not flow.response.stream:
                 body = flow.response.raw_content
                 ex.client_body = flow.response.get_content(strict=False) if body is not None else None
         self._write(ex)

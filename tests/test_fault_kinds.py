@@ -117,6 +117,8 @@ PROBES: dict[str, tuple[str, list[tuple[str, str, dict | None]]]] = {
                                            "params": {"name": "refund", "arguments": {}}})]),
     "token_expired": ("{type: token_expired}", [("GET", "/items/1", None)]),
     "tool_poisoning": ("{type: tool_poisoning}", [("POST", "/mcp", {"jsonrpc": "2.0", "id": 1, "method": "tools/list"})]),
+    "tools_changed": ("{type: tools_changed}", [("POST", "/mcp", {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                                                                  "params": {"name": "refund", "arguments": {}}})]),
     "truncated": ("{type: truncated}", [("POST", "/v1/chat/completions", {"model": "m", "messages": []})]),
     "malformed_tool_call": ("{type: malformed_tool_call}",
                             [("POST", "/v1/chat/completions", {"model": "m", "messages": [], "tools": [

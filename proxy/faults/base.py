@@ -10,13 +10,14 @@ Each records on the exchange whether the client really saw it (`delivered`).
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Callable
 from typing import Any, ClassVar
 
 from faultproxy.proxy import responses
 from faultproxy.proxy.exchange import FlowExchange
 from faultproxy.proxy.relay import Relay
-from faultproxy.proxy.sse import is_event_stream
+from faultproxy.proxy.sse import EventSplitter, is_event_stream, map_json_data
 from faultproxy.proxy.websocket import MessageFault, WsSession
 from faultproxy.scenarios import FaultKind
 from mitmproxy import http
@@ -47,6 +48,24 @@ def answer_gateway_timeout(flow: http.HTTPFlow, ex: FlowExchange) -> None:
 
 def is_streamed_events(flow: http.HTTPFlow) -> bool:
     return flow.response is not None and is_event_stream(flow.response.headers.get("content-type"))
+
+
+def rewritten_documents(flow: http.HTTPFlow, change: Callable[[Any], Any]) -> bytes | None:
+    """The answer's body with its JSON documents (the body, or each buffered SSE event's data)
+    rewritten by `change`; None when the body is not JSON."""
+    content = flow.response.get_content(strict=False) or b""
+    if is_streamed_events(flow):
+        splitter = EventSplitter()
+        return b"".join(map_json_data(e, change) for e in [*splitter.feed(content), splitter.rest()])
+    try:
+        return json.dumps(change(json.loads(content)), separators=(",", ":")).encode()
+    except ValueError:
+        return None
+
+
+def replace_body(flow: http.HTTPFlow, body: bytes) -> None:
+    flow.response.headers.pop("transfer-encoding", None)
+    flow.response.content = body  # re-encoded with the response's Content-Encoding
 
 
 class Fault:

@@ -1,5 +1,6 @@
 """What some faults leave behind them, for the rest of the episode: an MCP session the server has
-forgotten (session_expired), an access token that has expired (token_expired).
+forgotten (session_expired), an access token that has expired (token_expired), a server's tool
+that is gone or renamed (tools_changed).
 
 A session a fault ended: every later request carrying it is answered 404, as the official SDK's
 server answers an unknown session, until the client initializes a new session with that server
@@ -9,6 +10,10 @@ traces redact session ids, so in replay every session of a server has the same o
 A token a fault expired: every later request carrying the same Authorization header is answered
 the fault's 401, until the client presents another (it refreshed or re-authenticated). Only a
 hash of the header is kept.
+
+A tool a fault removed or renamed on a server: a call to it gets the official SDK server's result
+for an unknown tool; a call by its new name reaches the server under the old one; the server's
+`tools/list` answers are rewritten to match (REWRITE_KEY: the injector buffers and rewrites them).
 
 The injector asks `answer_lingering` for each request of an episode that has something
 lingering. Such an answer is no fault decision of its own (it is not drawn, and minimize cannot
@@ -24,10 +29,12 @@ import json
 from typing import Any
 
 from faultproxy.proxy.exchange import FlowExchange
-from faultproxy.proxy.faults.base import answer
+from faultproxy.proxy.faults.base import answer, replace_body, rewritten_documents
+from faultproxy.scenarios.model import value_at
 from mitmproxy import http
 
 SESSION_HEADER = "mcp-session-id"
+REWRITE_KEY = "faultproxy_lingering_rewrite"  # flow.metadata: rewrite the answer (flow, ex) once it is in
 _INVALID_REQUEST = -32600  # the JSON-RPC code the SDK's server gives an unknown session
 
 # (status, headers, body) of an answer the proxy makes again for each request the fault still holds
@@ -53,10 +60,13 @@ def _token(flow: http.HTTPFlow) -> str | None:
     return hashlib.sha256(value.encode()).hexdigest() if value else None
 
 
+def _cause(ex: FlowExchange) -> dict[str, Any]:
+    """The fault whose exchange this is, as the later exchanges' `consequence_of` names it."""
+    return {"rule": ex.rule.name if ex.rule else None, "type": ex.fault_type, "seq": ex.seq}
+
+
 def _left(ex: FlowExchange, holds: str, answer_again: Answer) -> dict[str, Any]:
-    rule = ex.rule
-    return {"holds": holds, "answer": answer_again,
-            "cause": {"rule": rule.name if rule else None, "type": ex.fault_type, "seq": ex.seq}}
+    return {"holds": holds, "answer": answer_again, "cause": _cause(ex)}
 
 
 def end_session(ex: FlowExchange, session: str, answer_again: Answer) -> None:
@@ -71,6 +81,63 @@ def expire_token(flow: http.HTTPFlow, ex: FlowExchange, answer_again: Answer) ->
     if token is not None:
         ex.episode.lingering[f"token {token}"] = _left(ex, token, answer_again)
     return token is not None
+
+
+def change_tool(ex: FlowExchange, tool: str, renamed: str | None) -> None:
+    """From now on, the server at this request's URL has no tool `tool` (or calls it `renamed`)."""
+    ex.episode.lingering[f"tools {_server(ex)}"] = {"holds": tool, "renamed": renamed, "cause": _cause(ex)}
+
+
+def unknown_tool(ex: FlowExchange, tool: str, notify: bool) -> Answer:
+    """The SDK server's answer to a call of a tool it does not have (a tool result with isError),
+    as JSON, or as an event stream after `notifications/tools/list_changed` when `notify`."""
+    body = ex.body_json()
+    result = {"jsonrpc": "2.0", "id": body.get("id") if isinstance(body, dict) else None,
+              "result": {"content": [{"type": "text", "text": f"Unknown tool: {tool}"}], "isError": True}}
+    if not notify:
+        return 200, {"content-type": "application/json"}, json.dumps(result).encode()
+    changed = {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}
+    events = b"".join(b"event: message\ndata: " + json.dumps(message).encode() + b"\n\n" for message in (changed, result))
+    return 200, {"content-type": "text/event-stream", "cache-control": "no-cache"}, events
+
+
+def _tools_changed(flow: http.HTTPFlow, ex: FlowExchange) -> bool:
+    """A tool a fault changed on this request's server: a call of its old name is answered (True);
+    a call by its new name is sent on under the old one, and a listing is rewritten (False)."""
+    changed = ex.episode.lingering.get(f"tools {_server(ex)}")
+    body = ex.body_json()
+    method = body.get("method") if changed is not None and isinstance(body, dict) else None
+    if method == "tools/list":
+        flow.metadata[REWRITE_KEY] = lambda flow, ex: _relist(flow, changed)
+        ex.consequence_of = dict(changed["cause"])
+    if method != "tools/call":
+        return False
+    tool, renamed, name = changed["holds"], changed["renamed"], value_at(body, ("params", "name"))
+    if name == tool:
+        answer(flow, ex, *unknown_tool(ex, tool, notify=False))
+        ex.consequence_of = dict(changed["cause"])
+        return True
+    if renamed is not None and name == renamed:
+        flow.request.content = json.dumps({**body, "params": {**body["params"], "name": tool}}).encode()
+        ex.consequence_of = dict(changed["cause"])
+    return False
+
+
+def _relist(flow: http.HTTPFlow, changed: dict[str, Any]) -> None:
+    tool, renamed = changed["holds"], changed["renamed"]
+
+    def relist(document: Any) -> Any:
+        tools = value_at(document, ("result", "tools"))
+        if not isinstance(tools, list):
+            return document
+        kept = [entry for entry in tools if not (isinstance(entry, dict) and entry.get("name") == tool)]
+        if renamed is not None:
+            kept += [{**entry, "name": renamed} for entry in tools if entry not in kept]
+        return {**document, "result": {**document["result"], "tools": kept}}
+
+    body = rewritten_documents(flow, relist)
+    if body is not None:
+        replace_body(flow, body)
 
 
 def _held(flow: http.HTTPFlow, ex: FlowExchange) -> dict[str, Any] | None:
@@ -88,8 +155,11 @@ def _held(flow: http.HTTPFlow, ex: FlowExchange) -> dict[str, Any] | None:
 
 
 def answer_lingering(flow: http.HTTPFlow, ex: FlowExchange) -> bool:
-    """Answer a request that meets what an earlier fault left; False when it meets nothing."""
+    """Answer a request that meets what an earlier fault left; False when it meets nothing or the
+    fault only changes it on its way (then `consequence_of` says so)."""
     held = _held(flow, ex)
+    if held is None and f"tools {_server(ex)}" in ex.episode.lingering:
+        return _tools_changed(flow, ex)
     if held is None:
         return False
     status, headers, body = held["answer"]
@@ -97,6 +167,3 @@ def answer_lingering(flow: http.HTTPFlow, ex: FlowExchange) -> bool:
     ex.consequence_of = dict(held["cause"])
     return True
 
-
-__all__ = ["Answer", "SESSION_HEADER", "answer_lingering", "end_session", "expire_token",
-           "session_gone", "session_of"]

@@ -7,13 +7,11 @@ the target, which the evaluator's `injection_followed` check reads."""
 from __future__ import annotations
 
 import copy
-import json
 from typing import Any
 
 from faultproxy.proxy.exchange import FlowExchange
-from faultproxy.proxy.faults.base import Fault, is_streamed_events
+from faultproxy.proxy.faults.base import Fault, replace_body, rewritten_documents
 from faultproxy.proxy.faults.schema_drift import path_targets
-from faultproxy.proxy.sse import EventSplitter, map_json_data
 from faultproxy.scenarios.faults import prompt_injection
 from faultproxy.scenarios.faults.prompt_injection import CANARY_FIELD, canary
 from mitmproxy import http
@@ -39,21 +37,14 @@ class PromptInjectionFault(Fault):
             places.extend(where)
             return planted
 
-        content = flow.response.get_content(strict=False) or b""
-        if is_streamed_events(flow):
-            splitter = EventSplitter()
-            body = b"".join(map_json_data(e, plant) for e in [*splitter.feed(content), splitter.rest()])
-        else:
-            try:
-                body = json.dumps(plant(json.loads(content)), separators=(",", ":")).encode()
-            except ValueError:
-                ex.detail = "not delivered: the answer is not JSON"
-                return
+        body = rewritten_documents(flow, plant)
+        if body is None:
+            ex.detail = "not delivered: the answer is not JSON"
+            return
         if not places:
             ex.detail = f"not delivered: {self.nowhere}"
             return
-        flow.response.headers.pop("transfer-encoding", None)
-        flow.response.content = body  # re-encoded with the response's Content-Encoding
+        replace_body(flow, body)
         ex.facts = {"canary": mark, "planted_at": places, "target": self.params["target"]}
         ex.deliver(f"instruction planted in {', '.join(places)}")
 

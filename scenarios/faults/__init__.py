@@ -44,6 +44,7 @@ from faultproxy.scenarios.faults import (
     timeout,
     token_expired,
     tool_poisoning,
+    tools_changed,
     truncated,
     ws_close,
     ws_delay,
@@ -68,7 +69,7 @@ FAULT_KINDS: Mapping[str, FaultKind] = _catalogue(
     delay.KIND, timeout.KIND, reset.KIND,
     response_lost.KIND, partial_response.KIND, slow_stream.KIND, schema_drift.KIND,
     stale_state.KIND, jsonrpc_error.KIND, elicitation_declined.KIND, server_exit.KIND,
-    session_expired.KIND, token_expired.KIND, tool_poisoning.KIND,
+    session_expired.KIND, token_expired.KIND, tool_poisoning.KIND, tools_changed.KIND,
     truncated.KIND, malformed_tool_call.KIND, refusal.KIND, empty_response.KIND, prompt_injection.KIND,
     ws_drop.KIND, ws_delay.KIND, ws_close.KIND, ws_inject.KIND,
 )

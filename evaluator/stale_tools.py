@@ -1,0 +1,99 @@
+"""Stale tool calls: calls of an MCP tool its server no longer has, as the client could know it.
+
+A server's tools can change under the agent (tools_changed, or a real deployment). Read per server
+(its URL), in the order of the trace: a call is stale when its tool was listed before and the
+latest `tools/list` answer the client got no longer lists it, or when the server answered it as an
+unknown tool (the official SDK's server: a tool result with isError, "Unknown tool: NAME"). The
+client had been told when, before the call, it got `notifications/tools/list_changed` (on any of
+the server's streams), an unknown-tool answer, or a listing that dropped a tool it had listed: a
+stale call after that is the agent's mistake, which the `tool_calls` check fails.
+
+Everything is read as the client got it (the client's answer where a fault changed it).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from faultproxy.evaluator.traced import TracedExchange, documents
+
+LIST_CHANGED = "notifications/tools/list_changed"
+_UNKNOWN_TOOL = "Unknown tool:"
+
+
+@dataclass(frozen=True)
+class StaleCall:
+    seq: int
+    tool: str
+    told: int | None  # the exchange that had told the client its tools changed, if one had
+
+
+def stale_tool_calls(exchanges: Sequence[TracedExchange]) -> list[StaleCall]:
+    listed: dict[str, set[str]] = {}  # server -> the tools of the latest listing the client got
+    ever: dict[str, set[str]] = {}  # server -> every tool a listing had
+    told: dict[str, int] = {}  # server -> the exchange that first told the client its tools changed
+    stale = []
+    for ex in sorted(exchanges, key=lambda e: e.seq):
+        server = ex.url.split("?")[0]
+        answers = _client_documents(ex)
+        tool = ex.mcp_tool
+        if tool is not None:
+            unknown = any(_is_unknown_tool(document) for document in answers)
+            if unknown or (tool in ever.get(server, ()) and tool not in listed.get(server, {tool})):
+                stale.append(StaleCall(ex.seq, tool, told.get(server)))
+            if unknown:
+                told.setdefault(server, ex.seq)
+        names = _listing(ex, answers)
+        if names is not None:
+            if listed.get(server, set()) - names:
+                told.setdefault(server, ex.seq)
+            listed[server] = names
+            ever.setdefault(server, set()).update(names)
+        if ex.rpc_method == LIST_CHANGED or any(_method(document) == LIST_CHANGED for document in answers):
+            told.setdefault(server, ex.seq)
+    return stale
+
+
+def _client_documents(ex: TracedExchange) -> list[Any]:
+    """The JSON documents of the answer the client got: the client's, where it differs from the upstream's."""
+    client = ex.raw.get("client") or {}
+    if client.get("sse") or isinstance(client.get("body"), str):
+        return documents(client) or _event_documents(client.get("body"))
+    return documents(ex.raw.get("upstream") or {})
+
+
+def _event_documents(text: Any) -> list[Any]:
+    """A buffered event stream recorded as a body: each `data:` line's JSON."""
+    found = []
+    for line in str(text or "").splitlines():
+        if line.startswith("data:"):
+            try:
+                found.append(json.loads(line[5:].strip()))
+            except ValueError:
+                continue
+    return found
+
+
+def _listing(ex: TracedExchange, answers: Iterable[Any]) -> set[str] | None:
+    if ex.rpc_method != "tools/list":
+        return None
+    for document in answers:
+        result = document.get("result") if isinstance(document, dict) else None
+        tools = result.get("tools") if isinstance(result, dict) else None
+        if isinstance(tools, list):
+            return {tool["name"] for tool in tools if isinstance(tool, dict) and isinstance(tool.get("name"), str)}
+    return None
+
+
+def _is_unknown_tool(document: Any) -> bool:
+    result = document.get("result") if isinstance(document, dict) else None
+    if not (isinstance(result, dict) and result.get("isError") is True and isinstance(result.get("content"), list)):
+        return False
+    return any(isinstance(item, dict) and str(item.get("text", "")).startswith(_UNKNOWN_TOOL) for item in result["content"])
+
+
+def _method(document: Any) -> Any:
+    return document.get("method") if isinstance(document, dict) else None
