@@ -110,6 +110,7 @@ class Observed:
     model_apis: dict[ModelApi, ModelUse] = field(default_factory=dict)
     links: list[Link] = field(default_factory=list)
     command: list[str] = field(default_factory=list)  # the agent command the run ran
+    base_urls: dict[str, str] = field(default_factory=dict)  # the base-URL variables the agent was given
 
     @property
     def reads(self) -> list[Endpoint]:
@@ -124,7 +125,8 @@ def observe_run(run_dir: Path) -> Observed:
     """Everything `init` proposes from, read from the run directory (a RunDirError when it is none)."""
     run = read_run(run_dir)
     seen = Observed(Path(run_dir), (run.plan.get("scenario") or {}).get("name"),
-                    command=[str(part) for part in run.plan.get("command") or ()])
+                    command=[str(part) for part in run.plan.get("command") or ()],
+                    base_urls={str(k): str(v) for k, v in (run.plan.get("base_urls") or {}).items()})
     by_id = {item["id"]: TaskSeen(Task.from_json(item)) for item in (run.plan.get("tasks") or {}).get("items") or ()}
     traces: list[tuple[TaskSeen, str, list[TracedExchange], Mapping[str, Mapping[str, Any]]]] = []
     for record in run.episodes:

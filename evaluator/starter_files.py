@@ -90,9 +90,10 @@ def _task_lines(seen: Observed, seen_task: TaskSeen) -> list[str]:
                                                                  ("state_url", task.state_url)) if value]
     lines += [f"    env: {flow(dict(task.env))}"] if task.env else []
     if seen_task.hosts:
-        lines.append(comment(f"the hosts this task depended on (task_hosts: from its URLs, its env and the agent's "
-                             f"base-URL variables): {', '.join(sorted(seen_task.hosts))}. A failed request "
-                             "elsewhere is a side channel: docs/agents.md says how to declare one.", 4))
+        variables = ", ".join(f"{name}={url}" for name, url in sorted(seen.base_urls.items())) or "none"
+        lines.append(comment(f"the hosts this task depended on (task_hosts, from its URLs and env and the agent's "
+                             f"base-URL variables, here {variables}): {', '.join(sorted(seen_task.hosts))}. A "
+                             "failed request elsewhere is a side channel: docs/agents.md says how to declare one.", 4))
     lines += _patterns("irreversible", task.irreversible, sorted(seen_task.writes),
                        "the writes seen (non-GET requests, MCP tools annotated as writing): a blind repeat of one is a "
                        "finding; drop those that are safe to repeat")

@@ -253,6 +253,8 @@ def test_init_on_a_help_desk_with_an_mcp_server(desk, tmp_path, capsys):
     assert "proposal (mcp:close_ticket): the writes seen" in comment_above(lines, "irreversible:")
     assert comment_above(lines, "read_only:").startswith("proposal (mcp:lookup_customer): MCP tools seen only reading")
     text = "\n".join(lines)
+    hosts = comment_above(lines, "irreversible:")  # what the task depended on, and through which variables
+    assert f"here OPENAI_BASE_URL={os.environ['OPENAI_BASE_URL']}): {os.environ['DESK_ROOT'].split('//')[1]}." in hosts
     assert "unclassified MCP tools (their server said nothing" in text and ": add_tag;" in text
     assert "#   effects: [{method: POST, path: /desk/api/v2/escalations, count: 1}, {method: '*', path: " \
            "'*/tools/close_ticket', count: 1}]" in text
