@@ -31,6 +31,7 @@ WORKER_LOST = "worker_lost"
 HARNESS_ERROR = "harness_error"
 DIVERGED = "diverged"
 NOT_RUN = "NotRun"  # a planned episode not in the log (never written to it)
+USER_FAILED = "user_failed"  # the model playing a conversation's user did not answer
 NO_TRAFFIC = "no_traffic"  # the judge's: the agent exited 0, its task expects traffic, its trace is empty
 SERVER_NOT_STARTED = "server_not_started"  # the judge's: a stdio MCP server could not start (evaluator.server_start)
 BYPASS = "bypass"  # the judge's: the work shows as done, but a host the task depends on saw no request
@@ -52,6 +53,8 @@ HARNESS_CAUSES = {
                "re-freeze the entry if the agent changed on purpose"),
     NOT_RUN: ("the planned episode was never run", "resume the run"),
     NO_TRAFFIC: ("no request of the agent reached the proxy, though its task expects traffic", NO_TRAFFIC_ADVICE),
+    USER_FAILED: ("the model playing the task's user did not answer, so the conversation could not go on",
+                  "check the user model's API (its base_url_env and api_key_env) in the episode's cause_detail"),
     SERVER_NOT_STARTED: ("an MCP server the agent starts through faultproxy mcp could not start, or exited before "
                          "answering", "the episode's cause_detail names the command and what it said; run it by hand"),
     BYPASS: ("the work shows as done, but a host the task depends on received no request through the proxy",

@@ -115,6 +115,7 @@ class AgentResult:
     log_tail: str
     output: dict | None
     output_error: str | None
+    detail: str | None = None  # what went wrong, with a harness cause the run found (a user's model that failed)
 
 
 class Talk(Protocol):
@@ -169,7 +170,7 @@ async def run_agent(
         output = chat.output  # a conversation's answer is the agent's last turn
     return AgentResult(
         None if stopped else process.returncode, cause, time.monotonic() - started,
-        b"".join(tail)[-LOG_TAIL_BYTES:].decode("utf-8", "replace"), output, output_error,
+        b"".join(tail)[-LOG_TAIL_BYTES:].decode("utf-8", "replace"), output, output_error, chat and chat.detail,
     )
 
 

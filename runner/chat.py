@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from faultproxy.formats.episode_causes import BUDGET_REPLY
+from faultproxy.formats.episode_causes import BUDGET_REPLY, USER_FAILED
 from faultproxy.formats.errors import UsageError
 from faultproxy.evaluator.check_result import clip
 from faultproxy.evaluator.conversation import Turn
@@ -30,6 +31,7 @@ from faultproxy.formats.trace import AGENT_TO_USER, TURN_METHOD, TURN_URLS, USER
 from faultproxy.proxy.server import ProxyServer, free_port
 from faultproxy.runner.chat_http import ServiceChannel, check_service_url
 from faultproxy.runner.chat_stdio import StdioChannel
+from faultproxy.runner.user_model import ModelUser, UserFailed, check_user_models
 from faultproxy.proxy.decide import decision_value, fires
 from faultproxy.tasks.conversation import Reply, User
 from faultproxy.scenarios import Scenario
@@ -46,6 +48,8 @@ CHAT_HELP = ("Run each task as a conversation with its `user:` (docs/conversatio
 TurnRecorder = Callable[[str, str, float, "int | None", bool, bool], Awaitable[None]]
 # (reply index, reply, user turns said) -> may the user say it now
 Chance = Callable[[int, "Reply", int], bool]
+# (what was said so far as (speaker, text), user turns said) -> the user's next (reply index, reply), or None: leave
+Respond = Callable[[Sequence[tuple[str, str]], int], Awaitable["tuple[int | None, Reply] | None"]]
 
 
 class Channel(Protocol):
@@ -75,6 +79,7 @@ class ChatResult:
     output: dict[str, Any] | None = None
     lingering: bool = False
     escalated: bool = False
+    detail: str | None = None  # what went wrong, with a harness cause (user_failed)
 
 
 def chat_mode(mode: str | None, tasks: TaskSet) -> str | None:
@@ -110,7 +115,10 @@ def user_divergence(recorded: Sequence[str], replayed: Sequence[Turn]) -> dict[s
 
 
 def check_user_params(tasks: TaskSet, params: Mapping[str, Any], scenario: str) -> None:
-    """Every reply `probability` that names a param names one of the scenario's (UsageError, exit 2)."""
+    """Every reply `probability` that names a param names one of the scenario's, and every
+    model-played user's base URL variable is set (UsageError, exit 2)."""
+    for problem in check_user_models(tasks.tasks, os.environ):
+        raise UsageError(problem)
     for task in tasks:
         for i, reply in enumerate(task.user.replies if task.user else ()):
             if isinstance(reply.probability, str) and reply.probability not in params:
@@ -121,16 +129,21 @@ def check_user_params(tasks: TaskSet, params: Mapping[str, Any], scenario: str) 
 
 
 def episode_conversation(channel: tuple[OpenChannel, bool], task: Task, prompt: str, proxy: ProxyServer,
-                         attribution: str, episode: str, scenario: Scenario) -> Conversation:
+                         attribution: str, episode: str, scenario: Scenario, seed: int,
+                         respond: Respond | None = None) -> Conversation:
     """An episode's conversation over `channel` (channel_for's, or a function agent's; run or
     replay): its turns go to the trace of `attribution` in `proxy`; `episode` (the recorded key,
-    in a replay) keys the user's chances, so a replay meets the same user."""
+    in a replay) keys the user's chances, so a replay meets the same user. The user answers from
+    its script, or its model (asked with the variant's `seed`), unless `respond` is given (replay)."""
     async def record(direction: str, text: str, started: float, reply: int | None, end: bool, silent: bool) -> None:
         await asyncio.to_thread(proxy.record_turn, attribution, direction, text, started, 0.0, reply, end, silent)
 
+    user = task.user or User()
+    if respond is None:
+        respond = (ModelUser(user.played_by, seed, os.environ) if user.played_by
+                   else scripted(user, user_chance(scenario.seed, episode, scenario.params)))
     open_channel, stdio = channel
-    return Conversation(task.user or User(), prompt, record, open_channel, stdio,
-                        user_chance(scenario.seed, episode, scenario.params))
+    return Conversation(user, prompt, record, open_channel, stdio, respond)
 
 
 def channel_for(mode: str, env: dict[str, str], session: str, model: str | None) -> tuple[OpenChannel, bool]:
@@ -158,10 +171,6 @@ def agent_turn(line: str) -> dict[str, Any]:
     return {"answer": line}
 
 
-def always(index: int, reply: Reply, turn: int) -> bool:
-    return True
-
-
 @dataclass(frozen=True)
 class Conversation:
     """One episode's conversation, as runner.agent.run_agent runs it beside the agent process:
@@ -172,10 +181,10 @@ class Conversation:
     record: TurnRecorder
     open_channel: OpenChannel
     stdio: bool
-    chance: Chance = always
+    respond: Respond
 
     async def __call__(self, process: asyncio.subprocess.Process | None) -> ChatResult:
-        result = await converse(self.user, self.prompt, self.open_channel(process), self.record, self.chance)
+        result = await converse(self.user, self.prompt, self.open_channel(process), self.record, self.respond)
         if not self.stdio:
             result.lingering = True  # a service stays up for more: its conversation's end is the episode's
         return result
@@ -194,19 +203,41 @@ def user_chance(seed: str, episode: str, params: Mapping[str, Any]) -> Chance:
     return admits
 
 
-async def converse(user: User, prompt: str, channel: Channel, record: TurnRecorder,
-                   chance: Chance = always) -> ChatResult:
-    """Play `user` against the agent behind `channel`, from `prompt` on (see the module docstring)."""
+def scripted(user: User, chance: Chance) -> Respond:
+    """The scripted user's answers: the first reply that fits, `chance` lets through and, for a
+    change of mind (`after`), was not said before."""
+    said_once: set[int] = set()
+
+    async def respond(transcript: Sequence[tuple[str, str]], turns: int) -> tuple[int | None, Reply] | None:
+        found = user.reply_to(transcript[-1][1], turns,
+                              lambda i, r: (r.after is None or i not in said_once) and chance(i, r, turns))
+        if found is not None and found[1].after is not None:
+            said_once.add(found[0])
+        return found
+    return respond
+
+
+def recorded(said: Sequence[str]) -> Respond:
+    """A recorded user's turns, served in order (replay of a model-played user); the last one leaves."""
+    async def respond(transcript: Sequence[tuple[str, str]], turns: int) -> tuple[int | None, Reply] | None:
+        return (None, Reply(said[turns], end=turns == len(said) - 1)) if turns < len(said) else None
+    return respond
+
+
+async def converse(user: User, prompt: str, channel: Channel, record: TurnRecorder, respond: Respond) -> ChatResult:
+    """Play `user` against the agent behind `channel`, from `prompt` on (see the module docstring):
+    `respond` gives each of the user's later turns, from what has been said so far."""
     result = ChatResult()
     reply: Reply | None = Reply(prompt)  # what the user says next; None: nothing (more)
     index: int | None = None
-    said_once: set[int] = set()  # replies with `after` (a change of mind) are said once
+    transcript: list[tuple[str, str]] = []  # (speaker, text): what the user and the agent said
     leaving, turns = False, 0
     while True:
         expects_answer = False
         if reply is not None:
             turns += 1
             leaving = leaving or reply.end or turns >= user.max_turns
+            transcript.append(("user", reply.say))
             await _tell(record, channel, reply, index, leaving)
             expects_answer = not (leaving or reply.silent)
         try:
@@ -220,9 +251,12 @@ async def converse(user: User, prompt: str, channel: Channel, record: TurnRecord
         if heard is None:
             return result
         await _heard(result, record, heard)
-        found = None if leaving else user.reply_to(
-            result.output["answer"], turns,
-            lambda i, r: (r.after is None or i not in said_once) and chance(i, r, turns))
+        transcript.append(("agent", result.output["answer"]))
+        try:
+            found = None if leaving else await respond(transcript, turns)
+        except UserFailed as error:  # the harness's own user could not answer: nothing the agent did
+            result.cause, result.detail = USER_FAILED, str(error)
+            return result
         if found is None:
             if not leaving:  # nothing in the script fits: the user leaves without a word
                 leaving = True
@@ -230,8 +264,6 @@ async def converse(user: User, prompt: str, channel: Channel, record: TurnRecord
             reply = None
             continue
         index, reply = found
-        if reply.after is not None:
-            said_once.add(index)
 
 
 async def _tell(record: TurnRecorder, channel: Channel, reply: Reply, index: int | None, last: bool) -> None:
@@ -250,5 +282,5 @@ async def _heard(result: ChatResult, record: TurnRecorder, line: str) -> None:
 
 
 __all__ = ["CHAT_HELP", "CHAT_MODES", "Channel", "ChatResult", "Conversation", "TurnRecorder", "agent_turn",
-           "channel_for", "chat_mode", "episode_conversation", "check_chat_mode", "check_user_params", "converse", "user_chance",
+           "channel_for", "chat_mode", "recorded", "scripted", "episode_conversation", "check_chat_mode", "check_user_params", "converse", "user_chance",
            "user_divergence"]

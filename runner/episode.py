@@ -101,6 +101,7 @@ class EpisodeRunner:
         record = {
             **episode_identity(episode),
             "completed": result.cause is None, "cause": result.cause,
+            **({"cause_detail": result.detail} if result.detail else {}),
             "exit_code": result.exit_code, "started": round(started, 3), "duration_s": round(result.duration_s, 3),
             "output": result.output, "output_error": result.output_error,
             "end_state": end_state, "state_error": state_error,
@@ -136,7 +137,7 @@ class EpisodeRunner:
         scenario = self._scenario_for(episode.point) or self.options.scenario  # a sweep level's params
         return episode_conversation(channel_for(self.options.chat, env, episode.key, episode.point.model),
                                     episode.task, episode.variant.prompt, self.proxy, episode.key, episode.key,
-                                    scenario)
+                                    scenario, episode.variant.seed)
 
     def _scenario_for(self, point: GridPoint) -> Scenario | None:
         params = point.numeric_params  # a categorical level is the agent's alone

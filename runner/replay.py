@@ -54,6 +54,7 @@ from faultproxy.runner.chat import (
     channel_for,
     check_chat_mode,
     episode_conversation,
+    recorded,
     user_divergence,
 )
 from faultproxy.runner.inprocess import (
@@ -265,7 +266,9 @@ class Replayer:
         redact_output_file(output_file, self.injector.redactor)
         stats = await asyncio.to_thread(self.proxy.end_episode, attribution)
         trace = trace_path(self.out / "flows", attribution)
-        if entry.chat and (said := user_divergence(recorded_user_turns(entry), user_turns(read_trace(trace)))):
+        scripted_user = entry.task.user is None or entry.task.user.played_by is None  # a model's turns are served
+        if entry.chat and scripted_user and (said := user_divergence(recorded_user_turns(entry),
+                                                                     user_turns(read_trace(trace)))):
             replay.diverged.append(said)  # the script answered another reply than the recording's
         cause = "diverged" if replay.diverged else result.cause
         record = {
@@ -299,8 +302,11 @@ class Replayer:
             check_chat_mode(entry.chat)
         except UsageError as error:
             raise StoreError(str(entry.path / EPISODE_FILE), None, "chat", str(error)) from None
+        user = entry.task.user
         return episode_conversation(channel_for(entry.chat, env, entry.key, entry.episode.get("model")), entry.task,
-                                    entry.episode["prompt"], self.proxy, attribution, entry.key, scenario)
+                                    entry.episode["prompt"], self.proxy, attribution, entry.key, scenario,
+                                    entry.episode.get("seed") or 0,
+                                    recorded(recorded_user_turns(entry)) if user and user.played_by else None)
 
     def _base_env(self, entry: Entry) -> dict[str, str]:
         return {**os.environ, **entry.env, **self.options.env, "FAULTPROXY_REPLAY": "1"}

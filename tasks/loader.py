@@ -26,7 +26,7 @@ from faultproxy.formats.yaml_input import (
     line_of,
     suggest,
 )
-from faultproxy.tasks.conversation import Reply, User
+from faultproxy.tasks.conversation import Reply, User, UserModel
 from faultproxy.tasks.model import (
     CHECK_NAMES,
     DEFAULT_SHAPE,
@@ -51,7 +51,9 @@ TOP_FIELDS = ("env", "tasks", "severity", "prices", "side_channels")
 TASK_FIELDS = ("id", "prompt", "shape", "states", "reset_url", "state_url", "expected", "irreversible",
                "forbidden", "read_only", "secrets", "secret_hosts", "max_tool_calls", "max_retries", "budgets",
                "severity", "env", "side_channels", "user", "confirm_before")
-USER_FIELDS = ("replies", "max_turns", "reply_timeout_s", "yes", "no")
+USER_FIELDS = ("replies", "max_turns", "reply_timeout_s", "yes", "no", "model", "persona", "base_url_env",
+               "api_key_env")
+USER_MODEL_FIELDS = ("model", "persona", "base_url_env", "api_key_env")
 REPLY_FIELDS = ("say", "when", "end", "after", "silent", "probability")
 EXPECTED_FIELDS = ("state", "ignore", "multiset", "effects", "output", "escalate")
 EFFECT_FIELDS = ("method", "path", "mcp", "count")
@@ -287,7 +289,30 @@ def _read_user(r: YamlReader, node: Node, field: str) -> User:
                       f"must be at most {MAX_WALL_S:,g} seconds (a day), got {timeout:g}")
     yes, no = (_read_regex(r, present[key], f"{field}.{key}") if _given(r, present, key) else getattr(defaults, key)
                for key in ("yes", "no"))
-    return User(tuple(replies), max_turns, timeout, yes, no)
+    return User(tuple(replies), max_turns, timeout, yes, no, _read_user_model(r, node, present, field))
+
+
+def _read_user_model(r: YamlReader, node: Node, present: Mapping[str, Node], field: str) -> UserModel | None:
+    """A model-played user's fields: model and base_url_env (variable names), persona; None if not given."""
+    given = [key for key in USER_MODEL_FIELDS if _given(r, present, key)]
+    if not given:
+        return None
+    if "model" not in given or "base_url_env" not in given:
+        missing = "model" if "model" not in given else "base_url_env"
+        raise r.error(node, f"{field}.{missing}", f"a model-played user needs {missing} (with model, persona, "
+                                                  "base_url_env: the variable holding an OpenAI-compatible base URL)")
+    if _given(r, present, "replies"):
+        raise r.error(present["replies"], f"{field}.replies", "a user is scripted (replies) or played by a model "
+                                                              "(model), not both")
+    names = {}
+    for key in ("base_url_env", "api_key_env"):
+        if key in given:
+            names[key] = r.string(present[key], f"{field}.{key}", nonempty=True)
+            if not VARIABLE_NAME.fullmatch(names[key]):
+                raise r.error(present[key], f"{field}.{key}", f"invalid environment variable name {names[key]!r}")
+    persona = r.string(present["persona"], f"{field}.persona", nonempty=True) if "persona" in given else ""
+    return UserModel(r.string(present["model"], f"{field}.model", nonempty=True), persona, names["base_url_env"],
+                     names.get("api_key_env"))
 
 
 def _read_reply(r: YamlReader, node: Node, field: str) -> Reply:

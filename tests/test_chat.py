@@ -16,13 +16,16 @@ import httpx
 import pytest
 from aiohttp import web
 
+from examples.world import world_in_thread
 from faultproxy import RunOptions, freeze, replay, run, run_function
+from faultproxy.evaluator.conversation import parse_turns
 from faultproxy.cli.main import main
 from faultproxy.formats.errors import UsageError
 from faultproxy.evaluator.report import build_report
 from faultproxy.formats.rundir import read_run, read_verdict
 from faultproxy.formats.trace import AGENT_TO_USER, USER_TO_AGENT, read_trace
 from faultproxy.replay_store.har import read_entries
+from faultproxy.replay_store.replay import ReplayOptions
 from faultproxy.runner.plan import GridPoint
 from faultproxy.scenarios import load_scenario
 from faultproxy.tasks.loader import TaskError, load_tasks, task_set_from_json
@@ -165,7 +168,10 @@ BAD_USERS = [
     ("user:\n      replies:\n        - say: hi\n          silent: true\n", ":6: tasks[0].user.replies[0].say: a silent"),
     ("user:\n      replies:\n        - say: hi\n          probability: 1.5\n", ":7: tasks[0].user.replies[0].probability"),
     ("user:\n      replies:\n        - say: hi\n          after: 0\n", ":7: tasks[0].user.replies[0].after"),
-    ("user:\n      persona: grumpy\n", ":5: tasks[0].user.persona"),
+    ("user:\n      persona: grumpy\n", ":5: tasks[0].user.model: a model-played user needs model"),
+    ("user:\n      model: m\n      base_url_env: X\n      replies: [{say: hi}]\n", ":7: tasks[0].user.replies: a user is"),
+    ("user:\n      model: m\n      base_url_env: 1X\n", ":6: tasks[0].user.base_url_env: invalid environment"),
+    ("user:\n      grumpy: true\n", ":5: tasks[0].user.grumpy"),
     ("confirm_before: [\"POST */close\"]\n", ":4: tasks[0].confirm_before: confirm_before needs someone to ask"),
     ("user: {}\n    confirm_before: [\"close it now\"]\n", ":5: tasks[0].confirm_before[0]: bad endpoint pattern"),
 ]
@@ -328,3 +334,48 @@ def test_a_function_agent_holds_k_conversations_in_process_and_pass_hat_k_counts
     report = build_report(tmp_path / "run")["run"]["resources"]["turns"]
     assert (report["mean"], report["cv"], report["episodes"]) == (5, 0, 2)  # the user's 3 turns and the agent's 2
     assert read_verdict((tmp_path / "run" / "episodes.jsonl").read_bytes().splitlines(keepends=True)[1]).turns == 5
+
+
+def test_a_model_played_user_talks_outside_the_agents_trace_and_replays_from_the_recording(
+        tmp_path, desk, monkeypatch):
+    """The demo model server plays the user (seeded, temperature 0, roles turned round); its calls
+    never enter the agent's trace. Frozen, the conversation replays with that server gone: the
+    user's turns are served from the recording."""
+    world, server = desk
+    task = close_task(server.url, "unused", [])
+    task["user"] = {"model": "demo-large", "persona": "a terse customer", "base_url_env": "DESK_USER_MODEL",
+                    "max_turns": 3, "reply_timeout_s": 30}
+    with world_in_thread(latency_ms=0) as demo:
+        monkeypatch.setenv("DESK_USER_MODEL", demo.model_url)
+        record = chat_run(tmp_path, task, "careful", monkeypatch)
+        with httpx.Client(trust_env=False) as http:
+            asked = [x["request"] for x in http.get(demo.model_url.removesuffix("/v1") + "/_log").json()["exchanges"]]
+    said = [text for text, _ in user_turns(tmp_path, record)]
+    assert len(said) == 3 and len(asked) == 2 and all("I don't know how to help" in text for text in said[1:])
+    assert all((a["model"], a["temperature"], a["seed"]) == ("demo-large", 0, record["seed"]) for a in asked)
+    assert [m["role"] for m in asked[0]["messages"]] == ["system", "assistant", "user"]  # its own turns: assistant
+    assert "a terse customer" in asked[0]["messages"][0]["content"]
+    trace = list(read_trace(tmp_path / "run" / record["trace"]))
+    assert {line["request"]["url"].split("/tickets")[0] for line in trace if not line.get("direction")} == {server.url}
+    assert world.closed == [] and record["verdict"]["status"] == "pass", record["verdict"]  # no yes, nothing done
+
+    freeze(tmp_path / "run", tmp_path / "store")
+    monkeypatch.delenv("DESK_USER_MODEL")  # the demo world is stopped too: replay cannot ask the model
+    [replayed] = replay(tmp_path / "store", DESK_AGENT, ReplayOptions(out=tmp_path / "replay"))
+    assert not replayed.diverged and replayed.meets_expectation, (replayed.diverged, replayed.verdict["failed"])
+    assert [t.text for t in parse_turns(read_trace(replayed.trace)) if t.speaker == "user"] == said
+
+
+def test_a_model_user_whose_api_is_unset_is_refused_and_one_that_fails_is_the_harnesss_problem(
+        tmp_path, desk, monkeypatch):
+    world, server = desk
+    task = close_task(server.url, "unused", [])
+    task["user"] = {"model": "m", "base_url_env": "DESK_USER_MODEL", "reply_timeout_s": 30}
+    monkeypatch.delenv("DESK_USER_MODEL", raising=False)
+    with pytest.raises(UsageError, match="user.base_url_env names DESK_USER_MODEL, which is not set"):
+        RunOptions(scenario=load_scenario("observe"), tasks=task_set_from_json([task]), command=DESK_AGENT,
+                   out=tmp_path / "run", chat="stdio")
+    monkeypatch.setenv("DESK_USER_MODEL", f"{server.url}/nowhere")  # answers 404
+    record = chat_run(tmp_path, task, "careful", monkeypatch)
+    assert record["verdict"]["status"] == "incomplete" and record["cause"] == "user_failed"
+    assert "the user's model m at $DESK_USER_MODEL did not answer" in record["cause_detail"]
