@@ -142,7 +142,7 @@ def observe_run(run_dir: Path) -> Observed:
     seen.episodes = len(traces)
     seen.tasks = [t for t in by_id.values() if t.episodes]
     seen.total = sum(len(exchanges) for _, _, exchanges, _ in traces)
-    routes = _generalise([_route_parts(ex, key) for _, key, exchanges, _ in traces for ex in exchanges
+    routes = generalise([_route_parts(ex, key) for _, key, exchanges, _ in traces for ex in exchanges
                           if _is_http_tool(ex)])
     for task, key, exchanges, hints in traces:
         for ex in exchanges:
@@ -162,7 +162,7 @@ def _route_parts(ex: TracedExchange, episode: str) -> tuple[str, ...]:
     return (ex.method, *(ANY if part == episode or shown == "{id}" else part for part, shown in zip(raw, classed)))
 
 
-def _generalise(routes: Iterable[tuple[str, ...]]) -> dict[tuple[str, ...], str]:
+def generalise(routes: Iterable[tuple[str, ...]]) -> dict[tuple[str, ...], str]:
     """Each route (method, segments) -> its glob: segments holding a digit that vary between
     routes otherwise equal become `*`."""
     distinct = sorted(set(routes))
@@ -174,7 +174,13 @@ def _generalise(routes: Iterable[tuple[str, ...]]) -> dict[tuple[str, ...], str]
             differ = [n for n in range(1, len(a)) if a[n] != b[n]]
             if len(differ) == 1 and all(any(c.isdigit() for c in r[differ[0]]) for r in (a, b)):
                 glob_of[a][differ[0]] = glob_of[b][differ[0]] = ANY
-    return {route: "/".join(parts[1:]) or "/" for route, parts in glob_of.items()}
+    return {route: "/".join(part if part == ANY else _literal(part) for part in parts[1:]) or "/"
+            for route, parts in glob_of.items()}
+
+
+def _literal(segment: str) -> str:
+    """A path segment as a glob that matches it alone (fnmatch's `[`, `?` and `*` bracketed)."""
+    return "".join(f"[{c}]" if c in "[?*" else c for c in segment)
 
 
 def _take(seen: Observed, task: TaskSeen, ex: TracedExchange, key: str, routes: Mapping[tuple[str, ...], str],

@@ -11,6 +11,7 @@ The scenarios pass `faultproxy check`, and each delivers its faults on the world
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import os
 from collections.abc import Callable, Iterator
@@ -25,6 +26,7 @@ from aiohttp import web
 from examples.world import world_in_thread
 from faultproxy import Episode, run_function
 from faultproxy.cli.entry import main as cli
+from faultproxy.evaluator.starter import generalise
 from faultproxy.formats.rundir import read_run
 from faultproxy.scenarios import load_scenario
 from faultproxy.tasks.loader import load_tasks
@@ -304,3 +306,16 @@ def test_a_run_without_traffic_gives_nothing_and_says_why(monkeypatch, tmp_path,
     err = capsys.readouterr().err
     assert "no traffic reached the proxy in 1 episode(s) (no_traffic)" in err and "docs/agents.md" in err
     assert "nothing written" in err and not (tmp_path / "kit").exists()
+
+
+def test_paths_become_globs_where_ids_vary_and_match_only_themselves_elsewhere():
+    routes = [("GET", "", "api", "v2", "tickets", "T-4471"), ("GET", "", "api", "v2", "tickets", "T-5120"),
+              ("GET", "", "api", "v2", "users", "me"), ("GET", "", "api", "v2", "teams", "core"),
+              ("POST", "", "api", "v2", "tickets", "T-4471"), ("GET", "", "odd", "a[1]", "x?y*")]
+    globs = generalise(routes)
+    assert globs[routes[0]] == globs[routes[1]] == "/api/v2/tickets/*"  # the id varies: a digit in each
+    assert (globs[routes[2]], globs[routes[3]]) == ("/api/v2/users/me", "/api/v2/teams/core")  # words stay
+    assert globs[routes[4]] == "/api/v2/tickets/T-4471"  # seen once, for another method
+    assert globs[routes[5]] == "/odd/a[[]1]/x[?]y[*]"  # fnmatch's own characters, literal
+    assert fnmatch.fnmatchcase("/odd/a[1]/x?y*", globs[routes[5]]) and not fnmatch.fnmatchcase("/odd/a1/xzyq",
+                                                                                                globs[routes[5]])
