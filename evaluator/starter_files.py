@@ -1,8 +1,8 @@
 """The files `faultproxy init` writes from what an observe run saw (evaluator.starter): a tasks
 file, one scenario per fault family the traffic can meet, and a README with the commands.
 
-    files = starter_files(seen)                # {"tasks.yaml": text, "scenarios/writes_lost.yaml": ..., "README.md": ...}
-    written, kept = write_starter(files, folder)   # never overwrites: a file already there is kept
+    files = starter_files(seen, folder)           # {"tasks.yaml": text, "scenarios/writes_lost.yaml": ..., ...}
+    written, kept = write_starter(files, folder)  # never overwrites: a file already there is kept
 
 Every proposal is marked as one in a comment. A family the traffic cannot meet (no write seen,
 no MCP tool called, ...) gets no file; the README says which and why. Values go into YAML
