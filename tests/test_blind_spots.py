@@ -72,6 +72,7 @@ def https_bookings(upstream_certificate) -> Iterator[tuple[Bookings, ServerThrea
 
 
 def agent_config(folder: Path, url: str, tools_client: str = "proxied") -> Path:
+    folder.mkdir(exist_ok=True)
     path = folder / "agent.json"
     path.write_text(json.dumps({"bookings_url": url, "tools_client": tools_client}))
     return path
@@ -153,71 +154,66 @@ def test_a_bad_side_channel_flag_is_one_clear_error(tmp_path, capsys):
     assert line.startswith("faultproxy: --side-channel: bad side channel 'api.openai.com /x'"), line
 
 
-@pytest.fixture
-def bookings() -> Iterator[tuple[Bookings, ServerThread]]:
-    world = Bookings()
-    with ServerThread(world.app()) as server:
-        yield world, server
-
-
-@pytest.mark.parametrize("tools_client, status, cause", [("direct", "incomplete", "bypass"), ("proxied", "pass", None)])
-def test_a_tools_client_that_bypasses_the_proxy_is_not_a_silent_failure(tmp_path, model, bookings, tools_client,
-                                                                      status, cause):
+def test_a_tools_client_that_bypasses_the_proxy_is_not_a_silent_failure(tmp_path, model):
     """The model client uses the proxy; the tools client ignores it (`trust_env=False`). The
     booking is cancelled (the end state says so) but the trace shows no commit: the episode is
     incomplete (bypass) naming the host and the fix, not a failed effect and a false claim. The
-    same agent with its tools client on the proxy passes."""
-    world, server = bookings
-    task = {"id": "cancel_bk1001", "prompt": "Cancel booking BK1001.", "state_url": f"{server.url}/admin/state",
-            "expected": {"state": {"cancelled": ["BK1001"]}, "output": {"regex": "cancelled"},
-                         "effects": [{"method": "POST", "path": "*/cancel", "count": 1}]}}
-    (tmp_path / "tasks.jsonl").write_text(json.dumps(task) + "\n")
-    run(RunOptions(scenario=load_scenario("observe"), tasks=load_tasks(tmp_path / "tasks.jsonl"),
-                   command=[*BOOKING_AGENT, str(agent_config(tmp_path, server.url, tools_client))],
-                   out=tmp_path / "run", show_progress=False))
-    assert world.cancelled == ["BK1001"]
-    [record] = read_run(tmp_path / "run").episodes
-    verdict = record["verdict"]
-    assert (verdict["status"], verdict["cause"]) == (status, cause), verdict
-    if cause:
-        assert verdict["cause_detail"].startswith(f"no request reached 127.0.0.1:{server.port} through the proxy, "
-                                                  "though the end state and answer say the work was done")
-        assert "trust_env=False" in verdict["cause_detail"] and "docs/agents.md" in verdict["cause_detail"]
-        assert verdict["failed"] == [] and verdict["violations"] == []
-        assert not {"effects", "claimed_success"} & {check["name"] for check in verdict["checks"]}
+    same agent with its tools client on the proxy passes (two tasks, two booking APIs, one run)."""
+    worlds = {"direct": Bookings(), "proxied": Bookings()}
+    with ServerThread(worlds["direct"].app()) as direct, ServerThread(worlds["proxied"].app()) as proxied:
+        servers = {"direct": direct, "proxied": proxied}
+        tasks = [{"id": f"cancel_{client}", "prompt": "Cancel booking BK1001.",
+                  "state_url": f"{server.url}/admin/state",
+                  "env": {"BOOKING_CONFIG": str(agent_config(tmp_path / client, server.url, client))},
+                  "expected": {"state": {"cancelled": ["BK1001"]}, "output": {"regex": "cancelled"},
+                               "effects": [{"method": "POST", "path": "*/cancel", "count": 1}]}}
+                 for client, server in servers.items()]
+        (tmp_path / "tasks.jsonl").write_text("".join(json.dumps(task) + "\n" for task in tasks))
+        run(RunOptions(scenario=load_scenario("observe"), tasks=load_tasks(tmp_path / "tasks.jsonl"), parallel=2,
+                       command=BOOKING_AGENT, out=tmp_path / "run", show_progress=False))
+    assert [world.cancelled for world in worlds.values()] == [["BK1001"], ["BK1001"]]
+    verdicts = {record["task_id"]: record["verdict"] for record in read_run(tmp_path / "run").episodes}
+    assert verdicts["cancel_proxied"]["status"] == "pass", verdicts["cancel_proxied"]
+    verdict = verdicts["cancel_direct"]
+    assert (verdict["status"], verdict["cause"]) == ("incomplete", "bypass"), verdict
+    assert verdict["cause_detail"].startswith(f"no request reached 127.0.0.1:{direct.port} through the proxy, "
+                                              "though the end state and answer say the work was done")
+    assert "trust_env=False" in verdict["cause_detail"] and "docs/agents.md" in verdict["cause_detail"]
+    assert verdict["failed"] == [] and verdict["violations"] == []
+    assert not {"effects", "claimed_success"} & {check["name"] for check in verdict["checks"]}
 
 
 EXITS_EARLY = "import sys; print('loading config', file=sys.stderr); print('KeyError: BOOKINGS_TOKEN', file=sys.stderr); sys.exit(3)"
 
 
-@pytest.mark.parametrize("server, says", [
-    (["pyhton", "server.py"], "cannot start 'pyhton': No such file or directory"),
-    ([sys.executable, "-c", EXITS_EARLY], "exited with status 3; stderr: loading config | KeyError: BOOKINGS_TOKEN"),
-], ids=["typo", "exits-early"])
-def test_an_mcp_server_that_cannot_start_is_the_harness_problem(tmp_path, server, says):
+def test_an_mcp_server_that_cannot_start_is_the_harness_problem(tmp_path):
     """`faultproxy mcp -- pyhton server.py`, or a server that exits before answering initialize:
-    the agent crashes for want of its tools. The episode is incomplete (server_not_started),
-    naming the command and what it said, not a failure of the agent."""
-    (tmp_path / "tasks.jsonl").write_text(json.dumps({"id": "list_tools", "prompt": "List the tools.",
-                                                      "expected": {"output": {"regex": "read_counter"}}}) + "\n")
+    the agent crashes for want of its tools. Each episode is incomplete (server_not_started),
+    naming the command and what it said, not a failure of the agent; the report says so rather
+    than blaming the scenario for a rule that matched nothing."""
+    servers = {"typo": ["pyhton", "server.py"], "exits_early": [sys.executable, "-c", EXITS_EARLY]}
+    (tmp_path / "tasks.jsonl").write_text("".join(
+        json.dumps({"id": name, "prompt": "List the tools.", "env": {"MCP_SERVER": json.dumps(server)},
+                    "expected": {"output": {"regex": "read_counter"}}}) + "\n" for name, server in servers.items()))
     (tmp_path / "scenario.yaml").write_text(scenario("""
         - name: lost-call
           match: {method: POST, path: "*/tools/read_counter"}
           fault: {type: response_lost, mode: "504"}
     """))
     run(RunOptions(scenario=load_scenario(tmp_path / "scenario.yaml"), tasks=load_tasks(tmp_path / "tasks.jsonl"),
-                   command=[*MCP_COMMAND_AGENT, *server], out=tmp_path / "run", show_progress=False))
-    [record] = read_run(tmp_path / "run").episodes
-    verdict = record["verdict"]
-    assert (verdict["status"], verdict["cause"]) == ("incomplete", "server_not_started"), (verdict, record["log_tail"])
-    assert says in verdict["cause_detail"], verdict["cause_detail"]
-    assert verdict["cause_detail"].endswith("→ check the server command in the agent's MCP configuration "
-                                            "(faultproxy mcp -- CMD) and run it by hand")
-    if server[0] != "pyhton":
-        assert f"`{server[0]} -c " in verdict["cause_detail"]  # the whole command
+                   command=MCP_COMMAND_AGENT, out=tmp_path / "run", parallel=2, show_progress=False))
+    verdicts = {record["task_id"]: record["verdict"] for record in read_run(tmp_path / "run").episodes}
+    for name, says in (("typo", "cannot start 'pyhton': No such file or directory"),
+                       ("exits_early", f"`{sys.executable} -c 'import sys; print(")):
+        verdict = verdicts[name]
+        assert (verdict["status"], verdict["cause"]) == ("incomplete", "server_not_started"), verdict
+        assert says in verdict["cause_detail"], verdict["cause_detail"]
+        assert verdict["cause_detail"].endswith("→ check the server command in the agent's MCP configuration "
+                                                "(faultproxy mcp -- CMD) and run it by hand")
+    assert "exited with status 3; stderr: loading config | KeyError: BOOKINGS_TOKEN" in verdicts["exits_early"]["cause_detail"]
     [alert] = build_report(tmp_path / "run", causes=False)["run"]["headline"]["alerts"]
-    assert alert.startswith("an MCP server could not start in 1 of 1 episode(s) (incomplete: server_not_started); "
-                            f"first: POST {verdict['cause_detail'].split()[1]}")  # not "no rule matched" blaming the scenario
+    assert alert.startswith("an MCP server could not start in 2 of 2 episode(s) (incomplete: server_not_started); "
+                            "first: POST ")
 
 
 def test_rules_and_task_patterns_that_matched_nothing_are_named(tmp_path, monkeypatch, capsys):

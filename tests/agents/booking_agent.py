@@ -1,5 +1,5 @@
-"""A booking agent whose tool API's URL lives only in its own config file (argv[1], JSON:
-{"bookings_url": ..., "tools_client": "proxied" | "direct"}), as people write one: the openai SDK
+"""A booking agent whose tool API's URL lives only in its own config file (argv[1], else
+$BOOKING_CONFIG; JSON: {"bookings_url": ..., "tools_client": "proxied" | "direct"}), as people write one: the openai SDK
 asks the model (through the proxy, from OPENAI_BASE_URL), then an httpx client cancels booking
 BK1001. With "direct" that client ignores the proxy (`trust_env=False`, as many tool wrappers
 do). Whatever the cancel answered, it says the booking is cancelled (an agent that swallows a
@@ -18,7 +18,7 @@ TOOLS = [{"type": "function", "function": {"name": "cancel_booking", "descriptio
 
 
 def main() -> int:
-    with open(sys.argv[1]) as file:
+    with open(sys.argv[1] if len(sys.argv) > 1 else os.environ["BOOKING_CONFIG"]) as file:
         config = json.load(file)
     model = OpenAI(api_key="sk-test", max_retries=0)
     model.chat.completions.create(model="m", messages=[{"role": "user", "content": "Cancel BK1001."}], tools=TOOLS)

@@ -1,8 +1,8 @@
-"""An agent whose one tool is the stdio MCP server its arguments name, behind `faultproxy mcp`
-(the official SDK's stdio client starts it): it lists the tools and answers with their names.
-A server that cannot be reached crashes it, as it would most agents.
+"""An agent whose one tool is the stdio MCP server its arguments name (else $MCP_SERVER, a JSON
+list), behind `faultproxy mcp` (the official SDK's stdio client starts it): it lists the tools
+and answers with their names. A server that cannot be reached crashes it, as it would most agents.
 
-    python tests/agents/mcp_command_agent.py SERVER_COMMAND...
+    python tests/agents/mcp_command_agent.py [SERVER_COMMAND...]
 """
 
 from __future__ import annotations
@@ -26,4 +26,4 @@ async def main(server: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1:]))
+    asyncio.run(main(sys.argv[1:] or json.loads(os.environ["MCP_SERVER"])))
