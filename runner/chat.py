@@ -32,6 +32,7 @@ from faultproxy.proxy.server import ProxyServer, free_port
 from faultproxy.runner.chat_http import ServiceChannel, check_service_url
 from faultproxy.runner.chat_stdio import StdioChannel
 from faultproxy.runner.user_model import ModelUser, UserFailed, check_user_models
+from faultproxy.runner.variants import user_variant
 from faultproxy.proxy.decide import decision_value, fires
 from faultproxy.tasks.conversation import Reply, User
 from faultproxy.scenarios import Scenario
@@ -129,16 +130,17 @@ def check_user_params(tasks: TaskSet, params: Mapping[str, Any], scenario: str) 
 
 
 def episode_conversation(channel: tuple[OpenChannel, bool], task: Task, prompt: str, proxy: ProxyServer,
-                         attribution: str, episode: str, scenario: Scenario, seed: int,
+                         attribution: str, episode: str, scenario: Scenario, seed: int, variant: int,
                          respond: Respond | None = None) -> Conversation:
     """An episode's conversation over `channel` (channel_for's, or a function agent's; run or
     replay): its turns go to the trace of `attribution` in `proxy`; `episode` (the recorded key,
     in a replay) keys the user's chances, so a replay meets the same user. The user answers from
-    its script, or its model (asked with the variant's `seed`), unless `respond` is given (replay)."""
+    its script (reworded for `variant` if it asks: runner.variants.user_variant), or its model
+    (asked with the variant's `seed`), unless `respond` is given (replay)."""
     async def record(direction: str, text: str, started: float, reply: int | None, end: bool, silent: bool) -> None:
         await asyncio.to_thread(proxy.record_turn, attribution, direction, text, started, 0.0, reply, end, silent)
 
-    user = task.user or User()
+    user = user_variant(task.user or User(), task.id, variant)
     if respond is None:
         respond = (ModelUser(user.played_by, seed, os.environ) if user.played_by
                    else scripted(user, user_chance(scenario.seed, episode, scenario.params)))

@@ -137,7 +137,7 @@ class EpisodeRunner:
         scenario = self._scenario_for(episode.point) or self.options.scenario  # a sweep level's params
         return episode_conversation(channel_for(self.options.chat, env, episode.key, episode.point.model),
                                     episode.task, episode.variant.prompt, self.proxy, episode.key, episode.key,
-                                    scenario, episode.variant.seed)
+                                    scenario, episode.variant.seed, episode.variant.index)
 
     def _scenario_for(self, point: GridPoint) -> Scenario | None:
         params = point.numeric_params  # a categorical level is the agent's alone

@@ -140,7 +140,7 @@ def _function_runner(agent: AgentFunction | ChatFunction) -> type[EpisodeRunner]
                 scenario = self._scenario_for(episode.point) or self.options.scenario
                 conversation = episode_conversation((lambda _: FunctionChannel(agent, given), False), episode.task,
                                                     episode.variant.prompt, self.proxy, episode.key, episode.key,
-                                                    scenario, episode.variant.seed)
+                                                    scenario, episode.variant.seed, episode.variant.index)
                 return await call_conversation(conversation, wall_s)
             return await call_agent(agent, given, wall_s)
 

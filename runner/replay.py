@@ -305,7 +305,7 @@ class Replayer:
         user = entry.task.user
         return episode_conversation(channel_for(entry.chat, env, entry.key, entry.episode.get("model")), entry.task,
                                     entry.episode["prompt"], self.proxy, attribution, entry.key, scenario,
-                                    entry.episode.get("seed") or 0,
+                                    entry.episode.get("seed") or 0, entry.episode.get("variant", 0),
                                     recorded(recorded_user_turns(entry)) if user and user.played_by else None)
 
     def _base_env(self, entry: Entry) -> dict[str, str]:

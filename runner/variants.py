@@ -26,10 +26,11 @@ import random
 import re
 import sys
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from faultproxy.formats.yaml_input import suggest
+from faultproxy.tasks.conversation import User
 from faultproxy.tasks.model import Task
 
 VariantFunction = Callable[[dict, int], "Mapping[str, Any] | None"]
@@ -156,6 +157,33 @@ def reword(prompt: str, rng: random.Random) -> str:
     if kind != "context" and (rng.random() < 0.35 or text in (prompt, prompt.strip())):  # never a plain copy
         text = _context(text, rng)
     return text
+
+
+REPLY_REWORDINGS: tuple[str, ...] = ("lower", "thorough", "if_you_can")  # nothing before the reply's first word
+
+
+def reword_reply(reply: str, rng: random.Random) -> str:
+    """One honest rewording of a user's reply, chosen by `rng`, that keeps its first word where it
+    was (so "Yes, ..." still starts with yes, "No, ..." with no); never `reply` itself."""
+    text = reply.strip()
+    if not text:
+        return reply
+    for kind in rng.sample(REPLY_REWORDINGS, len(REPLY_REWORDINGS)):
+        worded = _lower(text) if kind == "lower" else _thorough(text) if kind == "thorough" else _if_you_can(text)
+        if worded != text:
+            return worded
+    return text
+
+
+def user_variant(user: User, task_id: str, index: int) -> User:
+    """The task's user as variant `index` meets it: with `rephrase`, each scripted reply reworded
+    (reword_reply, seeded on "task_id:index:user.replies[j]"); variant 0 says them as written."""
+    if not user.rephrase or index == 0:
+        return user
+    replies = tuple(reply if reply.silent else replace(
+        reply, say=reword_reply(reply.say, random.Random(f"{task_id}:{index}:user.replies[{j}]")))
+        for j, reply in enumerate(user.replies))
+    return replace(user, replies=replies)
 
 
 # --- variants -----------------------------------------------------------------------------------

@@ -8,7 +8,9 @@ by a keyed hash, as the proxy decides faults) lets it. A reply with `after` is s
 change of mind). A reply with none of the three is the fallback and comes last. A `silent`
 reply says nothing: the agent gets no turn and should not take silence for a yes. The user
 stops after a reply marked `end`, after `max_turns` turns (the first included), or when no reply
-fits. `reply_timeout_s` is how long the agent may stay silent after a user turn (past it, the
+fits. With `rephrase: true`, each trial after the first meets an honest rewording of
+every reply (runner.variants.user_variant: seeded per task, trial and reply; the first word kept,
+so consent reads the same), as prompts are reworded. `reply_timeout_s` is how long the agent may stay silent after a user turn (past it, the
 episode ends as a `budget` finding of the agent's; after the user's silence, the conversation
 simply ends).
 
@@ -90,6 +92,7 @@ class User:
     yes: str = DEFAULT_YES
     no: str = DEFAULT_NO
     played_by: UserModel | None = None
+    rephrase: bool = False  # trials after the first reword the replies (runner.variants.user_variant)
 
     def reply_to(self, message: str, said: int, admits: Callable[[int, Reply], bool]) -> tuple[int, Reply] | None:
         """The scripted reply to the agent's message, the user having said `said` turns, and its
@@ -105,7 +108,7 @@ class User:
     def to_json(self) -> dict[str, Any]:
         return {"replies": [reply.to_json() for reply in self.replies], "max_turns": self.max_turns,
                 "reply_timeout_s": self.reply_timeout_s, "yes": self.yes, "no": self.no,
-                **(self.played_by.to_json() if self.played_by else {})}
+                **(self.played_by.to_json() if self.played_by else {}), **({"rephrase": True} if self.rephrase else {})}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> User:
@@ -114,7 +117,7 @@ class User:
                    float(data.get("reply_timeout_s", DEFAULT_REPLY_TIMEOUT_S)),
                    data.get("yes") or DEFAULT_YES, data.get("no") or DEFAULT_NO,
                    UserModel(data["model"], data.get("persona") or "", data["base_url_env"], data.get("api_key_env"))
-                   if data.get("model") else None)
+                   if data.get("model") else None, data.get("rephrase") is True)
 
 
 __all__ = ["DEFAULT_MAX_TURNS", "DEFAULT_NO", "DEFAULT_REPLY_TIMEOUT_S", "DEFAULT_YES", "END_MARK", "Reply", "User",

@@ -51,8 +51,8 @@ TOP_FIELDS = ("env", "tasks", "severity", "prices", "side_channels")
 TASK_FIELDS = ("id", "prompt", "shape", "states", "reset_url", "state_url", "expected", "irreversible",
                "forbidden", "read_only", "secrets", "secret_hosts", "max_tool_calls", "max_retries", "budgets",
                "severity", "env", "side_channels", "user", "confirm_before")
-USER_FIELDS = ("replies", "max_turns", "reply_timeout_s", "yes", "no", "model", "persona", "base_url_env",
-               "api_key_env")
+USER_FIELDS = ("replies", "max_turns", "reply_timeout_s", "yes", "no", "rephrase", "model", "persona",
+               "base_url_env", "api_key_env")
 USER_MODEL_FIELDS = ("model", "persona", "base_url_env", "api_key_env")
 REPLY_FIELDS = ("say", "when", "end", "after", "silent", "probability")
 EXPECTED_FIELDS = ("state", "ignore", "multiset", "effects", "output", "escalate")
@@ -289,7 +289,8 @@ def _read_user(r: YamlReader, node: Node, field: str) -> User:
                       f"must be at most {MAX_WALL_S:,g} seconds (a day), got {timeout:g}")
     yes, no = (_read_regex(r, present[key], f"{field}.{key}") if _given(r, present, key) else getattr(defaults, key)
                for key in ("yes", "no"))
-    return User(tuple(replies), max_turns, timeout, yes, no, _read_user_model(r, node, present, field))
+    rephrase = r.boolean(present["rephrase"], f"{field}.rephrase") if _given(r, present, "rephrase") else False
+    return User(tuple(replies), max_turns, timeout, yes, no, _read_user_model(r, node, present, field), rephrase)
 
 
 def _read_user_model(r: YamlReader, node: Node, present: Mapping[str, Node], field: str) -> UserModel | None:

@@ -316,7 +316,7 @@ def careful_desk_function(episode, messages: list[dict]) -> str | dict | None:
         if not said:
             subject = http.get(f"{os.environ['DESK_URL']}/tickets/T-77").json()["subject"]
             return {"content": f"T-77 is about {subject}. Shall I close it?", "confidence": 0.9}
-        if said[-1].endswith("Shall I close it?") and messages[-1]["content"].startswith("Yes"):
+        if said[-1].endswith("Shall I close it?") and messages[-1]["content"].lower().startswith("yes"):
             http.post(f"{os.environ['DESK_URL']}/tickets/T-77/close", json={}).raise_for_status()
             return "Closed. Anything else?"
     return None  # nothing more to say
@@ -390,3 +390,14 @@ def test_a_model_user_whose_api_is_unset_is_refused_and_one_that_fails_is_the_ha
     record = chat_run(tmp_path, task, "careful", monkeypatch)
     assert record["verdict"]["status"] == "incomplete" and record["cause"] == "user_failed"
     assert "the user's model m at $DESK_USER_MODEL did not answer" in record["cause_detail"]
+
+
+def test_with_rephrase_k_trials_meet_k_honest_rewordings_of_the_user(tmp_path, desk):
+    world, server = desk
+    task = close_task(server.url, "Yes, please close it.", ["T-77"], rephrase=True)
+    result = run_function(careful_desk_function, task_set_from_json([task]), k=3, scenario="observe",
+                          out=tmp_path / "run", chat=True)
+    assert result.per_task == {"close_t77": ["pass"] * 3}  # a reworded yes is still a yes
+    answers = {record["variant"]: user_turns(tmp_path, record)[1][0] for record in read_run(tmp_path / "run").episodes}
+    assert answers[0] == "Yes, please close it." and len(set(answers.values())) >= 2
+    assert all(text.lower().startswith("yes, please close it") for text in answers.values())
