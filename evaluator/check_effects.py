@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from faultproxy.evaluator.check_result import CheckResult, max_severity, not_applicable
+from faultproxy.evaluator.duplicates import committed_duplicates
 from faultproxy.evaluator.equivalence import subset_equal
 from faultproxy.evaluator.traced import TracedExchange, is_irreversible, matches_any, mcp_tool_hints, seqs
 from faultproxy.formats.request_kinds import Access
@@ -117,6 +118,7 @@ def check_effects(task: Any, record: Mapping[str, Any], exchanges: Sequence[Trac
             problems.append(f"{_what(sends[0])} committed {len(sends)} times (exchanges {seqs(sends)})"
                             + _same_key_note(declared, sends))
             severity = "high"
+    problems += committed_duplicates(exchanges)
     if problems:
         return CheckResult(name, False, severity, "; ".join(problems))
     shown = f": {', '.join(f'{_what(ex)} #{ex.seq}' for ex in irreversible[:4])}" if irreversible else ""

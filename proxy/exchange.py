@@ -62,6 +62,7 @@ class FlowExchange:
     message_rules: list[Rule] = field(default_factory=list)  # rules on the messages of the session it may open
     kinds: frozenset[Kind] | None = None  # what the request is, once a rule with `kind:` asked (proxy.request_kinds)
     websocket: WsSession | None = None  # the WebSocket session the upgrade opened, if it did
+    duplicate: tuple[int, list[tuple[str, str]], bytes] | None = None  # duplicate_delivery: the second answer
     consequence_of: dict[str, Any] | None = None  # answered by the proxy because of an earlier fault: which
     written: bool = False
     _body_json: Any = field(default=_UNPARSED, init=False, repr=False)
@@ -105,7 +106,7 @@ class FlowExchange:
             "upstream": self._upstream_record(redactor, body_limit),
             "client": self._client_record(redactor, body_limit),
             "forwarded": self.forwarded,
-            "fault": self._fault_record(),
+            "fault": self._fault_record(redactor, body_limit),
             "perturbation": self.perturbation,
             "tokens": self.tokens,
             "error": self.error,
@@ -146,9 +147,13 @@ class FlowExchange:
             record["sse"] = _events(self.client_events, redactor)
         return record
 
-    def _fault_record(self) -> dict[str, Any] | None:
+    def _fault_record(self, redactor: Redactor, body_limit: int | None) -> dict[str, Any] | None:
         if self.rule is None:
             return None
+        duplicate = None
+        if self.duplicate is not None:
+            status, headers, body = self.duplicate
+            duplicate = {"status": status, "headers": redactor.headers(headers), **encode_body(body, redactor, body_limit)}
         return {
             "rule": self.rule.name,
             "type": self.rule.fault.type,
@@ -158,6 +163,7 @@ class FlowExchange:
             "delivered": self.delivered,
             "detail": self.detail,
             **({"facts": self.facts} if self.facts else {}),
+            **({"duplicate": duplicate} if duplicate else {}),
         }
 
 

@@ -114,11 +114,16 @@ class Relay:
     async def post(self, url: str, headers: dict[str, str], body: bytes) -> int:
         """POST `body` to an upstream as its client would (an answer given in the client's
         place); the upstream's status."""
+        return (await self.send("POST", url, headers, body))[0]
+
+    async def send(self, method: str, url: str, headers: dict[str, str],
+                   body: bytes) -> tuple[int, list[tuple[str, str]], bytes]:
+        """Send a request to an upstream from the proxy itself; its status, headers and whole body."""
         await self.ensure_started()
-        async with self._session.post(url, headers=headers, data=body, ssl=_upstream_ssl(),
-                                      allow_redirects=False) as answered:
-            await answered.read()
-            return answered.status
+        headers = {k: v for k, v in headers.items() if k.lower() not in _HOP_BY_HOP}
+        async with self._session.request(method, url, headers=headers, data=body, ssl=_upstream_ssl(),
+                                         allow_redirects=False) as answered:
+            return answered.status, list(answered.headers.items()), await answered.read()
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         spec = json.loads(request.headers[TARGET_HEADER])

@@ -44,6 +44,7 @@ import structlog
 from faultproxy.proxy import decide
 from faultproxy.proxy.exchange import FlowExchange
 from faultproxy.proxy.faults import answer
+from faultproxy.proxy.faults.base import RECORDED_FAULT_KEY
 from faultproxy.proxy.injector import EXCHANGE_KEY, FaultInjector
 from faultproxy.proxy.relay import Relay
 from faultproxy.proxy.stdio.passage import SERVER_TO_CLIENT, STAND_IN_KEY
@@ -166,6 +167,7 @@ class ReplayInjector(FaultInjector):
                                             "messages (before faultproxy kept them); freeze the episode again")
             return
         replay.served.append({"seq": ex.seq, "recorded": recorded.seq, "how": match.how})
+        flow.metadata[RECORDED_FAULT_KEY] = recorded.fault  # a fault that met the upstream again (duplicate_delivery)
         if recorded.websocket is not None:
             await self._play_session(flow, ex, replay, recorded.websocket)
             return

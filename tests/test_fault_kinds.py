@@ -94,6 +94,7 @@ PROBES: dict[str, tuple[str, list[tuple[str, str, dict | None]]]] = {
     "server_error": ("{type: server_error, status: 503}", [("GET", "/items/1", None)]),
     "auth_failure": ("{type: auth_failure}", [("GET", "/items/1", None)]),
     "delay": ("{type: delay, ms: 10}", [("GET", "/items/1", None)]),
+    "duplicate_delivery": ("{type: duplicate_delivery}", [("POST", "/items/1/refund", {})]),
     "timeout": ('{type: timeout, hold_s: 0, then: "504"}', [("GET", "/items/1", None)]),
     "reset": ("{type: reset}", [("GET", "/items/1", None)]),
     "response_lost": ('{type: response_lost, mode: "504"}', [("POST", "/items/1/refund", {})]),

@@ -24,6 +24,7 @@ from mitmproxy import http
 from mitmproxy.websocket import WebSocketMessage
 
 SUPPLIED_KEY = "faultproxy_supplied"  # flow.metadata: the upstream response came from supply_response, not the network
+RECORDED_FAULT_KEY = "faultproxy_recorded_fault"  # flow.metadata, in replay: the recording's fault record
 
 
 def request_id(ex: FlowExchange) -> str:

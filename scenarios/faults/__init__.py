@@ -25,6 +25,7 @@ from typing import Any
 from faultproxy.scenarios.faults import (
     auth_failure,
     delay,
+    duplicate_delivery,
     elicitation_declined,
     empty_response,
     jsonrpc_error,
@@ -69,7 +70,7 @@ FAULT_KINDS: Mapping[str, FaultKind] = _catalogue(
     delay.KIND, timeout.KIND, reset.KIND,
     response_lost.KIND, partial_response.KIND, slow_stream.KIND, schema_drift.KIND,
     stale_state.KIND, jsonrpc_error.KIND, elicitation_declined.KIND, server_exit.KIND,
-    session_expired.KIND, token_expired.KIND, tool_poisoning.KIND, tools_changed.KIND,
+    session_expired.KIND, token_expired.KIND, tool_poisoning.KIND, tools_changed.KIND, duplicate_delivery.KIND,
     truncated.KIND, malformed_tool_call.KIND, refusal.KIND, empty_response.KIND, prompt_injection.KIND,
     ws_drop.KIND, ws_delay.KIND, ws_close.KIND, ws_inject.KIND,
 )

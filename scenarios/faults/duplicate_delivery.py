@@ -1,0 +1,23 @@
+"""duplicate_delivery: the request reaches the server twice, as through an at-least-once gateway;
+the client gets the first answer only.
+
+Once the upstream answered, the proxy sends the same request again (`delay_ms` later) and keeps
+the second answer in the trace line's `fault.duplicate`. It tests the server, not the agent: the
+`effects` check counts what the agent sent apart from what the harness duplicated, and fails
+"the server committed a duplicate delivery" when the duplicate's answer shows a commit of its own
+(another resource than the first answer's, or a success naming none); never `idempotency`.
+Over stdio the request is not duplicated (the fault is recorded as not delivered, saying so).
+"""
+
+from __future__ import annotations
+
+from faultproxy.scenarios.faults.base import MAX_DELAY_MS, FaultKind, ParamSpec
+
+KIND = FaultKind(
+    name="duplicate_delivery",
+    params={
+        "delay_ms": ParamSpec("integer", 0, "milliseconds between the first answer and the duplicate",
+                              minimum=0, maximum=MAX_DELAY_MS),
+    },
+    forwards=True,
+)
