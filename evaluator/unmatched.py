@@ -2,8 +2,9 @@
 
     alerts = unmatched_alerts(plan, seen)     # seen: evaluator.traffic.seen_traffic(run_dir, ...)
 
-- A scenario rule that could fire (plan.json's `rules_possible`) and whose match block selected no
-  request of the run: `rule `lose-cancel` matched nothing; requests seen: POST host/bookings/{id}/cancel ×3`.
+- The scenario rules that could fire (plan.json's `rules_possible`) and whose match blocks selected
+  no request of the run, in one line: `rule `lose-cancel` matched nothing; requests seen: POST
+  host/bookings/{id}/cancel ×3` (a bundled scenario covers every model API: most runs meet a few).
 - A tasks-file or policy pattern (`irreversible`, `forbidden`, `read_only`, `expected.effects`)
   that named no request or MCP tool of the run, when something seen is close to it (a typo:
   `mcp:issue-credit` beside the tool `issue_credit`), or when it is an effect the task expects to
@@ -61,8 +62,9 @@ def unmatched_alerts(rules: Iterable[str], patterns: Mapping[str, tuple[Any, boo
     """One line per rule and per pattern that matched nothing (see the module docstring)."""
     where = f" in the {TRACES_READ} traces read" if seen.capped else ""
     requests = seen.most_common() or "none"
-    alerts = [f"rule `{name}` matched nothing{where}; requests seen: {requests}"
-              for name in rules if not seen.rules[name]]
+    unmatched = [f"`{name}`" for name in rules if not seen.rules[name]]
+    alerts = [f"{'rule' if len(unmatched) == 1 else 'rules'} {', '.join(unmatched)} matched nothing{where}; "
+              f"requests seen: {requests}"] if unmatched else []
     for text, (_, expected) in patterns.items():
         if seen.patterns[text]:
             continue

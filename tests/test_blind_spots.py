@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import ssl
+from collections import Counter
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,7 +24,8 @@ from faultproxy.scenarios import load_scenario
 from faultproxy.tasks.loader import load_tasks
 from tests import model_upstream
 from tests.conftest import scenario
-from faultproxy.evaluator.unmatched import nearest
+from faultproxy.evaluator.traffic import SeenTraffic
+from faultproxy.evaluator.unmatched import nearest, unmatched_alerts
 from faultproxy.proxy.sessions import WATCHED_REQUESTS
 from tests.processes import wait_until
 from tests.test_monitor import MonitorProcess
@@ -281,3 +283,11 @@ def test_a_session_header_no_request_carries_is_said_live_and_in_the_report(tmp_
     [header, side] = build_report(tmp_path / "run", causes=False)["run"]["headline"]["alerts"]
     assert header == warning.replace(f"first {WATCHED_REQUESTS}", f"first {WATCHED_REQUESTS + 1}")
     assert side.startswith("1 episode(s) had side-channel errors")
+
+
+def test_rules_that_matched_nothing_share_one_line():
+    seen = SeenTraffic(requests=Counter({"POST api.example.com/bookings/{id}/cancel": 3}),
+                       rules=Counter({"model_429": 4}))
+    assert unmatched_alerts(["model_429", "anthropic_529", "mcp_internal_error"], {}, seen) == [
+        "rules `anthropic_529`, `mcp_internal_error` matched nothing; requests seen: "
+        "POST api.example.com/bookings/{id}/cancel ×3"]
