@@ -43,8 +43,8 @@ class MonitorProcess:
         command = [*FAULTPROXY, "monitor", "--out", str(out), "--port", "0", "--quiet",
                    *(["--policy", str(policy)] if policy else []), *args]
         self.out = out
-        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True,
-                                        stderr=stderr.open("w") if stderr else subprocess.PIPE)
+        self.log = stderr.open("w") if stderr else None
+        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, stderr=self.log or subprocess.PIPE)
         for line in self.process.stdout:
             found = re.search(r"forward proxy: HTTPS_PROXY=http://EPISODE:x@(127\.0\.0\.1:\d+)", line)
             if found:
@@ -59,8 +59,9 @@ class MonitorProcess:
         self.process.send_signal(sig)
         code = self.process.wait(timeout=60)
         self.process.stdout.close()
-        if self.process.stderr:
-            self.process.stderr.close()
+        for stream in (self.process.stderr, self.log):
+            if stream:
+                stream.close()
         return code
 
     def wait_logged(self, count: int) -> list[dict]:
