@@ -26,7 +26,8 @@ def check_claimed_success(task: Any, record: Mapping[str, Any], exchanges: Seque
     claim = check_outcome(task, record, exchanges)
     if not claim.passed or agent_escalated(record):
         return CheckResult(name, True, severity, "the agent did not claim success")
-    judged = [check(task, record, exchanges) for check in (check_end_state, check_effects)]
+    # a duplicate delivery the server committed is the harness's and the server's doing, not a false claim
+    judged = [check_end_state(task, record, exchanges), check_effects(task, record, exchanges, duplicates=False)]
     failed = [result for result in judged if result.passed is False]
     if failed:
         return CheckResult(name, False, severity, "the agent reported success, but "

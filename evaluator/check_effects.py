@@ -74,11 +74,14 @@ def _resource(declared: Declared, ex: TracedExchange) -> str:
     return ex.resource(getattr(pattern, "id_path", None))
 
 
-def check_effects(task: Any, record: Mapping[str, Any], exchanges: Sequence[TracedExchange]) -> CheckResult:
+def check_effects(task: Any, record: Mapping[str, Any], exchanges: Sequence[TracedExchange],
+                  duplicates: bool = True) -> CheckResult:
     """Committed calls per expected effect (count must equal). Irreversible commits no expected
     effect names: with expected effects declared, none may happen; without (only `irreversible`
     given), "irreversible" means not twice — they are counted and shown, and the same request
-    committed twice fails. Works from the trace alone, so it judges replays too.
+    committed twice fails. Works from the trace alone, so it judges replays too. `duplicates`:
+    also fail a duplicate the harness delivered that the server committed (evaluator.duplicates);
+    claimed_success asks without, since that commit is the server's doing, not the agent's.
 
     Writes made through MCP tools that no pattern names (patterns usually name HTTP routes,
     which an MCP call does not have) cannot be counted against the effects; then the end state
@@ -118,7 +121,8 @@ def check_effects(task: Any, record: Mapping[str, Any], exchanges: Sequence[Trac
             problems.append(f"{_what(sends[0])} committed {len(sends)} times (exchanges {seqs(sends)})"
                             + _same_key_note(declared, sends))
             severity = "high"
-    problems += committed_duplicates(exchanges)
+    if duplicates:
+        problems += committed_duplicates(exchanges)
     if problems:
         return CheckResult(name, False, severity, "; ".join(problems))
     shown = f": {', '.join(f'{_what(ex)} #{ex.seq}' for ex in irreversible[:4])}" if irreversible else ""
