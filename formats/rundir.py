@@ -85,7 +85,7 @@ PLAN_FILE = "plan.json"
 LOG_FILE = "episodes.jsonl"
 FLOWS_DIR = "flows"
 # The header fields that identify a plan: a resumed log must agree on every one.
-PLAN_IDENTITY = ("faultproxy_version", "scenario_digest", "tasks_digest", "k", "grid", "command")
+PLAN_IDENTITY = ("faultproxy_version", "scenario_digest", "tasks_digest", "k", "grid", "command", "chat")  # chat: absent unless --chat
 
 VERDICT_VERSION = 1
 # The record fields a verdict repeats under "episode", so that a report needs nothing else.
@@ -381,7 +381,8 @@ def check_log_against_plan(run_dir: Path, plan: Plan) -> None:
     wanted = {"faultproxy_version": document.get("faultproxy_version"),
               "scenario_digest": (document.get("scenario") or {}).get("digest"),
               "tasks_digest": (document.get("tasks") or {}).get("digest"),
-              "k": document.get("k"), "grid": document.get("grid"), "command": document.get("command")}
+              "k": document.get("k"), "grid": document.get("grid"), "command": document.get("command"),
+              "chat": document.get("chat")}
     differs = [field for field in PLAN_IDENTITY if header.get(field) != wanted.get(field)]
     if differs:
         raise RunDirError(f"{path} was written for another plan than {plan.path} "

@@ -64,7 +64,7 @@ def plan_document(options: RunOptions, redactor: Redactor | None = None) -> tupl
     }
     header = {"faultproxy_version": __version__, "scenario_digest": options.scenario.digest,
               "tasks_digest": options.tasks.digest, "k": options.k, "grid": grid,
-              "command": options.command, "created": created}
+              "command": options.command, "created": created, **({"chat": options.chat} if options.chat else {})}
     redactor = redactor or run_redactor(options)
     return redactor.document(plan), redactor.document(header)
 

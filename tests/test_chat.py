@@ -22,7 +22,7 @@ from faultproxy.evaluator.conversation import parse_turns
 from faultproxy.cli.main import main
 from faultproxy.formats.errors import UsageError
 from faultproxy.evaluator.report import build_report
-from faultproxy.formats.rundir import read_run, read_verdict
+from faultproxy.formats.rundir import RunDirError, read_run, read_verdict
 from faultproxy.formats.trace import AGENT_TO_USER, USER_TO_AGENT, read_trace
 from faultproxy.replay_store.har import read_entries
 from faultproxy.replay_store.replay import ReplayOptions
@@ -119,6 +119,10 @@ def test_a_careful_agent_asks_first_and_every_turn_is_in_the_trace_in_order(tmp_
         show_progress=False))
     assert result.ran == 0 and result.logged == 1
     assert world.closed == [] and (tmp_path / "run" / "episodes.jsonl").read_text() == logged
+    with pytest.raises(RunDirError, match="differs in: chat"):  # the agent heard its user another way
+        run(RunOptions(scenario=load_scenario("observe"), tasks=task_set_from_json([close_task(
+            server.url, "Yes, please close it.", ["T-77"])]), command=DESK_AGENT, out=tmp_path / "run",
+            chat="http://127.0.0.1:{port}/chat", show_progress=False))
 
 
 def test_an_agent_that_acts_before_asking_fails_confirmation(tmp_path, desk, monkeypatch):
