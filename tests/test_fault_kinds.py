@@ -103,6 +103,8 @@ PROBES: dict[str, tuple[str, list[tuple[str, str, dict | None]]]] = {
                     [("POST", "/v1/chat/completions", {"model": "m", "stream": True, "messages": []})]),
     "schema_drift": ("{type: schema_drift, ops: [{op: rename, path: status, to: state}]}",
                      [("GET", "/items/1", None)]),
+    "stream_cut": ("{type: stream_cut, events: 1}",
+                   [("POST", "/v1/chat/completions", {"model": "m", "stream": True, "messages": []})]),
     "stale_state": ("{type: stale_state}", [("GET", "/items/1", None), ("GET", "/items/1", None)]),
     "jsonrpc_error": ("{type: jsonrpc_error}",
                       [("POST", "/mcp", {"jsonrpc": "2.0", "id": 1, "method": "tools/call",

@@ -2,7 +2,7 @@
 path: a journal whose `post_entry` is irreversible (it says nothing of it: no annotations; a
 tasks file names it) and deduplicates on an `idempotency_key` argument, and `list_entries`, a
 read. Entries are kept in a JSON file the test reads: it shows whether a call ran, even one whose
-answer the client never got.
+answer the client never got. `Events` makes its streams resumable.
 """
 
 from __future__ import annotations
@@ -11,6 +11,8 @@ import json
 from pathlib import Path
 
 from mcp.server.mcpserver import MCPServer
+from mcp.server.streamable_http import EventCallback, EventId, EventMessage, EventStore, StreamId
+from mcp.types import JSONRPCMessage
 
 
 def entries(state: Path) -> list[dict]:
@@ -37,3 +39,25 @@ def make_server(state: Path) -> MCPServer:
         return json.dumps([entry for entry in entries(state) if entry["account"] == account])
 
     return server
+
+
+class Events(EventStore):
+    """The events of every stream, kept in memory, so a client that lost a stream resumes it with
+    `Last-Event-ID` (the SDK's server then serves what followed on that stream)."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[EventId, StreamId, JSONRPCMessage | None]] = []
+
+    async def store_event(self, stream_id: StreamId, message: JSONRPCMessage | None) -> EventId:
+        self.events.append((str(len(self.events) + 1), stream_id, message))
+        return self.events[-1][0]
+
+    async def replay_events_after(self, last_event_id: EventId, send_callback: EventCallback) -> StreamId | None:
+        at = next((i for i, (event_id, _, _) in enumerate(self.events) if event_id == last_event_id), None)
+        if at is None:
+            return None
+        stream = self.events[at][1]
+        for event_id, stream_id, message in self.events[at + 1:]:
+            if stream_id == stream and message is not None:
+                await send_callback(EventMessage(message, event_id))
+        return stream
