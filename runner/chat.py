@@ -1,7 +1,8 @@
 """A conversation between a task's user (tasks.conversation) and the agent, turn by turn.
 
-`converse` plays the user: the task's prompt is the first turn, each later one the scripted reply
-to the agent's last turn. Every turn is written to the episode's trace as it is said (the proxy
+`converse` plays the user: the task's prompt is the first turn, each later one what the user's
+Respond says to the conversation so far: the script's reply (`scripted`), a model's answer
+(runner.user_model), or in a replay of a model-played user its recorded turn (`recorded`). Every turn is written to the episode's trace as it is said (the proxy
 numbers it in order with the agent's requests: formats.trace.turn_record). How the agent hears
 the user is a Channel: its stdin and stdout (`--chat stdio`, runner.chat_stdio), or an HTTP
 service (runner.chat_http).
@@ -23,19 +24,19 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from faultproxy.formats.episode_causes import BUDGET_REPLY, USER_FAILED
-from faultproxy.formats.errors import UsageError
 from faultproxy.evaluator.check_result import clip
 from faultproxy.evaluator.conversation import Turn
+from faultproxy.formats.episode_causes import BUDGET_REPLY, USER_FAILED
+from faultproxy.formats.errors import UsageError
 from faultproxy.formats.trace import AGENT_TO_USER, TURN_METHOD, TURN_URLS, USER_TO_AGENT
+from faultproxy.proxy.decide import decision_value, fires
 from faultproxy.proxy.server import ProxyServer, free_port
 from faultproxy.runner.chat_http import ServiceChannel, check_service_url
 from faultproxy.runner.chat_stdio import StdioChannel
 from faultproxy.runner.user_model import ModelUser, UserFailed, check_user_models
 from faultproxy.runner.variants import user_variant
-from faultproxy.proxy.decide import decision_value, fires
-from faultproxy.tasks.conversation import Reply, User
 from faultproxy.scenarios import Scenario
+from faultproxy.tasks.conversation import Reply, User
 from faultproxy.tasks.model import Task, TaskSet
 
 STDIO = "stdio"

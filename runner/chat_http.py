@@ -50,7 +50,6 @@ class ServiceChannel:
         self.url = url.rstrip("/") + "/chat/completions" if self.openai else url
         self.messages: list[dict[str, str]] = []  # the conversation so far, for a Chat Completions service
         self.pending: asyncio.Task[str | None] | None = None
-        self.client = httpx.AsyncClient(trust_env=False, timeout=None)  # never through the proxy
 
     async def say(self, text: str) -> None:
         if self.openai:
@@ -59,10 +58,7 @@ class ServiceChannel:
 
     async def hear(self) -> str | None:
         pending, self.pending = self.pending, None
-        if pending is None:
-            await self.client.aclose()
-            return None
-        return await pending
+        return None if pending is None else await pending
 
     async def leave(self) -> None:
         """A service keeps no line open: nothing to close."""
@@ -73,7 +69,8 @@ class ServiceChannel:
         body: dict[str, Any] = ({"model": self.model or "agent", "messages": list(self.messages)} if self.openai
                                 else {"session": self.session, "message": text})
         try:
-            response = await self.client.post(self.url, json=body)
+            async with httpx.AsyncClient(trust_env=False, timeout=None) as client:  # never through the proxy
+                response = await client.post(self.url, json=body)
             response.raise_for_status()
             turn = _turn_of(response.json(), self.openai)
         except (httpx.HTTPError, ValueError, LookupError, TypeError, AttributeError):
