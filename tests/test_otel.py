@@ -126,7 +126,7 @@ def test_run_exports_one_trace_per_episode_with_verdict_model_tool_and_fault_spa
         (event,) = lost[0].events
         assert event[0] == N.FAULT_EVENT and event[1] == lost[0].start_ns
         assert event[2][N.FAULT_TYPE] == "response_lost" and event[2][N.FAULT_DELIVERED] is True
-        assert event[2][N.FAULT_RULE] == "refund_lost"
+        assert event[2][N.FAULT_RULE] == "write_lost"
         assert lost[0].attributes[N.ERROR_TYPE] == "reset" and lost[0].status_code == STATUS_ERROR
         assert lost[0].attributes[N.URL_FULL].startswith(world.shop_url)
         assert not any(PLANTED.encode() in body for body in receiver.raw)

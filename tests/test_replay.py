@@ -62,7 +62,7 @@ def test_the_live_naive_episode_failed_and_was_frozen(frozen):
     assert {c["name"] for c in record["verdict"]["failed"]} == {"end_state", "effects", "idempotency",
                                                                     "claimed_success"}
     assert entry.expect == "fail" and entry.expect_failed == ["effects", "idempotency", "claimed_success"]
-    assert [d.ident for d in entry.fired] == [("refund_lost", 1)]
+    assert [d.ident for d in entry.fired] == [("write_lost", 1)]
     # enough to reach the same URLs again (the world names its model for the Gemini SDK too)
     assert set(entry.env) == {"SHOP_ROOT", "OPENAI_BASE_URL", "GOOGLE_GEMINI_BASE_URL"}
     assert len(entry.exchanges) == record["stats"]["exchanges"] == 6
@@ -97,7 +97,7 @@ def test_careful_agent_passes_against_the_naive_agents_frozen_failure(frozen, tm
     # It re-read the order before refunding: served again from the recording (a read may repeat) ...
     assert "repeat" in {s["how"] for s in result.served}
     # ... met the same lost response, and retried under the same idempotency key: one refund.
-    assert result.verdict["faults"] == [{"seq": 5, "rule": "refund_lost", "type": "response_lost", "delivered": True}]
+    assert result.verdict["faults"] == [{"seq": 5, "rule": "write_lost", "type": "response_lost", "delivered": True}]
     assert not result.meets_expectation and "no longer reproduces" in result.explain()
 
 
