@@ -102,11 +102,11 @@ class ReplayInjector(FaultInjector):
         with self._lock:
             self._staged[attribution_key] = replay
 
-    def begin_episode(self, key: str, scenario: Scenario | None = None, model: str | None = None,
-                      declared: Declared | None = None) -> None:
+    def begin_episode(self, key: str, scenario: Scenario | None = None,
+                      rewrites: dict[str, str | int] | None = None, declared: Declared | None = None) -> None:
         with self._lock:
             replay = self._staged.pop(key, None)
-        super().begin_episode(key, scenario, model, declared)
+        super().begin_episode(key, scenario, rewrites, declared)
         if replay is not None:
             state = self.episodes.peek(key)
             # Attribution uses a key of this replay's own (replays may run side by side), but
