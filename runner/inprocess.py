@@ -29,7 +29,7 @@ from pathlib import Path
 from faultproxy.evaluator.report import build_report
 from faultproxy.formats.rundir import FUNCTION_PREFIX, read_run
 from faultproxy.runner.agent import AgentEnvironment, AgentResult
-from faultproxy.runner.chat import Conversation, episode_conversation
+from faultproxy.runner.chat import Conversation, OpenChannel, episode_conversation
 from faultproxy.runner.plan import PlannedEpisode
 from faultproxy.runner.episode import EpisodeRunner
 from faultproxy.runner.options import RunOptions
@@ -98,6 +98,11 @@ class FunctionChannel:
         """Nothing to close: the function is simply not called again."""
 
 
+def function_channel(agent: ChatFunction, episode: Episode) -> tuple[OpenChannel, bool]:
+    """A function agent's channel, as runner.chat.episode_conversation takes it (not over stdio)."""
+    return lambda _: FunctionChannel(agent, episode), False
+
+
 def function_command(agent: AgentFunction) -> list[str]:
     """The command logged for a function agent: its dotted name, which replay checks against."""
     return [f"{FUNCTION_PREFIX}{agent.__module__}.{getattr(agent, '__qualname__', repr(agent))}"]
@@ -138,7 +143,7 @@ def _function_runner(agent: AgentFunction | ChatFunction) -> type[EpisodeRunner]
             wall_s = episode.task.budgets.wall_s or self.options.budget_s
             if self.options.chat:
                 scenario = self._scenario_for(episode.point) or self.options.scenario
-                conversation = episode_conversation((lambda _: FunctionChannel(agent, given), False), episode.task,
+                conversation = episode_conversation(function_channel(agent, given), episode.task,
                                                     episode.variant.prompt, self.proxy, episode.key, episode.key,
                                                     scenario, episode.variant.seed, episode.variant.index)
                 return await call_conversation(conversation, wall_s)

@@ -51,6 +51,7 @@ from faultproxy.runner.agent import (
 )
 from faultproxy.runner.chat import (
     Conversation,
+    OpenChannel,
     channel_for,
     check_chat_mode,
     episode_conversation,
@@ -59,8 +60,11 @@ from faultproxy.runner.chat import (
 )
 from faultproxy.runner.inprocess import (
     AgentFunction,
+    ChatFunction,
     Episode,
     call_agent,
+    call_conversation,
+    function_channel,
 )
 from faultproxy.runner.otel_export import OtelExport
 from faultproxy.runner.secrets import redact_output_file
@@ -94,9 +98,10 @@ def function_episode(entry: Entry, environment: AgentEnvironment) -> Episode:
     )
 
 
-def replay_function(agent: AgentFunction, store: Path | Iterable[Entry],
+def replay_function(agent: AgentFunction | ChatFunction, store: Path | Iterable[Entry],
                     options: ReplayOptions | None = None) -> list[ReplayResult]:
-    """Replay every entry of a store with a function agent, in this process (no start-up per entry)."""
+    """Replay every entry of a store with a function agent, in this process (no start-up per entry);
+    a conversation's entry calls it once per user turn, as run_function(..., chat=True) does."""
     entries = list(read_entries(Path(store))) if isinstance(store, (str, Path)) else list(store)
     with Replayer(options, entries) as replayer:
         return replayer.replay_all(entries, agent=agent)
@@ -173,13 +178,14 @@ class Replayer:
     # -- public ----------------------------------------------------------------------------
 
     def replay(self, entry: Entry, command: Sequence[str] | None = None,
-               forced: Iterable[tuple[str, int]] | None = None, agent: AgentFunction | None = None) -> ReplayResult:
+               forced: Iterable[tuple[str, int]] | None = None,
+               agent: AgentFunction | ChatFunction | None = None) -> ReplayResult:
         """Replay one entry with `command` (default: the options', else the entry's own), or with
         `agent`, a Python function run in this process as `run_function` runs it."""
         return asyncio.run(self.replay_async(entry, command, forced, agent))
 
     def replay_all(self, entries: Sequence[Entry], command: Sequence[str] | None = None,
-                   repeat: int = 1, agent: AgentFunction | None = None) -> list[ReplayResult]:
+                   repeat: int = 1, agent: AgentFunction | ChatFunction | None = None) -> list[ReplayResult]:
         """Each entry `repeat` times, `options.parallel` at once; results in entry order."""
         async def all_of() -> list[ReplayResult]:
             slots = asyncio.Semaphore(max(1, self.options.parallel))
@@ -215,7 +221,7 @@ class Replayer:
 
     async def replay_async(self, entry: Entry, command: Sequence[str] | None = None,
                            forced: Iterable[tuple[str, int]] | None = None,
-                           agent: AgentFunction | None = None) -> ReplayResult:
+                           agent: AgentFunction | ChatFunction | None = None) -> ReplayResult:
         scenario = self.scenario(entry)
         task = entry.task
         episode = entry.episode
@@ -247,8 +253,12 @@ class Replayer:
             base_url_env=entry.base_url_env, extra=task_env,
         )
         if agent is not None:
-            result = await call_agent(agent, function_episode(entry, environment),
-                                      self._budgets(task.budgets).wall_s)
+            given, wall_s = function_episode(entry, environment), self._budgets(task.budgets).wall_s
+            if entry.chat:  # called once per user turn, with the conversation so far
+                talk = self._conversation(entry, function_channel(agent, given), attribution, scenario)
+                result = await call_conversation(talk, wall_s)
+            else:
+                result = await call_agent(agent, given, wall_s)
         elif command[0].startswith(FUNCTION_PREFIX):
             result = AgentResult(None, "harness_error", 0.0, f"{entry.name} was recorded from the Python "
                                  f"function {command[0].removeprefix(FUNCTION_PREFIX)}: replay it with "
@@ -260,7 +270,7 @@ class Replayer:
                 **{name: level_text(value) for name, value in (episode.get("params") or {}).items()},
             })
             env = environment.build(base_env)
-            talk = self._conversation(entry, env, attribution, scenario) if entry.chat else None
+            talk = self._conversation(entry, self._channel(entry, env), attribution, scenario) if entry.chat else None
             result = await run_agent(command, env, self._budgets(task.budgets), lambda: self._usage(attribution),
                                      output_file, talk=talk)
         redact_output_file(output_file, self.injector.redactor)
@@ -296,14 +306,21 @@ class Replayer:
 
     # -- helpers ---------------------------------------------------------------------------
 
-    def _conversation(self, entry: Entry, env: dict[str, str], attribution: str, scenario: Scenario) -> Conversation:
-        """The entry's conversation, replayed: the task's scripted user answers again, live."""
+    @staticmethod
+    def _channel(entry: Entry, env: dict[str, str]) -> tuple[OpenChannel, bool]:
+        """How the replayed agent process hears its user: the entry's --chat mode (a service's PORT into `env`)."""
         try:
             check_chat_mode(entry.chat)
         except UsageError as error:
             raise StoreError(str(entry.path / EPISODE_FILE), None, "chat", str(error)) from None
+        return channel_for(entry.chat, env, entry.key, entry.episode.get("model"))
+
+    def _conversation(self, entry: Entry, channel: tuple[OpenChannel, bool], attribution: str,
+                      scenario: Scenario) -> Conversation:
+        """The entry's conversation over `channel`, replayed: the task's scripted user answers again,
+        live; a model-played user's turns are served from the recording."""
         user = entry.task.user
-        return episode_conversation(channel_for(entry.chat, env, entry.key, entry.episode.get("model")), entry.task,
+        return episode_conversation(channel, entry.task,
                                     entry.episode["prompt"], self.proxy, attribution, entry.key, scenario,
                                     entry.episode.get("seed") or 0, entry.episode.get("variant", 0),
                                     recorded(recorded_user_turns(entry)) if user and user.played_by else None)

@@ -17,7 +17,7 @@ import pytest
 from aiohttp import web
 
 from examples.world import world_in_thread
-from faultproxy import RunOptions, freeze, replay, run, run_function
+from faultproxy import Episode, RunOptions, freeze, replay, replay_function, run, run_function
 from faultproxy.evaluator.conversation import parse_turns
 from faultproxy.cli.main import main
 from faultproxy.formats.errors import UsageError
@@ -26,6 +26,7 @@ from faultproxy.formats.rundir import RunDirError, read_run, read_verdict
 from faultproxy.formats.trace import AGENT_TO_USER, USER_TO_AGENT, read_trace
 from faultproxy.replay_store.har import read_entries
 from faultproxy.replay_store.replay import ReplayOptions
+from faultproxy.runner.inprocess import ChatFunction
 from faultproxy.runner.plan import GridPoint
 from faultproxy.scenarios import load_scenario
 from faultproxy.tasks.loader import TaskError, load_tasks, task_set_from_json
@@ -349,6 +350,43 @@ def test_a_function_agent_holds_k_conversations_in_process_and_pass_hat_k_counts
     report = build_report(tmp_path / "run")["run"]["resources"]["turns"]
     assert (report["mean"], report["cv"], report["episodes"]) == (5, 0, 2)  # the user's 3 turns and the agent's 2
     assert read_verdict((tmp_path / "run" / "episodes.jsonl").read_bytes().splitlines(keepends=True)[1]).turns == 5
+
+
+def desk_function(asks: int = 1, acts_first: bool = False) -> ChatFunction:
+    """A conversational function agent on ticket T-77 that asks `asks` times, then closes it on a
+    yes; with `acts_first` it closes it as it first asks (the same requests, before the yes)."""
+    def agent(episode: Episode, messages: list[dict]) -> str | None:
+        asked = sum(m["role"] == "assistant" for m in messages)
+        close = asked == 0 if acts_first else asked == asks and messages[-1]["content"].startswith("Yes")
+        if close:
+            with httpx.Client(proxy=episode.proxy_url, verify=str(episode.ca_bundle), timeout=10) as http:
+                http.post(f"{os.environ['DESK_URL']}/tickets/T-77/close", json={}).raise_for_status()
+        if asked < asks:
+            return "Shall I close T-77?"
+        return "Done. Anything else?" if asked == asks else None
+    return agent
+
+
+def test_a_frozen_function_conversation_replays_in_process_and_a_different_user_turn_is_a_divergence(
+        tmp_path, desk):
+    """replay_function holds the conversation as run_function(chat=True) does: the scripted user
+    answers again. The hasty function's confirmation failure, frozen, replays with a fixed one
+    that hears the same turns and passes; one that asks twice hears another turn: divergence."""
+    world, server = desk
+    task = task_set_from_json([close_task(server.url, "Yes, please close it.", ["T-77"])])
+    hasty = run_function(desk_function(acts_first=True), task, k=1, scenario="observe", out=tmp_path / "run", chat=True)
+    assert hasty.per_task == {"close_t77": ["fail"]}
+    freeze(tmp_path / "run", tmp_path / "store")
+    [entry] = read_entries(tmp_path / "store")
+    assert entry.expect_failed == ["confirmation"]
+    world.closed.clear()
+    [fixed] = replay_function(desk_function(), [entry])
+    assert (fixed.status, fixed.diverged, fixed.meets_expectation) == ("pass", [], False)
+    assert world.closed == []  # the recording answered
+    [other] = replay_function(desk_function(asks=2), [entry])
+    assert other.verdict["status"] == "incomplete" and other.record["cause"] == "diverged"
+    assert other.diverged[0]["why"] == (
+        "the user's turn 3 is now 'Yes, please close it.'; the recording has \"No, that's all.\"")
 
 
 def test_a_model_played_user_talks_outside_the_agents_trace_and_replays_from_the_recording(
