@@ -415,7 +415,9 @@ def _from_verdict(outcome: str, failed: Sequence[str], faults: Sequence[Mapping[
         return Cause(outcome, tuple(sorted(set(failed))), None, None, None, NOT_JUDGED)
     delivered = [f for f in faults if f.get("delivered")]
     if not delivered:
-        return Cause(outcome, tuple(sorted(set(failed))), None, None, None, "unknown (no trace)")
+        # No trace and no request named: the agent sent nothing (the proxy writes no empty trace).
+        response = "sent no request" if not endpoints else "unknown (no trace)"
+        return Cause(outcome, tuple(sorted(set(failed))), None, None, None, response)
     last = delivered[-1]
     seq = last.get("seq")
     where = endpoints[seq - 1] if isinstance(seq, int) and 0 < seq <= len(endpoints) else None

@@ -8,7 +8,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from faultproxy.evaluator.check_result import CheckResult, clip
+from faultproxy.evaluator.check_result import CheckResult, clip, last_words
 from faultproxy.evaluator.equivalence import subset_equal
 from faultproxy.evaluator.traced import TracedExchange
 from faultproxy.tasks.model import load_checker
@@ -20,7 +20,7 @@ def check_outcome(task: Any, record: Mapping[str, Any], exchanges: Sequence[Trac
     name, severity = "outcome", "low"
     exit_code = record.get("exit_code")
     if exit_code is not None and exit_code != 0:
-        return CheckResult(name, False, severity, f"the agent exited with status {exit_code}")
+        return CheckResult(name, False, severity, f"the agent exited with status {exit_code}" + last_words(record))
     spec = task.expected.output
     if spec is None:
         return CheckResult(name, True, severity, "exit status 0" if exit_code == 0 else "no output expected")

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from faultproxy.evaluator.check_result import CheckResult, clip
+from faultproxy.evaluator.check_result import CheckResult, last_words
 from faultproxy.formats.episode_causes import AGENT_FINDING_SEVERITY, AGENT_FINDINGS, BUDGET_REPLY, CRASH
 
 _BUDGETS = {"budget_wall": ("wall-time", "duration_s", "s"), "budget_requests": ("request", "exchanges", "requests"),
@@ -29,8 +29,7 @@ def check_ending(record: Mapping[str, Any]) -> CheckResult | None:
 def _crash(record: Mapping[str, Any]) -> str:
     code = record.get("exit_code")
     how = f"was killed by signal {-code}" if isinstance(code, int) and code < 0 else "crashed"
-    last = next((line for line in reversed(str(record.get("log_tail") or "").splitlines()) if line.strip()), "")
-    return f"the agent {how}" + (f": {clip(last)}" if last else "")
+    return f"the agent {how}" + last_words(record)
 
 
 def _overrun(cause: str, record: Mapping[str, Any]) -> str:

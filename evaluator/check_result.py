@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +28,12 @@ def clip(text: str, limit: int = 120) -> str:
     text = " ".join(str(text).split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
+
+def last_words(record: Mapping[str, Any]) -> str:
+    """": " and the last line the agent printed (its log tail), clipped; "" when it printed none:
+    what a user reads first when an agent ends badly (a traceback's last line names the error)."""
+    last = next((line for line in reversed(str(record.get("log_tail") or "").splitlines()) if line.strip()), "")
+    return f": {clip(last)}" if last else ""
 
 
 def max_severity(a: str, b: str) -> str:

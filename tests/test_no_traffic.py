@@ -5,6 +5,7 @@ proxy" and "traffic reached it, but no rule matched" happened."""
 from __future__ import annotations
 
 import socket
+import sys
 import subprocess
 from dataclasses import replace
 from pathlib import Path
@@ -176,3 +177,21 @@ def test_a_failed_side_channel_is_recorded_and_the_verdict_stands(tmp_path, paym
                                                       f"(or --side-channel 127.0.0.1/refunds if the task does not need it)")
     # the declared telemetry request stays a side channel, though its host is now the task's
     assert [side["request"] for side in record["verdict"]["side_channel_errors"]] == [f"POST {telemetry}/v1/traces/ingest"]
+
+
+def test_an_agent_that_dies_before_sending_anything_is_told_by_its_last_words(tmp_path, payments):
+    """An agent that cannot start (a module missing from the interpreter it runs under) is the
+    agent's failure, and the verdict and the report's cause say why in the words the agent
+    printed, rather than "exited with status 1" and "unknown (no trace)"."""
+    world, server = payments
+    (tmp_path / "lost.yaml").write_text(LOST_REFUND)
+    command = [sys.executable, "-c", "import a_module_this_venv_lacks"]
+    run(RunOptions(scenario=load_scenario(tmp_path / "lost.yaml"), tasks=load_tasks(tasks_file(tmp_path, server.url)),
+                   command=command, out=tmp_path / "dead", show_progress=False))
+    [record] = read_run(tmp_path / "dead").episodes
+    outcome = next(c for c in record["verdict"]["failed"] if c["name"] == "outcome")
+    assert outcome["detail"] == ("the agent exited with status 1: ModuleNotFoundError: "
+                                 "No module named 'a_module_this_venv_lacks'")
+    [cause] = build_report(tmp_path / "dead")["causes"]["clusters"]
+    assert cause["line"].endswith("the agent sent no request"), cause["line"]
+    assert world.refunds == []
