@@ -140,7 +140,9 @@ def _expected_lines(seen_task: TaskSeen) -> list[str]:
     lines = [f"    expected: {flow(declared)}"] if declared else []
     seen_text = "; ".join(f"{k} committed {n} time(s)" for k, n in sorted(seen_task.effects.items())) or "no write"
     lines.append(comment(f"proposal: what a good episode leaves behind. In {seen_task.episodes} episode(s) the "
-                         f"run saw {seen_text}. Check that this is right, write the end state, then uncomment:", 4))
+                         f"run saw {seen_text}. Check that this is right, write the end state, then "
+                         # uncommented under a declared `expected`, it would be a duplicate key
+                         + ("put it in place of the `expected` above:" if declared else "uncomment:"), 4))
     yaml_lines = ["expected:"] + ([f"  effects: {flow(effects)}"] if effects else []) + [
         "  state: {}   # a subset of what GET state_url shows after a good episode",
         "  output: {regex: \"...\"}   # what the final answer must say"]

@@ -115,6 +115,8 @@ def test_init_on_the_demo_shop(tmp_path, capsys):
     # the demo's own "POST */refund" covers the refund seen: nothing to propose there
     assert "irreversible: [POST */refund, POST */payments]" in text
     assert "#   effects: [{method: POST, path: /t/*/orders/*/refund, count: 1}]" in text
+    # the demo's tasks declare `expected`: uncommenting the proposal beside it would be a duplicate key
+    assert "put it in place of the `expected` above:" in text and "uncomment:" not in text
     assert (kit / "scenarios" / "reads_stale.yaml").read_text().count("path: /t/*/orders/*}") == 1
     readme = (kit / "README.md").read_text()
     assert f"faultproxy run --scenario {kit}/scenarios/writes_lost.yaml --tasks {kit}/tasks.yaml" in readme
