@@ -33,10 +33,11 @@ from faultproxy.runner.sequential import run_until_decided, sequential_options  
 from faultproxy.runner.cluster import ProcessCluster  # noqa: E402
 from faultproxy.runner.plan import build_grid  # noqa: E402
 from faultproxy import RunOptions, run  # noqa: E402
-from faultproxy.tasks.loader import load_tasks  # noqa: E402
-from faultproxy.formats.trace import read_trace  # noqa: E402
+from faultproxy.tasks.loader import load_tasks, task_set_from_json  # noqa: E402
+from faultproxy.formats.trace import AGENT_TO_USER, USER_TO_AGENT, read_trace  # noqa: E402
 from faultproxy.scenarios import load_scenario  # noqa: E402
 from tests.conftest import scenario  # noqa: E402
+from tests.test_chat import DESK_AGENT, Desk, close_task  # noqa: E402
 from tests.upstream import ServerThread, Upstream  # noqa: E402
 
 PROBE_AGENT = [sys.executable, str(Path(__file__).parent / "agents" / "probe_agent.py")]
@@ -243,3 +244,21 @@ def test_a_sequential_run_takes_its_rounds_on_the_cluster(tmp_path, world, clust
     outcome = evaluate_sequential(tmp_path / "run", base, design)
     assert outcome.result.verdict == "BLOCK" and outcome.stop_k == 4 and outcome.todo_k is None
     assert sorted(r["trial"] for r in read_run(tmp_path / "run").episodes) == [0, 1, 2, 3]
+
+
+def test_a_conversation_runs_on_a_worker_as_it_does_locally(tmp_path, cluster):
+    """--chat stdio on Dask: the worker's episode runner plays the task's user against the agent
+    it starts, and every turn is in the trace in order with the agent's requests."""
+    desk = Desk()
+    with ServerThread(desk.app()) as server:
+        task = {**close_task(server.url, "Yes, please close it.", ["T-77"]),
+                "env": {"DESK_URL": server.url, "DESK_MODE": "careful"}}  # workers do not see this environment
+        result = run(RunOptions(scenario=load_scenario("observe"), tasks=task_set_from_json([task]), command=DESK_AGENT,
+                                out=tmp_path / "dask", chat="stdio", show_progress=False, executor="dask",
+                                scheduler=cluster.address))
+    [record] = read_run(tmp_path / "dask").episodes
+    assert result.complete and record["verdict"]["status"] == "pass", (record["verdict"], record["log_tail"])
+    assert desk.closed == ["T-77"]
+    trace = sorted(read_trace(tmp_path / "dask" / record["trace"]), key=lambda line: line["seq"])
+    assert [line.get("direction") or line["request"]["method"] for line in trace] == [
+        USER_TO_AGENT, "GET", AGENT_TO_USER, USER_TO_AGENT, "POST", AGENT_TO_USER, USER_TO_AGENT, AGENT_TO_USER]
