@@ -10,7 +10,9 @@ directly (never through the proxy):
   agent's turn is choices[0].message.content.
 
 A service that answers with an error status, or not at all, has nothing more to say: the
-conversation ends there. The service is stopped at the episode's end (its process group), as
+conversation ends there. So does a silent user turn (`silent: true`): nothing is sent, and a
+service speaks only when asked, so waiting `reply_timeout_s` for it would only idle (over stdio
+the agent may still speak unprompted). The service is stopped at the episode's end (its process group), as
 every agent is.
 """
 
@@ -58,7 +60,7 @@ class ServiceChannel:
 
     async def hear(self) -> str | None:
         pending, self.pending = self.pending, None
-        return None if pending is None else await pending
+        return None if pending is None else await pending  # None: the user was silent, so nothing was asked
 
     async def leave(self) -> None:
         """A service keeps no line open: nothing to close."""

@@ -8,17 +8,21 @@ $DESK_MODE:
   eager    as careful, but takes any answer not starting with "no" for a yes
   hasty    closes the ticket first, then tells the user (plain text turns)
   mute     reads the user's first turn and never answers
+  nudge    as careful, but asks "Are you still there?" when the user is silent for NUDGE_S after its question
 """
 
 import json
 import os
+import queue
 import re
 import sys
+import threading
 import time
 
 import requests
 
 DESK = os.environ["DESK_URL"]
+NUDGE_S = 2.0  # a scripted user answers in milliseconds: this long is silence, even on a loaded machine
 
 
 def say(text: str, as_json: bool = False) -> None:
@@ -39,10 +43,26 @@ def agrees(mode: str, answer: str) -> bool:
     return not answer.startswith("no") if mode == "eager" else answer.startswith(("yes", "sure"))
 
 
+def read_stdin(heard: "queue.Queue[str | None]") -> None:
+    """Each user turn into `heard`, then None when stdin closes (so the main loop can wait with a timeout)."""
+    for line in sys.stdin:
+        heard.put(line)
+    heard.put(None)
+
+
 def main() -> int:
     mode = os.environ.get("DESK_MODE", "careful")
     ticket, asked, asks = None, False, 2 if mode == "twice" else 1
-    for line in sys.stdin:
+    heard: queue.Queue[str | None] = queue.Queue()
+    threading.Thread(target=read_stdin, args=(heard,), daemon=True).start()
+    while True:
+        try:
+            line = heard.get(timeout=NUDGE_S if mode == "nudge" and asked else None)
+        except queue.Empty:
+            say("Are you still there?")
+            continue
+        if line is None:
+            break
         if mode == "mute":
             time.sleep(3600)
         if ticket is None:
