@@ -7,6 +7,10 @@ Rules, tried in the order given (the first that applies names the session):
 - `auth`: the proxy credentials' episode (`http://EPISODE:TOKEN@HOST:PORT`, or reverse mode's
   `/EPISODE/NAME`), as proxy.attribution read them;
 - `client`: the client connection; also what applies when no rule does.
+A stdio MCP session that a `faultproxy mcp --monitor` shim hands over names its own session
+(proxy/stdio/monitored.py: the client session, an environment variable or the client's process)
+on the lane request. Each message of a stdio session (named so or by the rules) is placed in its
+session's episode as it comes, as each HTTP request is: the session may outlive an episode.
 
 A session becomes an episode under a key of its own (the session id, made safe, a hash and when
 it began), so a session that comes back after its episode ended starts a new one. Sampling is a
@@ -17,6 +21,7 @@ touches it. Everything here runs on the proxy's event loop.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 import time
@@ -26,6 +31,8 @@ import structlog
 from faultproxy.formats.session_headers import missing_header_warning, varying_headers
 from faultproxy.proxy import decide
 from faultproxy.proxy.attribution import DEFAULT_EPISODE, EPISODE_KEY, PASS_THROUGH_KEY
+from faultproxy.proxy.stdio.lane import LANE_HOST
+from faultproxy.proxy.stdio.route import SESSION_NAMING_KEY, STDIO_RULE_HEADER, STDIO_SESSION_HEADER
 from mitmproxy import http
 
 log = structlog.get_logger("faultproxy.monitor")
@@ -71,6 +78,14 @@ class EpisodeRule:
 CLIENT_RULE = EpisodeRule("client")
 
 
+def stdio_session(flow: http.HTTPFlow) -> tuple[str, str] | None:
+    """(rule, session) a `faultproxy mcp --monitor` shim named on its lane request, or None. The
+    rule is recorded as `stdio:` and the shim's rule (`stdio:session`, `stdio:env:NAME`, ...)."""
+    headers = flow.request.headers
+    session, rule = headers.get(STDIO_SESSION_HEADER), headers.get(STDIO_RULE_HEADER)
+    return (f"stdio:{rule}", session) if session and rule else None
+
+
 @dataclass(frozen=True)
 class Session:
     """An open episode's session: its id and the rule that named it."""
@@ -97,19 +112,40 @@ class LiveSessions:
         if flow.response is not None or EPISODE_KEY not in flow.metadata:
             return  # refused (no token, unknown upstream): no episode's
         self.requests += 1
-        rule, session = next((r, s) for r in self.rules if (s := r.session(flow)) is not None)
-        if self._watched is not None:
-            self._watch(flow, rule)
-        if not self.sampled(session):
+        named = stdio_session(flow)
+        if named:  # a `faultproxy mcp --monitor` shim's lane: the shim named its session
+            rule, session = named
+        else:
+            by, session = next((r, s) for r in self.rules if (s := r.session(flow)) is not None)
+            rule = str(by)
+            if self._watched is not None:
+                self._watch(flow, by)
+        if flow.request.host == LANE_HOST:  # a stdio session handed over: its messages are placed as they come
+            flow.metadata[SESSION_NAMING_KEY] = functools.partial(self.stdio_message, rule, session)
+        key = self._episode(rule, session)
+        if key is None:
             flow.metadata[PASS_THROUGH_KEY] = True
+        else:
+            flow.metadata[EPISODE_KEY] = key
+
+    def stdio_message(self, rule: str, session: str) -> str | None:
+        """The episode a message of a monitored stdio session belongs to now (None: unsampled).
+        Asked for each message, as each HTTP request is placed, so that a session that comes back
+        after its episode ended starts a new one."""
+        self.requests += 1
+        return self._episode(rule, session)
+
+    def _episode(self, rule: str, session: str) -> str | None:
+        """The open episode of the session under `rule` (begun now if none is); None: not sampled."""
+        if not self.sampled(session):
             self.passed_through += 1
-            return
-        ident = (str(rule), session)
+            return None
+        ident = (rule, session)
         key = self._keys.get(ident)
         if key is None:
             key = self._keys[ident] = self._new_key(session)
-            self.sessions[key] = Session(session, str(rule))
-        flow.metadata[EPISODE_KEY] = key
+            self.sessions[key] = Session(session, rule)
+        return key
 
     def _watch(self, flow: http.HTTPFlow, rule: EpisodeRule) -> None:
         """Warn once when the first requests all went by without the header the user named."""

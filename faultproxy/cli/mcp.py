@@ -5,27 +5,26 @@ In an MCP client's configuration, in place of the server's command:
     {"command": "faultproxy", "args": ["mcp", "--", "npx", "some-server"]}
 
 Under `faultproxy run` (or replay) the shim finds its episode by itself (proxy.stdio.locate)
-and its exchanges go through that episode's proxy. `--monitor URL` sends them through a running
-`faultproxy monitor` instead, so live agents' stdio servers are judged as their HTTP traffic is.
-Outside both, `--scenario` (or `--trace-dir`) starts a proxy inside the shim for this session;
-with neither it is a plain relay.
+and its exchanges go through that episode's proxy. Outside one, `--monitor URL` sends them
+through a running `faultproxy monitor` (proxy.stdio.monitored), so live agents' stdio servers are
+judged as their HTTP traffic is; `--scenario` (or `--trace-dir`) starts a proxy inside the shim
+for this session; with none of these it is a plain relay.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import sys
-from urllib.parse import quote, urlsplit, urlunsplit
 from pathlib import Path
 
 import structlog
-from faultproxy.cli.options import agent_command, proxy_params
+from faultproxy.cli.options import TOKEN_ENV, agent_command, proxy_params
 from faultproxy.formats.errors import UsageError
 from faultproxy.formats.paths import folder_option, refuse_links_out
 from faultproxy.proxy.server import ProxyServer
-from faultproxy.proxy.stdio.locate import locate
+from faultproxy.proxy.stdio.locate import locate, nearest
+from faultproxy.proxy.stdio.monitored import ShimRule, monitor_proxy_url, session_headers
 from faultproxy.proxy.stdio.route import server_name
 from faultproxy.proxy.stdio.shim import ProxyLink, run_shim
 from faultproxy.scenarios import Scenario
@@ -48,9 +47,15 @@ def register(commands) -> None:
     parser.add_argument("--episode", help="Episode key outside faultproxy run (default: the server's name).")
     parser.add_argument("--name", help="The server's name in traces and URLs (default: from CMD).")
     parser.add_argument("--monitor", metavar="URL",
-                        help="The proxy URL a running `faultproxy monitor` prints (http://EPISODE:TOKEN@HOST:PORT; "
-                             "EPISODE is filled in): the session goes through it, as one episode unless its "
-                             "--episode-by rules say otherwise.")
+                        help="Send the session through a running `faultproxy monitor`, to be judged with its live traffic: "
+                             "the proxy URL it prints (http://EPISODE:TOKEN@HOST:PORT; EPISODE is not used, "
+                             "--episode-by names the episode) or http://HOST:PORT.")
+    parser.add_argument("--auth", action="store_true",
+                        help=f"With --monitor: the monitor checks a token; ${TOKEN_ENV} holds it (here or in the agent's "
+                             "environment).")
+    parser.add_argument("--episode-by", action="append", default=[], metavar="RULE",
+                        help="With --monitor: env:NAME | process | session; repeat to try several in order "
+                             "(default, and when none applies: this client session).")
     parser.add_argument("server", nargs=argparse.REMAINDER, metavar="-- CMD [ARGS...]")
 
 
@@ -61,15 +66,16 @@ def cmd_mcp(args: argparse.Namespace) -> int:
         raise UsageError("no server command: put it after --, e.g. faultproxy mcp -- npx some-server") from None
     name = args.name or server_name(command)
     interactive = sys.stdin.isatty()
-    if args.monitor:
-        url = monitor_url(args.monitor, args.episode or os.environ.get("FAULTPROXY_EPISODE") or f"{name}-{os.getpid()}")
-        return asyncio.run(run_shim(command, ProxyLink(url, name), interactive))
     located = locate()
-    if located:
-        if args.scenario or args.trace_dir:
+    if located and (located.harness or not args.monitor):  # a run or replay: the same MCP configuration is
+        # then faulted or replayed, never monitored
+        if args.scenario or args.trace_dir or args.monitor:
             log.warning("mcp_flags_ignored", episode=located.episode,
-                        why="inside a faultproxy episode, its proxy's scenario and trace apply")
+                        why="inside a faultproxy episode, its proxy applies: its scenario and trace, not --monitor")
         return asyncio.run(run_shim(command, ProxyLink(located.proxy_url, name, located.replay), interactive))
+    monitored = monitor_link(args, name)
+    if monitored:
+        return asyncio.run(run_shim(command, monitored, interactive))
     if not (args.scenario or args.trace_dir):
         return asyncio.run(run_shim(command, None, interactive))
     episode = args.episode or name
@@ -80,13 +86,34 @@ def cmd_mcp(args: argparse.Namespace) -> int:
         return asyncio.run(run_shim(command, ProxyLink(proxy.proxy_url(episode), name), interactive))
 
 
-def monitor_url(url: str, episode: str) -> str:
-    """The monitor's proxy URL with this session's episode as its user: in place of the EPISODE it
-    prints, or added when the URL has no credentials (the monitor then has no token)."""
-    parts = urlsplit(url)
-    if parts.scheme != "http" or not parts.hostname or not parts.port:
-        raise UsageError(f"--monitor: expected the monitor's proxy URL, http://EPISODE:TOKEN@HOST:PORT, got {url!r}")
-    user = quote(episode, safe="")
-    netloc = parts.netloc.split("@", 1)[1] if "@" in parts.netloc else parts.netloc
-    password = parts.password if parts.password is not None else "x"
-    return urlunsplit((parts.scheme, f"{user}:{password}@{netloc}", parts.path, "", ""))
+def monitor_link(args: argparse.Namespace, name: str) -> ProxyLink | None:
+    """The link to the monitor `--monitor` names, the session named by `--episode-by`; None without
+    --monitor. UsageError (exit 2, before any server starts) for what cannot work."""
+    if not args.monitor:
+        if args.auth or args.episode_by:
+            raise UsageError("--auth and --episode-by go with --monitor URL")
+        return None
+    if args.scenario or args.trace_dir:
+        raise UsageError("--monitor sends the session to a running monitor: --scenario and --trace-dir are for "
+                         "a proxy of the shim's own; give one or the other")
+    try:
+        rules = tuple(ShimRule.parse(text) for text in args.episode_by)
+    except ValueError as error:
+        raise UsageError(f"--episode-by: {error}") from None
+    try:
+        url = monitor_proxy_url(args.monitor, _token(args.auth))
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+    return ProxyLink(url, name, headers=session_headers(rules, name))
+
+
+def _token(auth: bool) -> str | None:
+    """The monitor's token: ${TOKEN_ENV} in this environment or the agent's (an MCP client passes
+    its servers few variables); never written anywhere."""
+    if not auth:
+        return None
+    token = nearest(TOKEN_ENV)
+    if not token:
+        raise ValueError(f"--auth: ${TOKEN_ENV} is set neither here nor in the agent's environment; put the "
+                         "monitor's token there (or in the server's env in the MCP configuration)")
+    return token

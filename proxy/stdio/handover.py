@@ -9,6 +9,7 @@ import contextlib
 import json
 import os
 import socket
+from collections.abc import Mapping
 from typing import Any
 
 import aiohttp
@@ -19,6 +20,7 @@ from faultproxy.proxy.stdio.lane import LANE_URL, encode
 log = structlog.get_logger("faultproxy.mcp")
 
 PROXY_GONE_STATUS = 1
+LANE_WAIT_S = 30.0  # for the proxy's answer to the lane request: something that never answers is no proxy
 
 
 class LaneError(Exception):
@@ -26,9 +28,11 @@ class LaneError(Exception):
     Unix sockets on this platform)."""
 
 
-async def hand_over(child: ChildServer, proxy_url: str, server: str, start_error: str | None) -> int:
-    """Give the session to the proxy; the exit status it ends with."""
-    where = await _ask_for_lane(proxy_url)
+async def hand_over(child: ChildServer, proxy_url: str, server: str, start_error: str | None,
+                    headers: Mapping[str, str] | None = None) -> int:
+    """Give the session to the proxy; the exit status it ends with. `headers` go on the lane
+    request (a monitored session's name: proxy/stdio/monitored.py)."""
+    where = await _ask_for_lane(proxy_url, headers or {})
     lane = _connect(where["socket"])
     pipes = [0, 1, *child.give_pipes()] if child.process else [0, 1]
     hello = encode({"ticket": where["ticket"], "server": server, "start_error": start_error})
@@ -50,14 +54,16 @@ async def hand_over(child: ChildServer, proxy_url: str, server: str, start_error
     return status
 
 
-async def _ask_for_lane(proxy_url: str) -> dict[str, Any]:
-    async with aiohttp.ClientSession() as http:
+async def _ask_for_lane(proxy_url: str, headers: Mapping[str, str]) -> dict[str, Any]:
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=LANE_WAIT_S)) as http:
         try:
-            async with http.get(LANE_URL, proxy=proxy_url) as response:
+            async with http.get(LANE_URL, proxy=proxy_url, headers=headers) as response:
                 said = await response.text()
                 where = json.loads(said) if response.status == 200 else None
         except (aiohttp.ClientError, ValueError) as error:
             raise LaneError(f"cannot reach the faultproxy proxy: {error}") from None
+        except TimeoutError:
+            raise LaneError(f"the faultproxy proxy did not answer within {LANE_WAIT_S:g} s") from None
     if not isinstance(where, dict) or "socket" not in where:
         raise LaneError(f"the proxy gave no lane: HTTP {response.status}: {said.strip()[:200]}")
     return where

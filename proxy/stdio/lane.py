@@ -38,9 +38,9 @@ import structlog
 from faultproxy.proxy.attribution import episode_of
 from faultproxy.proxy.auth import EpisodeGate
 from faultproxy.proxy.injector import FaultInjector
-from faultproxy.proxy.stdio.passage import Passage
+from faultproxy.proxy.stdio.passage import Naming, Passage
 from faultproxy.proxy.stdio.pipes import Pipes
-from faultproxy.proxy.stdio.route import STDIO_SUFFIX
+from faultproxy.proxy.stdio.route import SESSION_NAMING_KEY, STDIO_SUFFIX
 from faultproxy.proxy.stdio.session import StdioSession
 from faultproxy.proxy.stdio.upstream import ServerSide
 from mitmproxy import http
@@ -68,7 +68,7 @@ class StdioLane:
     def __init__(self, injector: FaultInjector, gate: EpisodeGate) -> None:
         self.injector = injector
         self.gate = gate
-        self._tickets: dict[str, str] = {}
+        self._tickets: dict[str, tuple[str, Naming | None]] = {}  # ticket -> the episode, and how to renew it
         self._folder: Path | None = None
         self._listener: socket.socket | None = None
         self._accepting: asyncio.Task | None = None
@@ -84,7 +84,7 @@ class StdioLane:
                                                {"content-type": "text/plain"})
             return
         ticket = secrets.token_urlsafe(16)
-        self._tickets[ticket] = episode_of(flow)
+        self._tickets[ticket] = episode_of(flow), flow.metadata.get(SESSION_NAMING_KEY)
         flow.response = http.Response.make(200, json.dumps({"socket": str(path), "ticket": ticket}),
                                            {"content-type": "application/json"})
 
@@ -125,11 +125,11 @@ class StdioLane:
         fds: list[int] = []
         try:
             hello, fds = await _receive_hello(connection)
-            episode = self._tickets.pop(str(hello.get("ticket")), None)
-            if episode is None or len(fds) not in (2, PIPES):
+            given = self._tickets.pop(str(hello.get("ticket")), None)
+            if given is None or len(fds) not in (2, PIPES):
                 return  # not a ticket we gave: nothing is said to whoever it is
             taken, fds = fds, []
-            await self._relay(connection, hello, episode, taken)
+            await self._relay(connection, hello, *given, taken)
         except (ValueError, OSError) as error:
             log.warning("stdio_lane_refused", error=str(error) or type(error).__name__)
         finally:
@@ -137,7 +137,8 @@ class StdioLane:
                 os.close(fd)
             connection.close()
 
-    async def _relay(self, connection: socket.socket, hello: dict[str, Any], episode: str, fds: list[int]) -> None:
+    async def _relay(self, connection: socket.socket, hello: dict[str, Any], episode: str, naming: Naming | None,
+                     fds: list[int]) -> None:
         """Run the handed-over session until it ends; tell the shim with what status."""
         reader, writer = await asyncio.open_unix_connection(sock=connection)
         pipes = Pipes()
@@ -147,7 +148,7 @@ class StdioLane:
         else:
             server = ServerSide(None, None, hello.get("start_error") or NO_SERVER_IN_REPLAY)
         process = RemoteServer(writer)
-        passage = Passage(self.injector, self.gate, episode, str(hello.get("server") or "server"))
+        passage = Passage(self.injector, self.gate, episode, str(hello.get("server") or "server"), naming=naming)
         session = StdioSession(pipes, client_in, client_out, server, process if len(fds) == PIPES else None, passage)
         listening = asyncio.create_task(process.listen(reader, session))
         status = await session.run()

@@ -29,6 +29,9 @@ class Located:
     proxy_url: str
     replay: bool
     pid: int | None  # the process whose environment said so; None: the shim's own
+    # A faultproxy run or replay set them (it sets FAULTPROXY_TASK too), not an agent in production
+    # that names its own episode and has a proxy of its own (`faultproxy mcp --monitor` then applies).
+    harness: bool = True
 
 
 def from_environment(env: Mapping[str, str], pid: int | None = None) -> Located | None:
@@ -36,7 +39,8 @@ def from_environment(env: Mapping[str, str], pid: int | None = None) -> Located 
     proxy_url = next((env[name] for name in PROXY_VARIABLES if env.get(name)), None)
     if not episode or not proxy_url:
         return None
-    return Located(episode, proxy_url, env.get("FAULTPROXY_REPLAY") == "1", pid)
+    replay = env.get("FAULTPROXY_REPLAY") == "1"
+    return Located(episode, proxy_url, replay, pid, replay or "FAULTPROXY_TASK" in env)
 
 
 def locate(env: Mapping[str, str] | None = None, pid: int | None = None) -> Located | None:
@@ -49,6 +53,14 @@ def locate(env: Mapping[str, str] | None = None, pid: int | None = None) -> Loca
         if found:
             return found
     return None
+
+
+def nearest(name: str) -> str | None:
+    """The value of environment variable `name` in this process's environment or, failing that,
+    in its nearest ancestor's that has it (the agent's, which an MCP client does not pass on)."""
+    if os.environ.get(name):
+        return os.environ[name]
+    return next((value for pid in ancestors(os.getpid()) if (value := read_environ(pid).get(name))), None)
 
 
 def ancestors(pid: int) -> Iterator[int]:

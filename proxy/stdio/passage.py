@@ -20,7 +20,7 @@ import time
 from collections.abc import Awaitable, Callable
 
 from faultproxy.formats.trace import CLIENT_TO_SERVER, SERVER_TO_CLIENT
-from faultproxy.proxy.attribution import EPISODE_KEY
+from faultproxy.proxy.attribution import EPISODE_KEY, PASS_THROUGH_KEY
 from faultproxy.proxy.auth import EpisodeGate
 from faultproxy.proxy.injector import DIRECTION_KEY, EXCHANGE_KEY, FaultInjector, header_pairs
 from faultproxy.proxy.stdio.route import STDIO_PATH, STDIO_SUFFIX
@@ -31,6 +31,7 @@ from mitmproxy import flow as flow_module
 CLIENT_GONE = "Client disconnected: the MCP session ended first"  # read by the injector as mitmproxy's own
 # flow.metadata, in replay: the recorded server's messages (lines) that followed this client message
 STAND_IN_KEY = "faultproxy_stand_in"
+Naming = Callable[[], str | None]  # a monitored session's episode now; None: unsampled (proxy.sessions)
 CAPPED = frozenset({"notifications/progress", "notifications/message"})  # progress, logging: may come by the thousand
 
 
@@ -38,12 +39,14 @@ class Passage:
     """The injector's hooks for one session's messages, in its episode."""
 
     def __init__(self, injector: FaultInjector, gate: EpisodeGate, episode: str, server: str,
-                 url: tuple[str, str, int, str] | None = None) -> None:
+                 url: tuple[str, str, int, str] | None = None, naming: Naming | None = None) -> None:
         """`server`: a stdio server's name; `url` (scheme, host, port, path): where an HTTP
-        server's messages are recorded instead (MCP over Streamable HTTP, proxy/mcp_http.py)."""
+        server's messages are recorded instead (MCP over Streamable HTTP, proxy/mcp_http.py);
+        `naming`: under a monitor, asked for each message's episode (the session's may have ended)."""
         self.injector = injector
         self.gate = gate
         self.episode = episode
+        self.naming = naming
         self.scheme, self.host, self.port, self.path = url or ("http", server + STDIO_SUFFIX, 80, STDIO_PATH)
         # One client connection per session, as mitmproxy has one per client socket; made once,
         # as each costs more than the rest of a message's passage.
@@ -108,7 +111,14 @@ class Passage:
 
     def _admitted(self, flow: http.HTTPFlow) -> bool:
         """The episode is admitted again for each message, as each request over HTTP is (under a
-        runner, an episode that has ended is refused: 407, flows/_rejected.jsonl)."""
+        runner, an episode that has ended is refused: 407, flows/_rejected.jsonl). Under a monitor
+        the message goes to its session's episode now, or untouched when the session is unsampled."""
+        if self.naming is not None:
+            episode = self.naming()
+            if episode is None:
+                flow.metadata[PASS_THROUGH_KEY] = True
+                return True
+            self.episode = episode
         reason = self.gate.refusal(self.episode, self.gate.token)
         if reason:
             self.gate.reject(flow, self.episode, reason)

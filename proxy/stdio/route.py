@@ -1,5 +1,6 @@
 """Names for stdio servers: the address their messages are recorded under
-(`http://<server>.stdio.invalid/mcp`), and a short name for the server a command starts."""
+(`http://<server>.stdio.invalid/mcp`), a short name for the server a command starts, and how a
+monitored session is named to the monitor."""
 
 from __future__ import annotations
 
@@ -9,6 +10,13 @@ from pathlib import PurePath
 
 STDIO_SUFFIX = ".stdio.invalid"  # RFC 2606: a name that never resolves, so nothing else is reached
 STDIO_PATH = "/mcp"
+# `faultproxy mcp --monitor`: the session a shim names on its lane request (proxy/stdio/monitored.py),
+# which the monitor (proxy.sessions) puts the session's messages in, and the rule that named it.
+STDIO_SESSION_HEADER = "x-faultproxy-stdio-session"
+STDIO_RULE_HEADER = "x-faultproxy-stdio-rule"
+# flow.metadata of a lane request: the call that gives, for each message of the session, its episode
+# now (None: unsampled, pass it untouched); a session outlives an episode its silence ended.
+SESSION_NAMING_KEY = "faultproxy_stdio_naming"
 
 
 _LAUNCHERS = re.compile(r"(python[\d.]*|pypy[\d.]*|node|npx|uvx?|deno|bun|sh|bash|pipx|docker)(\.exe)?")

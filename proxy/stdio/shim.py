@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from faultproxy.proxy.stdio.child import ChildServer, ServerStartError
 from faultproxy.proxy.stdio.handover import LaneError, hand_over
@@ -30,6 +31,7 @@ class ProxyLink:
     proxy_url: str
     server: str
     replay: bool = False
+    headers: Mapping[str, str] = field(default_factory=dict)  # on the lane request: a monitored session's name
 
 
 async def run_shim(command: list[str], link: ProxyLink | None, interactive: bool = False) -> int:
@@ -49,9 +51,12 @@ async def run_shim(command: list[str], link: ProxyLink | None, interactive: bool
         status = await _relay_here(child, start_error)
     else:
         try:
-            status = await hand_over(child, link.proxy_url, link.server, start_error)
+            status = await hand_over(child, link.proxy_url, link.server, start_error, link.headers)
         except LaneError as error:
             start_error = _say(str(error))
+            if interactive:  # a person at a terminal: the line says it all, no session to answer
+                await child.kill(start_error)
+                return EXIT_CANNOT_START
             await _relay_here(child, start_error)
     return EXIT_CANNOT_START if start_error else status
 
