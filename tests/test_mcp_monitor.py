@@ -48,12 +48,14 @@ def servers_and_methods(out: Path, record: dict) -> tuple[set[str], list[str]]:
     return {line["request"]["url"].split("/")[2] for line in lines}, methods
 
 
-def test_stdio_sessions_are_episodes_judged_reported_and_replayed_with_the_server_stopped(tmp_path: Path) -> None:
-    out = tmp_path / "run"
-    monitor = MonitorProcess(out, "--idle-s", "600")  # no silence ends them: stopping the monitor judges them
+def test_stdio_sessions_are_episodes_judged_reported_and_replayed_with_the_server_stopped(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    out, token = tmp_path / "run", "monitor-token-0123456789"
+    monkeypatch.setenv("FAULTPROXY_TOKEN", token)  # the monitor's, and the agents' (not their shims')
+    monitor = MonitorProcess(out, "--idle-s", "600", "--auth")  # no silence ends them: stopping judges them
     url = monitor.proxy()
-    naive = agent(url, "--bumps", "2", tmp_path / "naive")  # one session: its own episode
-    by_process = agent(url, "--episode-by", "process", tmp_path / "p0", tmp_path / "p1")  # two servers, one episode
+    naive = agent(url, "--auth", "--bumps", "2", tmp_path / "naive")  # one session: its own episode
+    by_process = agent(url, "--auth", "--episode-by", "process", tmp_path / "p0", tmp_path / "p1")  # two servers
     assert [finish(p) for p in (naive, by_process)] == ["counter: 2\n", "counter: 1\n"]
     assert monitor.stop() == 0
     logged = {record["monitor"]["rule"]: record for record in episodes(out)}
@@ -80,6 +82,7 @@ def test_stdio_sessions_are_episodes_judged_reported_and_replayed_with_the_serve
     assert result.meets_expectation, result.explain()
     assert set(result.failed) == {"idempotency", "effects"} and not result.diverged
     assert not state.exists()  # the replay answered from the recording: no server ran, no monitor either
+    assert not [path for path in tmp_path.rglob("*") if path.is_file() and token.encode() in path.read_bytes()]
 
 
 def test_by_environment_a_session_back_after_its_episode_ended_starts_another_and_unsampled_ones_pass(

@@ -46,7 +46,7 @@ class MonitorProcess:
         self.log = stderr.open("w") if stderr else None
         self.process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, stderr=self.log or subprocess.PIPE)
         for line in self.process.stdout:
-            found = re.search(r"forward proxy: HTTPS_PROXY=http://EPISODE:x@(127\.0\.0\.1:\d+)", line)
+            found = re.search(r"forward proxy: HTTPS_PROXY=http://EPISODE:[^@]+@(127\.0\.0\.1:\d+)", line)
             if found:
                 self.address = found.group(1)
                 return

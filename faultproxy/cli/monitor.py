@@ -73,6 +73,8 @@ def cmd_monitor(args: argparse.Namespace) -> int:
               f"(trust {server.ca_bundle})")
         for name in options.upstreams:
             print(f"  {name}: base URL {server.reverse_url('session', name)}")
+        print(f"  stdio MCP servers: faultproxy mcp --monitor http://{options.host}:{server.port}"
+              f"{' --auth' if token else ''} -- CMD...")
         print("  SIGTERM or Ctrl-C judges the open episodes and stops.", flush=True)
 
     export = open_export(args, Redactor.from_env(options.secret_env),

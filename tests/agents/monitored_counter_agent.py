@@ -3,7 +3,7 @@
 `faultproxy mcp --monitor URL`, started by the official SDK's stdio client. On each it reads the
 counter, then bumps it BUMPS times (more than once: a naive agent repeating a write).
 
-    python tests/agents/monitored_counter_agent.py [--monitor URL] [--bumps N] [--episode-by RULE]
+    python tests/agents/monitored_counter_agent.py [--monitor URL [--auth]] [--bumps N] [--episode-by RULE]
         [--go FILE] STATE [STATE ...]
 
 Without --monitor the shim is plain `faultproxy mcp --`, which finds a proxy by itself when the
@@ -26,7 +26,7 @@ from tests.mcp_clients import counter_server, session, shim_parameters  # noqa: 
 
 
 async def main(args: argparse.Namespace) -> None:
-    flags = [*(["--monitor", args.monitor] if args.monitor else []),
+    flags = [*(["--monitor", args.monitor] if args.monitor else []), *(["--auth"] if args.auth else []),
              *(["--episode-by", args.episode_by] if args.episode_by else [])]
     async with AsyncExitStack() as stack:
         clients = [await stack.enter_async_context(session(shim_parameters(
@@ -44,6 +44,7 @@ async def main(args: argparse.Namespace) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("--monitor", default="")
+    parser.add_argument("--auth", action="store_true")
     parser.add_argument("--bumps", type=int, default=1)
     parser.add_argument("--episode-by")
     parser.add_argument("--go", type=Path)
