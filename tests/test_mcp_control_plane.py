@@ -34,7 +34,6 @@ from faultproxy.scenarios import load_scenario
 from faultproxy.tasks.loader import load_tasks
 from tests.agents.journal_mcp_server import Events, entries, make_server
 from tests.conftest import scenario
-from tests.test_monitor import MonitorProcess
 from tests.mcp_clients import Client, HttpServer, counter_server, http_session, session, shim_parameters
 
 pytestmark = pytest.mark.timeout(180)
@@ -225,29 +224,6 @@ def test_a_cut_stream_resumes_with_last_event_id_live_and_in_replay_with_the_ser
     replayed_lines = list(read_trace(replayed.trace))
     assert sum(line["request"]["method"] == "GET" and any(name.lower() == "last-event-id" for name, _ in
                                                           line["request"]["headers"]) for line in replayed_lines) == 1
-
-
-async def test_the_monitor_judges_the_stdio_server_of_an_agent_it_did_not_start(tmp_path: Path) -> None:
-    monitor = MonitorProcess(tmp_path / "live", "--idle-s", "1")
-    try:  # this test is the agent: its SDK client starts the shim with no FAULTPROXY_* variable
-        url = f"http://EPISODE:x@{monitor.address}"  # as the monitor prints it
-        parameters = shim_parameters(counter_server(tmp_path / "counter"), "--monitor", url)
-        async with session(parameters) as mcp:
-            said = [(await mcp.call_tool("bump", {"by": 2})).content[0].text for _ in range(2)]  # blind, twice
-        [record] = monitor.wait_logged(1)
-    finally:
-        monitor.stop()
-    assert said == ["2", "4"] and record["monitor"]["ended"] == "idle"
-    verdict = record["verdict"]
-    failed = {check["name"]: check["detail"] for check in verdict["failed"]}
-    assert verdict["tool_calls"] == 2 and set(failed) == {"idempotency", "effects"}, failed
-    assert re.fullmatch(r"POST /mcp bump #\d+ repeats #\d+, which committed, without an idempotency key",
-                        failed["idempotency"])
-    lines = sorted(read_trace(tmp_path / "live" / record["trace"]), key=lambda line: line["seq"])
-    assert {line["request"]["url"] for line in lines} == {"http://counter-mcp-server.stdio.invalid/mcp"}
-    methods = [rpc(line) for line in lines]
-    assert methods[:2] == ["initialize", "notifications/initialized"] and methods.count("tools/call") == 2
-    assert len(freeze(tmp_path / "live", tmp_path / "store")) == 1  # a live stdio failure, frozen as HTTP MCP's are
 
 
 def test_a_monitor_url_that_is_no_proxy_url_is_one_line_and_exit_2(capsys) -> None:
