@@ -89,7 +89,9 @@ def test_by_environment_a_session_back_after_its_episode_ended_starts_another_an
         tmp_path: Path) -> None:
     out, go = tmp_path / "run", tmp_path / "go"
     sampled, unsampled = "conv-2", "conv-1"  # under --sample 0.5, by the keyed hash of the session id
-    monitor = MonitorProcess(out, "--idle-s", "0.3", "--sample", "0.5", "--episode-by", "auth")
+    # An idle gap long enough that a loaded machine does not split a session between two of its
+    # messages; the test waits for the silence it needs (the go file), not for a time.
+    monitor = MonitorProcess(out, "--idle-s", "2", "--sample", "0.5", "--episode-by", "auth")
     # The variable is in the agent's environment only (the SDK's client passes the shim six variables),
     # beside HTTP_PROXY for its HTTP traffic, as a production agent's: no faultproxy run for all that.
     by_env = ("--episode-by", "env:FAULTPROXY_EPISODE")
