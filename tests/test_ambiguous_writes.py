@@ -154,7 +154,7 @@ def test_the_monitor_judges_a_blind_retry_after_a_gateway_timeout(tmp_path, gate
     ledger, front = gateway
     policy = tmp_path / "policy.yaml"
     policy.write_text('irreversible: ["POST */credits"]\n')
-    monitor = MonitorProcess(tmp_path / "run", "--episode-by", f"header:{SESSION}", "--idle-s", "0.3",
+    monitor = MonitorProcess(tmp_path / "run", "--episode-by", f"header:{SESSION}", "--idle-s", "2",
                              policy=policy)
     try:
         for session_id, how in (("blind", "blind"), ("keyed", "same_key")):
