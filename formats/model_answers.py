@@ -19,6 +19,10 @@ Usage, per API (streams report running totals, so the last value of each field w
 
 A streamed Anthropic message says `output_tokens` twice (a first count in message_start, the
 running total in message_delta): the later one is the count, never their sum.
+
+A live session's tokens are its turns' added up (LiveUsage): each turn's read as a stream's, from
+its server messages up to the one that ends it. Gemini Live reports usage per turn, not a running
+total for the session (a turn's `promptTokenCount` grows with the conversation it reads).
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from faultproxy.formats.model_apis import LiveApi, ModelApi, live_function_calls
+from faultproxy.formats.model_apis import LiveApi, ModelApi, live_function_calls, live_turn_edge
 
 Api = ModelApi | LiveApi
 
@@ -103,6 +107,29 @@ def read_usage(api: Api, documents: Iterable[Any]) -> Usage | None:
     return Usage(input=sum(seen.get(n, 0) for n in fields.input), output=sum(seen.get(n, 0) for n in fields.output),
                  cache_read=_some(seen, fields.cache_read), cache_creation=_some(seen, fields.cache_creation),
                  reasoning=_some(seen, fields.reasoning))
+
+
+class LiveUsage:
+    """A live session's tokens, counted as its server messages arrive (the proxy's live budget):
+    a turn's usage is read_usage over the turn's messages, up to the server's turn edge
+    (formats.model_apis.live_turn_edge, where the evaluator's turns end too), so a running total
+    repeated within a turn counts once; turns add up."""
+
+    def __init__(self, api: LiveApi) -> None:
+        self.api = api
+        self._turn: list[Mapping[str, Any]] = []  # the turn's messages that report usage
+        self._counted = 0  # of the turn's tokens, those already added to the session's count
+
+    def server_message(self, event: Any) -> int:
+        """The tokens a server message (parsed JSON) adds to the session's count; 0 for most."""
+        if read_usage(self.api, [event]) is not None:
+            self._turn.append(event)
+        usage = read_usage(self.api, self._turn) if self._turn else None
+        added = (usage.total if usage is not None else 0) - self._counted
+        self._counted += added
+        if live_turn_edge(self.api, event, "server"):
+            self._turn, self._counted = [], 0
+        return added
 
 
 @dataclass(frozen=True)

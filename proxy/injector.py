@@ -32,8 +32,7 @@ from faultproxy.proxy.relay import Relay
 from faultproxy.proxy.request_kinds import is_plumbing, kinds_of, learn_tools, uses_kinds
 from faultproxy.proxy.sse import EventSplitter, is_event_stream
 from faultproxy.proxy.usage import tokens_used
-from faultproxy.proxy.websocket import MessageFault, WsSession, message_json
-from faultproxy.formats.model_apis import live_api_of
+from faultproxy.proxy.websocket import MessageFault, WsSession, message_json, open_session
 from faultproxy.scenarios import FAULT_KINDS, Rule, Scenario, ScenarioError, load_scenario
 from faultproxy.tasks.request_class import Declared
 from mitmproxy import ctx, exceptions, http
@@ -245,7 +244,7 @@ class FaultInjector:
             self._perturb(flow, ex)
         if flow.websocket is not None and not ex.written:
             # A WebSocket session follows: the line is written when it ends, with its messages.
-            ex.websocket = WsSession(tuple(ex.message_rules), live_api_of(flow.request.path))
+            ex.websocket = open_session(tuple(ex.message_rules), flow.request.path)
             return
         self._finish(flow, ex)
 
@@ -259,6 +258,9 @@ class FaultInjector:
         if message.injected:
             session.injected_arrived(message, entry)
             return
+        if spent := session.tokens(message):  # counted as the turn's usage arrives: the live budget sees it now
+            ex.tokens += spent
+            ex.episode.tokens += spent
         if session.closing is not None:  # the proxy is ending the session: nothing more goes through
             message.drop()
             entry["dropped"] = True
@@ -421,7 +423,8 @@ class FaultInjector:
         learn_tools(ex)
         ex.written = True
         ex.episode.inflight.pop(ex.seq, None)
-        ex.episode.tokens += ex.tokens
+        if ex.websocket is None:  # a session's tokens were counted as its messages arrived
+            ex.episode.tokens += ex.tokens
         if ex.rule and ex.delivered:
             ex.episode.faults += 1
         if ex.websocket is not None:

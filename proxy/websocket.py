@@ -9,7 +9,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from faultproxy.formats.model_apis import LiveApi
+from faultproxy.formats.model_answers import LiveUsage
+from faultproxy.formats.model_apis import LiveApi, live_api_of, live_api_of_session
 from faultproxy.formats.redact import Redactor
 from faultproxy.formats.trace import encode_ws_message
 from faultproxy.scenarios import Rule
@@ -41,10 +42,12 @@ class MessageFault:
 
 @dataclass
 class WsSession:
-    """`rules`: the scenario's message rules whose match selects this session's upgrade request."""
+    """`rules`: the scenario's message rules whose match selects this session's upgrade request;
+    `usage`: the tokens of a live model session (None for any other WebSocket session)."""
 
     rules: tuple[Rule, ...]
     api: LiveApi
+    usage: LiveUsage | None = None
     started: float = field(default_factory=time.monotonic)
     messages: list[dict[str, Any]] = field(default_factory=list)
     faults: list[tuple[dict[str, Any], MessageFault]] = field(default_factory=list)
@@ -85,6 +88,13 @@ class WsSession:
         self.expected.append((message.content, None))
         inject(flow, not message.from_client, message.content, message.is_text)
 
+    def tokens(self, message: WebSocketMessage) -> int:
+        """The tokens an upstream message adds to the session's count (a model's turn's usage),
+        counted before any fault acts on it: the upstream spent them even if the client never hears."""
+        if self.usage is None or message.from_client or message.injected:
+            return 0
+        return self.usage.server_message(message_json(message))
+
     def fired(self, entry: dict[str, Any], fault: MessageFault) -> None:
         self.faults.append((entry, fault))
 
@@ -92,6 +102,12 @@ class WsSession:
         for entry, fault in self.faults:
             entry["fault"] = fault.to_record(plain)
         return {"messages": self.messages, "close": self.close}
+
+
+def open_session(rules: tuple[Rule, ...], path: str) -> WsSession:
+    """The session an upgrade to `path` opens: its tokens counted if the path names a live model API."""
+    model_api = live_api_of_session(path)
+    return WsSession(rules, live_api_of(path), LiveUsage(model_api) if model_api is not None else None)
 
 
 def message_json(message: WebSocketMessage) -> Any:

@@ -2,13 +2,15 @@
 Messages, Gemini), in JSON (gzip-encoded, as the providers' edges send it) and as event streams,
 written out by hand as each provider sends them. A request that offers tools gets a tool call
 (`refund_order`), any other gets text. `GET /items/{id}` is a tool's JSON answer. Every answer
-reports `input_tokens` in and 12 out, in its API's own usage fields."""
+reports `input_tokens` in and 12 out, in its API's own usage fields; so does each turn of a live
+session (OpenAI Realtime at /v1/realtime, Gemini Live at /ws/...BidiGenerateContent), text only."""
 
 from __future__ import annotations
 
 import gzip
 import json
 
+import aiohttp
 from aiohttp import web
 
 TEXT = "Order 1001 was refunded in full; the customer will see it in five days."
@@ -16,6 +18,7 @@ TOOL = "refund_order"
 ARGS = {"order_id": "1001", "amount_cents": 1250}
 OUTPUT_TOKENS = 12
 INPUT_TOKENS = web.AppKey("input_tokens", int)
+GEMINI_LIVE = "google.ai.generativelanguage.v1beta.GenerativeService.BidiGenerateContent"
 
 
 def app(input_tokens: int = 10) -> web.Application:
@@ -27,7 +30,53 @@ def app(input_tokens: int = 10) -> web.Application:
     application.router.add_post("/v1beta/models/{call}", gemini)
     application.router.add_get("/items/{id}", item)  # a tool, for instructions planted in its answers
     application.router.add_post("/mcp", mcp_over_sse)
+    application.router.add_get("/v1/realtime", realtime)
+    application.router.add_get(f"/ws/{GEMINI_LIVE}", gemini_live)
     return application
+
+
+async def realtime(request: web.Request) -> web.WebSocketResponse:
+    """A Realtime session: each response.create gets the text as a delta, then response.done with
+    the turn's usage."""
+    ws = web.WebSocketResponse()
+    await ws.prepare(request)
+    model = request.query.get("model", "")
+    await ws.send_json({"type": "session.created", "event_id": "ev_0", "session": {"id": "sess_1", "model": model}})
+    turns = 0
+    async for message in ws:
+        if message.type != aiohttp.WSMsgType.TEXT or json.loads(message.data).get("type") != "response.create":
+            continue
+        turns += 1
+        tokens_in = request.app[INPUT_TOKENS]
+        item = {"id": f"item_{turns}", "object": "realtime.item", "type": "message", "status": "completed",
+                "role": "assistant", "content": [{"type": "output_text", "text": TEXT}]}
+        where = {"response_id": f"resp_{turns}", "item_id": item["id"], "output_index": 0, "content_index": 0}
+        await ws.send_json({"type": "response.output_text.delta", "event_id": f"ev_{turns}a", **where, "delta": TEXT})
+        await ws.send_json({"type": "response.done", "event_id": f"ev_{turns}b", "response": {
+            "id": f"resp_{turns}", "object": "realtime.response", "status": "completed", "output": [item],
+            "usage": {"total_tokens": tokens_in + OUTPUT_TOKENS, "input_tokens": tokens_in,
+                      "output_tokens": OUTPUT_TOKENS, "input_token_details": {"cached_tokens": 0, "text_tokens": tokens_in},
+                      "output_token_details": {"text_tokens": OUTPUT_TOKENS, "audio_tokens": 0}}}})
+    return ws
+
+
+async def gemini_live(request: web.Request) -> web.WebSocketResponse:
+    """A Gemini Live session: setup, then each client turn gets the text and turnComplete. The
+    turn's usage comes twice, a running count with the text and the whole with turnComplete."""
+    ws = web.WebSocketResponse()
+    await ws.prepare(request)
+    async for message in ws:
+        event = json.loads(message.data)
+        if "setup" in event:
+            await ws.send_json({"setupComplete": {}})
+            continue
+        tokens_in = request.app[INPUT_TOKENS]
+
+        def usage(output: int) -> dict:
+            return {"promptTokenCount": tokens_in, "responseTokenCount": output, "totalTokenCount": tokens_in + output}
+        await ws.send_json({"serverContent": {"modelTurn": {"parts": [{"text": TEXT}]}}, "usageMetadata": usage(5)})
+        await ws.send_json({"serverContent": {"turnComplete": True}, "usageMetadata": usage(OUTPUT_TOKENS)})
+    return ws
 
 
 async def mcp_over_sse(request: web.Request) -> web.StreamResponse:

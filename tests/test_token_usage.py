@@ -1,10 +1,13 @@
 """Tokens read the same way everywhere: a model upstream that reports 20 input and 12 output
 tokens in each API's own usage fields, JSON and streamed, called by the providers' own SDKs
 through the proxy. The proxy's live count, the verdict's tokens and usage, report.json's
-tokens and cost, and the exported GenAI spans all say 32, and a 10-token budget fails each."""
+tokens and cost, and the exported GenAI spans all say 32, and a 10-token budget fails each.
+A live session (OpenAI Realtime on the openai SDK, Gemini Live on `websockets`) of two turns
+says 64: each turn's usage, counted by the proxy as it arrives."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
@@ -13,6 +16,7 @@ import openai
 import pytest
 from google import genai
 from google.genai import types as genai_types
+from websockets.asyncio.client import connect
 
 from faultproxy.cli.main import main
 from faultproxy.formats.rundir import read_run
@@ -28,13 +32,20 @@ INPUT, OUTPUT = 20, model_upstream.OUTPUT_TOKENS
 MODEL = "held-out-model"
 PRICES = {"input_per_mtok": 3.0, "output_per_mtok": 15.0}
 CASES = [f"{api}-{form}" for api in ("openai_chat", "openai_responses", "anthropic_messages", "gemini")
-         for form in ("json", "stream")]
+         for form in ("json", "stream")] + ["openai_realtime-session", "gemini_live-session"]
+SESSION_TURNS = 2
+
+
+def turns(case: str) -> int:
+    return SESSION_TURNS if case.endswith("-session") else 1
 
 
 def ask(episode: Episode, base_url: str) -> bool:
     """One model call, in the API and form the task's id names, read to its end as users do."""
     api, form = episode.task_id.rsplit("-", 1)
     stream = form == "stream"
+    if form == "session":
+        return asyncio.run(asyncio.wait_for(talk(api, episode, base_url), 60))
     if api == "gemini":
         options = genai_types.HttpOptions(base_url=base_url + "/", api_version="v1beta",
                                           client_args={"proxy": episode.proxy_url})
@@ -56,6 +67,30 @@ def ask(episode: Episode, base_url: str) -> bool:
     answer = client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "hi"}], stream=stream,
                                             **({"stream_options": {"include_usage": True}} if stream else {}))
     return bool(list(answer)) if stream else bool(answer.choices)
+
+
+async def talk(api: str, episode: Episode, base_url: str) -> bool:
+    """SESSION_TURNS turns of a live session, each read to its end."""
+    if api == "openai_realtime":
+        client = openai.AsyncOpenAI(base_url=base_url + "/v1", api_key="sk-test")
+        async with client.realtime.connect(model=MODEL, websocket_connection_options={
+                "proxy": episode.proxy_url, "open_timeout": 20}) as connection:
+            for _ in range(SESSION_TURNS):
+                await connection.response.create()
+                async for event in connection:
+                    if event.type == "response.done":
+                        break
+        return True
+    url = base_url.replace("http://", "ws://") + f"/ws/{model_upstream.GEMINI_LIVE}"
+    async with connect(url, proxy=episode.proxy_url, open_timeout=20) as ws:
+        await ws.send(json.dumps({"setup": {"model": f"models/{MODEL}"}}))
+        await ws.recv()
+        for _ in range(SESSION_TURNS):
+            await ws.send(json.dumps({"clientContent": {"turns": [{"role": "user", "parts": [{"text": "hi"}]}],
+                                                        "turnComplete": True}}))
+            while not json.loads(await ws.recv()).get("serverContent", {}).get("turnComplete"):
+                pass
+    return True
 
 
 @pytest.fixture(scope="module")
@@ -86,14 +121,13 @@ def counted(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
 @pytest.mark.parametrize("case", CASES)
 def test_every_layer_counts_the_same_tokens_and_the_budget_fails(counted, case):
     record, entry, spans = counted[case]["record"], counted[case]["report"], counted[case]["spans"]
-    verdict = record["verdict"]
-    assert record["stats"]["tokens"] == INPUT + OUTPUT  # the proxy's live count, what a live budget stops on
-    assert verdict["tokens"] == INPUT + OUTPUT
-    assert verdict["usage"] == {MODEL: {"input": INPUT, "output": OUTPUT}}
-    assert entry["resources"]["tokens_mean"] == INPUT + OUTPUT
-    assert entry["resources"]["cost_mean"] == pytest.approx((INPUT * 3.0 + OUTPUT * 15.0) / 1e6)
-    (span,) = spans
-    assert (span.attributes[N.USAGE_INPUT], span.attributes[N.USAGE_OUTPUT]) == (INPUT, OUTPUT)
+    verdict, n = record["verdict"], turns(case)
+    assert record["stats"]["tokens"] == n * (INPUT + OUTPUT)  # the proxy's live count, what a live budget stops on
+    assert verdict["tokens"] == n * (INPUT + OUTPUT)
+    assert verdict["usage"] == {MODEL: {"input": n * INPUT, "output": n * OUTPUT}}
+    assert entry["resources"]["tokens_mean"] == n * (INPUT + OUTPUT)
+    assert entry["resources"]["cost_mean"] == pytest.approx(n * (INPUT * 3.0 + OUTPUT * 15.0) / 1e6)
+    assert [(s.attributes[N.USAGE_INPUT], s.attributes[N.USAGE_OUTPUT]) for s in spans] == [(INPUT, OUTPUT)] * n
     assert verdict["status"] == "fail"
     (budget,) = [c for c in verdict["failed"] if c["name"] == "budget"]
-    assert budget["detail"] == f"tokens {INPUT + OUTPUT} over 10"
+    assert budget["detail"] == f"tokens {n * (INPUT + OUTPUT)} over 10"
