@@ -11,8 +11,9 @@ trace (evaluator.checks.parse_trace), with five parts:
 - checks: the names of the checks that failed, sorted;
 - fault: (rule, type) of the last fault delivered to the agent before the first failing
   effect, or none. The first failing effect is the earliest of: a write sent again after an
-  earlier send of the same request (idempotency, effects), a request sent again after it failed
-  (retry); for any other check it is the end of the episode;
+  earlier send of the same request (idempotency, effects; a write as tasks.request_class says:
+  an MCP tool call only by its annotations or the task's patterns, never by its POST), a request
+  sent again after it failed (retry); for any other check it is the end of the episode;
 - where: that fault's endpoint class (method and path template, ids as {id}, the episode's key
   as {episode}, an MCP tool as `tools/call:<name>`); with no fault, the first failing effect's;
 - response: how the agent answered that fault, read from what it sent next: "retried before
@@ -45,23 +46,23 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from faultproxy.evaluator.checks import RETRY_AFTER_TOLERANCE_S, parse_trace
-from faultproxy.evaluator.traced import matches_any
+from faultproxy.evaluator.traced import mcp_tool_hints
 from faultproxy.evaluator.parting import PassingTrials, parting_summary
 from faultproxy.evaluator.scan import EpisodeSink
 from faultproxy.formats.episode_causes import harness_explanation, is_agent_cause
 from faultproxy.formats.rundir import Plan, VerdictFields, decode_name, trace_file
 from faultproxy.formats.trace import read_trace
-from faultproxy.tasks.model import SEVERITY_RANK, EndpointPattern
+from faultproxy.tasks.model import SEVERITY_RANK, Task
+from faultproxy.tasks.request_class import NOTHING_DECLARED, Declared
 
 SEVERITY_WEIGHT = {"low": 0.25, "medium": 0.5, "high": 1.0}
 NO_SEVERITY_WEIGHT = 0.25  # an incomplete episode with no failed check still cost a trial
-_WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 _RETRY_CHECKS = frozenset({"retry"})
 _DUPLICATE_CHECKS = frozenset({"idempotency", "effects"})
 NOT_JUDGED = "not judged"  # the response part of a cause the harness could not judge: no agent behaviour is read
@@ -158,15 +159,20 @@ def _family(response: str) -> str:
 
 
 def explain(exchanges: Sequence[Any], failed: Sequence[str], outcome: str, episode_key: str | None,
-            irreversible: Sequence[Any] = ()) -> tuple[Cause, int | None]:
+            declared: Declared = NOTHING_DECLARED) -> tuple[Cause, int | None]:
     """The cause of one failing episode from its parsed trace (checks.parse_trace) and the names of
     its failed checks; also the index of the fault it names in the trace (None: no fault).
-    `irreversible`: the task's irreversible endpoint patterns (tasks.model.EndpointPattern)."""
+    `declared`: what the task says about its requests (irreversible, effects, read_only)."""
     checks = tuple(sorted(set(failed)))
     if harness_cause(outcome) is not None:
         where = next((ex.endpoint(episode_key) for ex in exchanges if ex.infra_error), None)
         return Cause(outcome, checks, None, None, where, NOT_JUDGED), None
-    effect = _first_failing_effect(exchanges, checks)
+    hints = mcp_tool_hints(exchanges)
+
+    def is_write(ex: Any) -> bool:
+        return ex.request_class(declared, hints).is_write
+
+    effect = _first_failing_effect(exchanges, checks, is_write)
     fault_at = next((i for i in range(min(effect, len(exchanges)) - 1, -1, -1)
                      if (exchanges[i].fault or {}).get("delivered")), None)
     if fault_at is None:
@@ -174,16 +180,16 @@ def explain(exchanges: Sequence[Any], failed: Sequence[str], outcome: str, episo
         return Cause(outcome, checks, None, None, where, "failed with no fault delivered"), None
     ex = exchanges[fault_at]
     fault = ex.fault or {}
-    once = _is_write(ex) and (_may_have_committed(ex) or matches_any(irreversible, ex) is not None)
+    request = ex.request_class(declared, hints)
+    once = request.is_write and (_may_have_committed(ex) or request.irreversible)
     return (Cause(outcome, checks, str(fault.get("rule") or "?"), str(fault.get("type") or "?"),
-                  ex.endpoint(episode_key), _response(exchanges, fault_at), once), fault_at)
+                  ex.endpoint(episode_key), _response(exchanges, fault_at, is_write), once), fault_at)
 
 
-def _is_write(ex: Any) -> bool:
-    return ex.method in _WRITE_METHODS and not ex.is_model and not ex.is_protocol
+WriteTest = Callable[[Any], bool]  # is an exchange a write (tasks.request_class, in explain)
 
 
-def _first_failing_effect(exchanges: Sequence[Any], checks: tuple[str, ...]) -> int:
+def _first_failing_effect(exchanges: Sequence[Any], checks: tuple[str, ...], is_write: WriteTest) -> int:
     """Index of the first exchange that is a failing effect of these checks; len() for the end.
     For retry: the first retry sent before its Retry-After, else the first retry of a failed send."""
     duplicates, retries = bool(_DUPLICATE_CHECKS & set(checks)), bool(_RETRY_CHECKS & set(checks))
@@ -191,14 +197,14 @@ def _first_failing_effect(exchanges: Sequence[Any], checks: tuple[str, ...]) -> 
     last_failed: dict[tuple[str, str, str], Any] = {}
     first_retry = len(exchanges)
     for i, ex in enumerate(exchanges):
-        if duplicates and _is_write(ex) and ex.identity in sent:
+        if duplicates and is_write(ex) and ex.identity in sent:
             return i
         failed = last_failed.get(ex.identity)
         if retries and failed is not None:
             if _early(failed, ex):
                 return i
             first_retry = min(first_retry, i)
-        if _is_write(ex):
+        if is_write(ex):
             sent.add(ex.identity)
         if ex.failed:
             last_failed[ex.identity] = ex
@@ -213,17 +219,17 @@ def _early(failed: Any, retry: Any) -> bool:
     return wait is not None and retry.started - failed.started + RETRY_AFTER_TOLERANCE_S < wait
 
 
-def _response(exchanges: Sequence[Any], at: int) -> str:
+def _response(exchanges: Sequence[Any], at: int, is_write: WriteTest) -> str:
     """How the agent answered the fault at exchanges[at]."""
     ex, later = exchanges[at], exchanges[at + 1:]
     kind = (ex.fault or {}).get("type")
     retries = [x for x in later if x.identity == ex.identity]
     if retries:
-        return _retry_response(ex, retries)
+        return _retry_response(ex, retries, is_write)
     if kind == "schema_drift":
         return "accepted drifted field"
     if kind == "stale_state":
-        return "read stale state and wrote" if any(_is_write(x) for x in later) else "answered from stale state"
+        return "read stale state and wrote" if any(is_write(x) for x in later) else "answered from stale state"
     if kind == "partial_response":
         return "went on after a cut stream"
     if not ex.failed:
@@ -231,11 +237,11 @@ def _response(exchanges: Sequence[Any], at: int) -> str:
     return "gave up" if not any(not x.is_model for x in later) else "went on without retrying"
 
 
-def _retry_response(ex: Any, retries: Sequence[Any]) -> str:
+def _retry_response(ex: Any, retries: Sequence[Any], is_write: WriteTest) -> str:
     first = retries[0]
     if _early(ex, first):
         return "retried before Retry-After"
-    if _is_write(ex) and _may_have_committed(ex):
+    if is_write(ex) and _may_have_committed(ex):
         if first.idempotency_key is None:
             return "retried without idempotency key"
         if first.idempotency_key != ex.idempotency_key:
@@ -336,7 +342,7 @@ class _Clustering:
     def __init__(self, run_dir: Path, plan: Plan, sink: CauseSink) -> None:
         self.run_dir, self.sink = run_dir, sink
         self.shapes = {t["id"]: t.get("shape") or "unclassified" for t in plan.tasks}
-        self.irreversible = {t["id"]: [EndpointPattern.from_json(p) for p in t.get("irreversible") or ()] for t in plan.tasks}
+        self.declared = {t["id"]: Declared.of(Task.from_json(t)) for t in plan.tasks}
         self.passing = PassingTrials()
         for (label, task_id), counts in sink.passing.items():
             self.passing.add(decode_name(label) or "", task_id, counts)
@@ -373,7 +379,8 @@ class _Clustering:
             exchanges = parse_trace(read_trace(path))
             self.traces_read += 1
             if exchanges:
-                cause, fault_at = explain(exchanges, failed, outcome, key, self.irreversible.get(group.task_id, ()))
+                cause, fault_at = explain(exchanges, failed, outcome, key,
+                                           self.declared.get(group.task_id, NOTHING_DECLARED))
                 return cause, [ex.endpoint(key) for ex in exchanges], fault_at, True
         return _from_verdict(outcome, failed, _text(group.faults), endpoints), endpoints, None, False
 

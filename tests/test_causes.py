@@ -91,19 +91,19 @@ def rushed_429(order: str) -> list[dict]:
 
 
 def write_run(run_dir: Path, episodes: list[tuple[str, str, int, list[dict]]], labels: tuple[str, ...] = ("",),
-              cause: str | None = None) -> None:
+              cause: str | None = None, tasks: list[Task] = TASKS) -> None:
     """A run directory: episodes are (task id, grid label, trial, trace); each judged by the real judge.
     With `cause` every agent ended that way (e.g. "crash") instead of finishing."""
     k = 1 + max(trial for _, _, trial, _ in episodes)
     grid = [{"label": label, "params": {"lambda": float(label.split("=")[1])} if label else {}, "model": None}
             for label in labels]
     plan = {"faultproxy_version": "test", "scenario": {"name": "known", "digest": "d", "path": "-", "params": {}},
-            "tasks": {"path": "-", "digest": "t", "severity": {}, "prices": {}, "items": [t.to_json() for t in TASKS]},
+            "tasks": {"path": "-", "digest": "t", "severity": {}, "prices": {}, "items": [t.to_json() for t in tasks]},
             "k": k, "grid": grid, "command": ["agent"], "created": "2025-01-01T00:00:00Z"}
     write_plan(run_dir, plan)
     log = EpisodeLog(run_dir, {"faultproxy_version": "test", "scenario_digest": "d", "tasks_digest": "t", "k": k,
                                "grid": grid, "command": ["agent"], "created": plan["created"]})
-    by_id = {t.id: t for t in TASKS}
+    by_id = {t.id: t for t in tasks}
     for task_id, label, trial, lines in episodes:
         key = f"{task_id}.t{trial}" + (f".{label}" if label else "")
         writer = TraceWriter(trace_path(run_dir / "flows", key))
@@ -173,6 +173,50 @@ def test_advice_after_a_fault_on_an_irreversible_write_never_says_plain_retry(tm
     assert "backoff" not in lost["line"]
     assert (limited["response"], limited["irreversible"]) == ("gave up", False)
     assert limited["line"].endswith("→ retry transient failures (with backoff) before giving up")
+
+
+TOOLS = "http://127.0.0.1:8300/mcp"
+
+
+def mcp(seq: int, method: str, params: dict, result: dict, at: float, **kw) -> dict:
+    """An MCP request over Streamable HTTP and the JSON-RPC result its server answered."""
+    line = ex(seq, "POST", TOOLS, at, headers=[["content-type", "application/json"]],
+              body=json.dumps({"jsonrpc": "2.0", "id": seq, "method": method, "params": params}), **kw)
+    line["upstream"]["body"] = json.dumps({"jsonrpc": "2.0", "id": seq, "result": result})
+    return line
+
+
+def lost_tool_answer_retried(tool: str) -> list[dict]:
+    """The server lists its tools (lookup_account unannotated, get_balance annotated as a write,
+    issue_credit destructive); the answer to a call of `tool` is lost and the agent calls it again
+    without a key."""
+    listed = {"tools": [{"name": "lookup_account", "inputSchema": {"type": "object"}},
+                        {"name": "get_balance", "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": False}},
+                        {"name": "issue_credit", "inputSchema": {"type": "object"},
+                         "annotations": {"readOnlyHint": False, "destructiveHint": True}}]}
+    call = {"name": tool, "arguments": {"account": "A1"}}
+    answer = {"content": [{"type": "text", "text": "{}"}], "isError": False}
+    return [mcp(1, "tools/list", {}, listed, 0), chat(2, 1),
+            mcp(3, "tools/call", call, answer, 2, outcome="reset", client_status=None,
+                fault=fault("lose-tool-answer", "response_lost")),
+            mcp(4, "tools/call", call, answer, 3)]
+
+
+def test_a_lost_answer_to_an_mcp_read_tool_is_not_a_write(tmp_path):
+    """Issue 33: what a tools/call is comes from the tool's annotations and the task's patterns,
+    not from its POST: a read tool nobody annotated, or one the task declares read_only (though
+    its server says it writes), gets neither the irreversible advice nor a write's "retried
+    without idempotency key"; a destructive tool keeps both."""
+    accounts = Task(id="accounts", prompt="Look up account A1.", read_only=(EndpointPattern.parse("mcp:get_balance"),))
+    write_run(tmp_path / "run", [("accounts", "", trial, lost_tool_answer_retried(tool)) for trial, tool in
+                                 enumerate(("lookup_account", "get_balance", "issue_credit"))],
+              cause="crash", tasks=[accounts])
+    clusters = {c["where"]: c for c in build_report(tmp_path / "run")["causes"]["clusters"]}
+    assert {where: (c["response"], c["irreversible"]) for where, c in clusters.items()} == {
+        "POST /mcp tools/call:lookup_account": ("retried", False),
+        "POST /mcp tools/call:get_balance": ("retried", False),
+        "POST /mcp tools/call:issue_credit": ("retried without idempotency key", True)}
+    assert "Idempotency-Key" not in clusters["POST /mcp tools/call:lookup_account"]["line"]
 
 
 def test_parting_step_and_representative(known_run):
