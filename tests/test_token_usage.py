@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 from pathlib import Path
 
 import anthropic
@@ -131,3 +132,47 @@ def test_every_layer_counts_the_same_tokens_and_the_budget_fails(counted, case):
     assert verdict["status"] == "fail"
     (budget,) = [c for c in verdict["failed"] if c["name"] == "budget"]
     assert budget["detail"] == f"tokens {n * (INPUT + OUTPUT)} over 10"
+
+
+ENDLESS_REALTIME_AGENT = '''
+import asyncio, os
+from openai import AsyncOpenAI
+
+async def main():  # turn after turn on one Realtime session, until something stops it
+    client = AsyncOpenAI(base_url=os.environ["MODEL_URL"] + "/v1", api_key="sk-test")
+    async with client.realtime.connect(model="held-out-model",
+                                       websocket_connection_options={"open_timeout": 20}) as connection:
+        while True:
+            await connection.response.create()
+            async for event in connection:
+                if event.type == "response.done":
+                    break
+
+asyncio.run(main())
+'''
+
+
+def test_the_live_token_budget_stops_an_agent_mid_session(tmp_path):
+    """The live budget sees a session's turns as they end: an agent spending over it on one
+    Realtime session (the openai SDK, proxied by the environment the runner gives it) is stopped
+    there, and the live count, the verdict and report.json say the same tokens."""
+    (tmp_path / "agent.py").write_text(ENDLESS_REALTIME_AGENT)
+    budget = 3 * (INPUT + OUTPUT)
+    with ServerThread(model_upstream.app(input_tokens=INPUT)) as upstream:
+        (tmp_path / "tasks.yaml").write_text(json.dumps({"tasks": [{
+            "id": "talks-on", "prompt": "talk", "env": {"MODEL_URL": upstream.url},
+            "budgets": {"tokens": budget, "wall_s": 60}}]}))
+        assert main(["run", "--scenario", "observe", "--tasks", str(tmp_path / "tasks.yaml"), "--k", "1",
+                     "--out", str(tmp_path / "run"), "--", sys.executable, str(tmp_path / "agent.py")]) == 0
+    [record] = read_run(tmp_path / "run").episodes
+    verdict = record["verdict"]
+    assert record["cause"] == "budget_tokens", record["log_tail"][-800:]
+    spent = record["stats"]["tokens"]
+    assert spent > budget and spent % (INPUT + OUTPUT) == 0  # whole turns, counted as each ended
+    assert verdict["tokens"] == spent
+    (stopped,) = [c for c in verdict["failed"] if c["name"] == "budget"]
+    assert stopped["detail"] == f"the agent overran its token budget and was stopped after {spent} tokens"
+    assert sum(u["input"] + u["output"] for u in verdict["usage"].values()) == spent
+    assert main(["report", str(tmp_path / "run")]) == 0
+    [entry] = json.loads((tmp_path / "run" / "report.json").read_text())["run"]["tasks"]
+    assert entry["resources"]["tokens_mean"] == spent
