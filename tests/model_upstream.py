@@ -63,17 +63,17 @@ async def realtime(request: web.Request) -> web.WebSocketResponse:
 async def gemini_live(request: web.Request) -> web.WebSocketResponse:
     """A Gemini Live session: setup, then each client turn gets the text and turnComplete. The
     turn's usage comes twice, a running count with the text and the whole with turnComplete."""
+    tokens_in = request.app[INPUT_TOKENS]
+
+    def usage(output: int) -> dict:
+        return {"promptTokenCount": tokens_in, "responseTokenCount": output, "totalTokenCount": tokens_in + output}
+
     ws = web.WebSocketResponse()
     await ws.prepare(request)
     async for message in ws:
-        event = json.loads(message.data)
-        if "setup" in event:
+        if "setup" in json.loads(message.data):  # the session's first message; every other is a turn
             await ws.send_json({"setupComplete": {}})
             continue
-        tokens_in = request.app[INPUT_TOKENS]
-
-        def usage(output: int) -> dict:
-            return {"promptTokenCount": tokens_in, "responseTokenCount": output, "totalTokenCount": tokens_in + output}
         await ws.send_json({"serverContent": {"modelTurn": {"parts": [{"text": TEXT}]}}, "usageMetadata": usage(5)})
         await ws.send_json({"serverContent": {"turnComplete": True}, "usageMetadata": usage(OUTPUT_TOKENS)})
     return ws
