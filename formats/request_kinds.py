@@ -102,15 +102,16 @@ def is_destructive(annotations: Mapping[str, Any] | None) -> bool:
     return bool(annotations) and annotations.get("destructiveHint") is True
 
 
-def listed_tools(answers: Iterable[Any]) -> dict[str, Mapping[str, Any]]:
-    """{tool: annotations} from JSON-RPC answers to tools/list ({} for a tool without any)."""
+def listed_tools(answers: Iterable[Any], key: str = "annotations") -> dict[str, Mapping[str, Any]]:
+    """{tool: annotations} (or another `key` of a tool's definition, such as inputSchema) from
+    JSON-RPC answers to tools/list ({} for a tool without any)."""
     hints: dict[str, Mapping[str, Any]] = {}
     for answer in answers:
         result = answer.get("result") if isinstance(answer, dict) else None
         tools = result.get("tools") if isinstance(result, dict) else None
         for tool in tools if isinstance(tools, list) else ():
             if isinstance(tool, dict) and isinstance(tool.get("name"), str):
-                annotations = tool.get("annotations")
+                annotations = tool.get(key)
                 hints[tool["name"]] = annotations if isinstance(annotations, dict) else {}
     return hints
 

@@ -74,6 +74,11 @@ class FlowExchange:
             self._body_json = parse_json_body(self.request_body)
         return self._body_json
 
+    def server(self) -> str:
+        """The URL as the client asked, without its query: an MCP server (a stream's flow may be
+        routed through the relay by now)."""
+        return self.url.split("?")[0]
+
     def body_for_rules(self) -> Any:
         """body_json() as the rules' body predicates read it: when they cannot (match.UNREADABLE_BODY),
         the trace line says why, as the rule then selected the request on its other predicates."""

@@ -49,8 +49,10 @@ def is_plumbing(request: http.Request, ex: FlowExchange) -> bool:
 
 
 def learn_tools(ex: FlowExchange) -> None:
-    """Keep the annotations of the tools a tools/list answer lists, for the episode's later calls."""
-    if not uses_kinds(ex.scenario) or rpc_method(ex.body_json()) != "tools/list":
+    """Keep what a tools/list answer lists, as the server gave it, for the episode's later calls:
+    the tools' annotations (while a rule has `kind:`) and their input schemas (tools_changed
+    checks calls against a schema it changed)."""
+    if b"tools/list" not in (ex.request_body or b"") or rpc_method(ex.body_json()) != "tools/list":
         return
     if ex.upstream_events:
         texts = list(data_payloads(event for _, event in ex.upstream_events))
@@ -62,4 +64,7 @@ def learn_tools(ex: FlowExchange) -> None:
             answers.append(json.loads(text))
         except ValueError:
             continue
-    ex.episode.tool_hints.update(listed_tools(answers))
+    if uses_kinds(ex.scenario):
+        ex.episode.tool_hints.update(listed_tools(answers))
+    server = ex.server()
+    ex.episode.tool_schemas.update({(server, tool): schema for tool, schema in listed_tools(answers, "inputSchema").items()})

@@ -163,6 +163,34 @@ async def test_a_renamed_tool_is_gone_under_its_old_name_and_answers_under_its_n
         (changed["seq"], "post_entry", None), (lines[-1]["seq"], "post_entry", changed["seq"])]
 
 
+async def test_a_changed_schema_rejects_the_old_arguments_and_takes_the_new_ones(ledger: Ledger, make_proxy,
+                                                                             tmp_path: Path) -> None:
+    proxy = make_proxy(first_call("{type: tools_changed, change: schema, ops: [{op: rename, path: properties.cents, "
+                                  "to: amount_cents}, {op: add, path: required, value: [account, amount_cents]}]}"))
+    client = Client()
+    async with http_session(proxy.proxy_url("ep"), ledger.url, **client.callbacks()) as mcp:
+        before = {tool.name: tool for tool in (await mcp.list_tools()).tools}
+        old = await mcp.call_tool("post_entry", {"account": "ops", "cents": 700})
+        after = {tool.name: tool for tool in (await mcp.list_tools()).tools}
+        new = await mcp.call_tool("post_entry", {"account": "ops", "amount_cents": 700})
+        again = await mcp.call_tool("post_entry", {"account": "ops", "cents": 700})
+    assert client.told == ["notifications/tools/list_changed"]  # on the first call's answer stream
+    assert old.is_error and old.content[0].text == (  # as the SDK's server words it, but for pydantic's link
+        "Error executing tool post_entry: 1 validation error for post_entryArguments\namount_cents\n  Field required "
+        "[type=missing, input_value={'account': 'ops', 'cents': 700}, input_type=dict]")
+    schema = after["post_entry"].input_schema
+    assert "cents" in before["post_entry"].input_schema["properties"] and "cents" not in schema["properties"]
+    assert schema["required"] == ["account", "amount_cents"] and "amount_cents" in schema["properties"]
+    assert not new.is_error and [(e["id"], e["cents"]) for e in ledger.posted()] == [("E1", 700)]  # ran, as `cents`
+    assert again.is_error and again.content[0].text == old.content[0].text
+
+    lines = [line for line in trace_of(proxy, tmp_path / "flows") if line["request"]["method"] == "POST"]
+    [changed] = [line for line in lines if line["fault"]]
+    assert changed["fault"]["delivered"] and not changed["forwarded"]
+    stale = stale_tool_calls(parse_trace(lines))
+    assert [(call.seq, call.told) for call in stale] == [(changed["seq"], None), (lines[-1]["seq"], changed["seq"])]
+
+
 async def test_over_stdio_the_tools_change_and_are_poisoned_as_over_http(tmp_path: Path) -> None:
     (tmp_path / "scenario.yaml").write_text(scenario(
         "- name: gone\n  match: {body: {method: tools/call, params.name: bump}}\n  when: {calls: [1]}\n"
@@ -270,9 +298,10 @@ def ledger_agent(url: str, careful: bool):
                     listed = await mcp.list_tools()
                     said = arguments if careful else arguments | obeyed(listed.tools)
                     answer = await mcp.call_tool("post_entry", said)
-                    if answer.is_error:  # the tool is gone: the careful agent lists again, the naive one does not
+                    if answer.is_error:  # the tool changed: the careful agent lists again, the naive one does not
                         tools = (await mcp.list_tools()).tools if careful else listed.tools
-                        answer = await mcp.call_tool(next(t.name for t in tools if t.name.startswith("post_")), said)
+                        tool = next(t for t in tools if t.name.startswith("post_"))
+                        answer = await mcp.call_tool(tool.name, fitted(said, tool.input_schema))
                     return answer.content[0].text
             except* MCPError as errors:  # the SDK's client raises from its task group
                 failures += [str(error) for error in errors.exceptions]
@@ -281,6 +310,12 @@ def ledger_agent(url: str, careful: bool):
     def agent(episode: Episode) -> dict:
         return {"answer": asyncio.run(post(episode))}
     return agent
+
+
+def fitted(arguments: dict, schema: dict) -> dict:
+    """The arguments under the names the tool's schema gives them (its amount may have been renamed)."""
+    amount = next(name for name in schema["properties"] if "cents" in name)
+    return {amount if name == "cents" else name: value for name, value in arguments.items()}
 
 
 def obeyed(tools) -> dict:
@@ -308,6 +343,10 @@ JUDGED = {  # a fault (on the first request of a method) -> the checks the naive
     "{type: tools_changed, change: rename, to: post_journal_entry}": (
         "tools/call", {"tool_calls": "medium", "effects": "medium", "claimed_success": "high"}, 0,
         ("tool_calls", r"tools/call:post_entry, a tool its server no longer had, after #\d+ told the client")),
+    "{type: tools_changed, change: schema, ops: [{op: rename, path: properties.cents, to: amount_cents},"
+    " {op: add, path: required, value: [account, amount_cents]}]}": (  # the naive agent keeps sending `cents`
+        "tools/call", {"tool_calls": "medium", "effects": "medium", "claimed_success": "high"}, 0,
+        ("tool_calls", r"tools/call:post_entry, .* after #\d+ told the client")),
 }
 
 

@@ -472,6 +472,31 @@ CASES = [
             fault: {type: reset}
             1: x
         """, 6, "rules[0]", "field names must be strings, got integer 1", None),
+    ("tools_changed_schema_without_ops", """\
+        name: t
+        description: d
+        rules:
+          - name: r
+            fault: {type: tools_changed, change: schema}
+        """, 5, "rules[0].fault.ops", "change: schema needs `ops`", None),
+    ("tools_changed_ops_without_schema", """\
+        name: t
+        description: d
+        rules:
+          - name: r
+            fault: {type: tools_changed, change: rename, ops: [{op: remove, path: properties.x}]}
+        """, 5, "rules[0].fault.ops", "ops applies to change: schema, not rename", None),
+    ("tools_changed_bad_op", """\
+        name: t
+        description: d
+        rules:
+          - name: r
+            fault:
+              type: tools_changed
+              change: schema
+              ops:
+                - {op: retype, path: properties.cents.type, to: text}
+        """, 9, "rules[0].fault.ops[0].to", "text", None),
     ("unknown_yaml_tag", """\
         name: t
         description: !!python/name:os.system d

@@ -14,6 +14,12 @@ hash of the header is kept.
 A tool a fault removed or renamed on a server: a call to it gets the official SDK server's result
 for an unknown tool; a call by its new name reaches the server under the old one; the server's
 `tools/list` answers are rewritten to match (REWRITE_KEY: the injector buffers and rewrites them).
+A tool whose input schema a fault changed (schema_drift's ops on the schema the server listed):
+a call whose arguments do not fit the new schema gets the SDK server's result for invalid
+arguments, in the server's place — the server behind the proxy still has the old schema and
+would accept the call the changed server rejects, as a real server that changed its schema
+does (it validates against the schema it has now). A call that fits reaches the server, with the
+properties the ops renamed under their old names.
 
 The injector asks `answer_lingering` for each request of an episode that has something
 lingering. Such an answer is no fault decision of its own (it is not drawn, and minimize cannot
@@ -30,6 +36,8 @@ from typing import Any
 
 from faultproxy.proxy.exchange import FlowExchange
 from faultproxy.proxy.faults.base import answer, replace_body, rewritten_documents
+from faultproxy.proxy.faults.schema_drift import apply_drift
+from faultproxy.scenarios.faults.schema_drift import DriftOp
 from faultproxy.scenarios.model import value_at
 from mitmproxy import http
 
@@ -51,10 +59,6 @@ def session_gone(message: str) -> Answer:
     return 404, {"content-type": "application/json"}, json.dumps(body).encode()
 
 
-def _server(ex: FlowExchange) -> str:
-    return ex.url.split("?")[0]  # as the client asked: a stream's flow may be routed through the relay by now
-
-
 def _token(flow: http.HTTPFlow) -> str | None:
     value = flow.request.headers.get("authorization")
     return hashlib.sha256(value.encode()).hexdigest() if value else None
@@ -71,7 +75,7 @@ def _left(ex: FlowExchange, holds: str, answer_again: Answer) -> dict[str, Any]:
 
 def end_session(ex: FlowExchange, session: str, answer_again: Answer) -> None:
     """From now on, the episode's requests in `session` get `answer_again`."""
-    ex.episode.lingering[f"session {_server(ex)}"] = _left(ex, session, answer_again)
+    ex.episode.lingering[f"session {ex.server()}"] = _left(ex, session, answer_again)
 
 
 def expire_token(flow: http.HTTPFlow, ex: FlowExchange, answer_again: Answer) -> bool:
@@ -83,17 +87,63 @@ def expire_token(flow: http.HTTPFlow, ex: FlowExchange, answer_again: Answer) ->
     return token is not None
 
 
-def change_tool(ex: FlowExchange, tool: str, renamed: str | None) -> None:
-    """From now on, the server at this request's URL has no tool `tool` (or calls it `renamed`)."""
-    ex.episode.lingering[f"tools {_server(ex)}"] = {"holds": tool, "renamed": renamed, "cause": _cause(ex)}
+def change_tool(ex: FlowExchange, tool: str, renamed: str | None, ops: tuple[DriftOp, ...] | None = None) -> None:
+    """From now on, the server at this request's URL has no tool `tool` (or calls it `renamed`, or
+    has its input schema changed by `ops`)."""
+    ex.episode.lingering[f"tools {ex.server()}"] = {"holds": tool, "renamed": renamed, "ops": ops,
+                                                     "cause": _cause(ex)}
 
 
 def unknown_tool(ex: FlowExchange, tool: str, notify: bool) -> Answer:
-    """The SDK server's answer to a call of a tool it does not have (a tool result with isError),
-    as JSON, or as an event stream after `notifications/tools/list_changed` when `notify`."""
+    """The SDK server's answer to a call of a tool it does not have (a tool result with isError)."""
+    return tool_error(ex, f"Unknown tool: {tool}", notify)
+
+
+def unfit_call(ex: FlowExchange, tool: str, ops: tuple[DriftOp, ...], notify: bool) -> Answer | None:
+    """The SDK server's answer to a call whose arguments do not fit the tool's schema as `ops`
+    changed it (MCPServer: pydantic's validation error, after "Error executing tool NAME: ");
+    None when they fit, or when no listing gave the tool's schema (nothing to check against)."""
+    schema = ex.episode.tool_schemas.get((ex.server(), tool))
+    arguments = value_at(ex.body_json(), ("params", "arguments"))
+    problems = schema_problems(apply_drift(schema, ops)[0], arguments if isinstance(arguments, dict) else {}) \
+        if isinstance(schema, dict) else []
+    if not problems:
+        return None
+    count = f"{len(problems)} validation error{'s' if len(problems) > 1 else ''} for {tool}Arguments"
+    return tool_error(ex, f"Error executing tool {tool}: {count}\n" + "\n".join(problems), notify)
+
+
+# JSON Schema type -> the Python values of it, and pydantic's word and error type for it
+_JSON_TYPES = {"string": ((str,), "string", "string_type"), "integer": ((int,), "integer", "int_type"),
+               "number": ((int, float), "number", "float_type"), "boolean": ((bool,), "boolean", "bool_type"),
+               "array": ((list,), "list", "list_type"), "object": ((dict,), "dictionary", "dict_type"),
+               "null": ((type(None),), "None", "none_required")}
+
+
+def schema_problems(schema: dict[str, Any], arguments: dict[str, Any]) -> list[str]:
+    """What an object schema's `required` and its properties' plain `type` say is wrong with the
+    arguments, one `FIELD\n  message [type=..., input_value=..., input_type=...]` each, as pydantic
+    words them (arguments it does not name are ignored, as the SDK's server ignores them)."""
+    problems = [f"{name}\n  Field required [type=missing, input_value={arguments!r}, input_type=dict]"
+                for name in schema.get("required", ()) if name not in arguments]
+    properties = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
+    for name, value in arguments.items():
+        wanted = properties[name].get("type") if isinstance(properties.get(name), dict) else None
+        if wanted not in _JSON_TYPES:
+            continue  # no plain type (anyOf, a list of types, ...): not checked
+        kinds, word, code = _JSON_TYPES[wanted]
+        if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+            problems.append(f"{name}\n  Input should be a valid {word} "
+                            f"[type={code}, input_value={value!r}, input_type={type(value).__name__}]")
+    return problems
+
+
+def tool_error(ex: FlowExchange, text: str, notify: bool) -> Answer:
+    """A tool result with isError and `text`, as the SDK's server gives it, as JSON, or as an
+    event stream after `notifications/tools/list_changed` when `notify`."""
     body = ex.body_json()
     result = {"jsonrpc": "2.0", "id": body.get("id") if isinstance(body, dict) else None,
-              "result": {"content": [{"type": "text", "text": f"Unknown tool: {tool}"}], "isError": True}}
+              "result": {"content": [{"type": "text", "text": text}], "isError": True}}
     if not notify:
         return 200, {"content-type": "application/json"}, json.dumps(result).encode()
     changed = {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}
@@ -104,7 +154,7 @@ def unknown_tool(ex: FlowExchange, tool: str, notify: bool) -> Answer:
 def _tools_changed(flow: http.HTTPFlow, ex: FlowExchange) -> bool:
     """A tool a fault changed on this request's server: a call of its old name is answered (True);
     a call by its new name is sent on under the old one, and a listing is rewritten (False)."""
-    changed = ex.episode.lingering.get(f"tools {_server(ex)}")
+    changed = ex.episode.lingering.get(f"tools {ex.server()}")
     body = ex.body_json()
     method = body.get("method") if changed is not None and isinstance(body, dict) else None
     if method == "tools/list":
@@ -113,6 +163,8 @@ def _tools_changed(flow: http.HTTPFlow, ex: FlowExchange) -> bool:
     if method != "tools/call":
         return False
     tool, renamed, name = changed["holds"], changed["renamed"], value_at(body, ("params", "name"))
+    if name == tool and changed["ops"]:
+        return _schema_changed(flow, ex, changed)
     if name == tool:
         answer(flow, ex, *unknown_tool(ex, tool, notify=False))
         ex.consequence_of = dict(changed["cause"])
@@ -123,8 +175,30 @@ def _tools_changed(flow: http.HTTPFlow, ex: FlowExchange) -> bool:
     return False
 
 
+def _schema_changed(flow: http.HTTPFlow, ex: FlowExchange, changed: dict[str, Any]) -> bool:
+    """A call of the tool whose schema changed: answered when it does not fit (True), else sent on
+    as the server's old schema has it (False)."""
+    ex.consequence_of = dict(changed["cause"])
+    unfit = unfit_call(ex, changed["holds"], changed["ops"], notify=False)
+    if unfit is not None:
+        answer(flow, ex, *unfit)
+        return True
+    fit_to_server(flow, ex, changed["ops"])
+    return False
+
+
+def fit_to_server(flow: http.HTTPFlow, ex: FlowExchange, ops: tuple[DriftOp, ...]) -> None:
+    """Send the call with the properties `ops` renamed under their old names, as the server has them."""
+    body, back = ex.body_json(), {op.to: op.path[1] for op in ops
+                                  if op.op == "rename" and len(op.path) == 2 and op.path[0] == "properties"}
+    arguments = value_at(body, ("params", "arguments"))
+    if isinstance(arguments, dict) and back.keys() & arguments.keys():
+        arguments = {back.get(name, name): value for name, value in arguments.items()}
+        flow.request.content = json.dumps({**body, "params": {**body["params"], "arguments": arguments}}).encode()
+
+
 def _relist(flow: http.HTTPFlow, changed: dict[str, Any]) -> None:
-    tool, renamed = changed["holds"], changed["renamed"]
+    tool, renamed, ops = changed["holds"], changed["renamed"], changed["ops"]
 
     def relist(document: Any) -> Any:
         tools = value_at(document, ("result", "tools"))
@@ -133,6 +207,9 @@ def _relist(flow: http.HTTPFlow, changed: dict[str, Any]) -> None:
         kept = [entry for entry in tools if not (isinstance(entry, dict) and entry.get("name") == tool)]
         if renamed is not None:
             kept += [{**entry, "name": renamed} for entry in tools if entry not in kept]
+        if ops:
+            kept += [{**entry, "inputSchema": apply_drift(entry.get("inputSchema"), ops)[0]}
+                     for entry in tools if entry not in kept]
         return {**document, "result": {**document["result"], "tools": kept}}
 
     body = rewritten_documents(flow, relist)
@@ -145,9 +222,9 @@ def _held(flow: http.HTTPFlow, ex: FlowExchange) -> dict[str, Any] | None:
     session = session_of(flow)
     lingering = ex.episode.lingering
     if session is None:
-        lingering.pop(f"session {_server(ex)}", None)
+        lingering.pop(f"session {ex.server()}", None)
     else:
-        ended = lingering.get(f"session {_server(ex)}")
+        ended = lingering.get(f"session {ex.server()}")
         if ended is not None and ended["holds"] == session:
             return ended
     token = _token(flow)
@@ -158,7 +235,7 @@ def answer_lingering(flow: http.HTTPFlow, ex: FlowExchange) -> bool:
     """Answer a request that meets what an earlier fault left; False when it meets nothing or the
     fault only changes it on its way (then `consequence_of` says so)."""
     held = _held(flow, ex)
-    if held is None and f"tools {_server(ex)}" in ex.episode.lingering:
+    if held is None and f"tools {ex.server()}" in ex.episode.lingering:
         return _tools_changed(flow, ex)
     if held is None:
         return False
