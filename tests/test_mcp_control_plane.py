@@ -135,30 +135,44 @@ async def test_a_rug_pull_poisons_the_tool_definitions_from_the_second_listing_o
     assert rpc(planted) == "tools/list" and planted["forwarded"]
 
 
+async def through_a_change(proxy: ProxyServer, ledger: Ledger, name: str, arguments: dict) -> tuple:
+    """What the SDK client sees around a tools_changed fault on the first call: the listings before
+    and after, post_entry called with its first arguments, then `name` with `arguments`, then the
+    first call again; the notifications it got."""
+    client, first = Client(), {"account": "ops", "cents": 700}
+    async with http_session(proxy.proxy_url("ep"), ledger.url, **client.callbacks()) as mcp:
+        before = {tool.name: tool for tool in (await mcp.list_tools()).tools}
+        old = await mcp.call_tool("post_entry", first)
+        after = {tool.name: tool for tool in (await mcp.list_tools()).tools}
+        new = await mcp.call_tool(name, arguments)
+        again = await mcp.call_tool("post_entry", first)
+    return client.told, before, old, after, new, again
+
+
+def changed_and_stale(proxy: ProxyServer, flows: Path) -> tuple[list[dict], dict, list]:
+    """The POST lines, the fault's own (delivered, not forwarded) and the stale calls the evaluator counts."""
+    lines = [line for line in trace_of(proxy, flows) if line["request"]["method"] == "POST"]
+    [changed] = [line for line in lines if line["fault"]]
+    assert changed["fault"]["delivered"] and not changed["forwarded"]
+    return lines, changed, stale_tool_calls(parse_trace(lines))
+
+
 async def test_a_renamed_tool_is_gone_under_its_old_name_and_answers_under_its_new_one(ledger: Ledger, make_proxy,
                                                                                      tmp_path: Path) -> None:
     proxy = make_proxy(first_call("{type: tools_changed, change: rename, to: post_journal_entry}"))
-    client = Client()
-    async with http_session(proxy.proxy_url("ep"), ledger.url, **client.callbacks()) as mcp:
-        before = {tool.name: tool for tool in (await mcp.list_tools()).tools}
-        gone = await mcp.call_tool("post_entry", {"account": "ops", "cents": 700})
-        after = {tool.name: tool for tool in (await mcp.list_tools()).tools}
-        renamed = await mcp.call_tool("post_journal_entry", {"account": "ops", "cents": 700})
-        again = await mcp.call_tool("post_entry", {"account": "ops", "cents": 700})
+    told, before, gone, after, renamed, again = await through_a_change(
+        proxy, ledger, "post_journal_entry", {"account": "ops", "cents": 700})
     assert gone.is_error and gone.content[0].text == "Unknown tool: post_entry"
-    assert client.told == ["notifications/tools/list_changed"]  # on the call's answer stream, before its answer
+    assert told == ["notifications/tools/list_changed"]  # on the call's answer stream, before its answer
     assert set(before) == {"post_entry", "list_entries"} and set(after) == {"post_journal_entry", "list_entries"}
     assert after["post_journal_entry"].input_schema == before["post_entry"].input_schema
     assert not renamed.is_error and [entry["id"] for entry in ledger.posted()] == ["E1"]  # the server ran it once
     assert again.is_error and again.content[0].text == "Unknown tool: post_entry"
 
-    lines = [line for line in trace_of(proxy, tmp_path / "flows") if line["request"]["method"] == "POST"]
-    [changed] = [line for line in lines if line["fault"]]
-    assert changed["fault"]["delivered"] and not changed["forwarded"]
+    lines, changed, stale = changed_and_stale(proxy, tmp_path / "flows")
     held = [(rpc(line), line["forwarded"]) for line in lines if line.get("consequence_of") == {
         "rule": "control", "type": "tools_changed", "seq": changed["seq"]}]
     assert held == [("tools/list", True), ("tools/call", True), ("tools/call", False)]
-    stale = stale_tool_calls(parse_trace(lines))
     assert [(call.seq, call.tool, call.told) for call in stale] == [
         (changed["seq"], "post_entry", None), (lines[-1]["seq"], "post_entry", changed["seq"])]
 
@@ -167,14 +181,9 @@ async def test_a_changed_schema_rejects_the_old_arguments_and_takes_the_new_ones
                                                                              tmp_path: Path) -> None:
     proxy = make_proxy(first_call("{type: tools_changed, change: schema, ops: [{op: rename, path: properties.cents, "
                                   "to: amount_cents}, {op: add, path: required, value: [account, amount_cents]}]}"))
-    client = Client()
-    async with http_session(proxy.proxy_url("ep"), ledger.url, **client.callbacks()) as mcp:
-        before = {tool.name: tool for tool in (await mcp.list_tools()).tools}
-        old = await mcp.call_tool("post_entry", {"account": "ops", "cents": 700})
-        after = {tool.name: tool for tool in (await mcp.list_tools()).tools}
-        new = await mcp.call_tool("post_entry", {"account": "ops", "amount_cents": 700})
-        again = await mcp.call_tool("post_entry", {"account": "ops", "cents": 700})
-    assert client.told == ["notifications/tools/list_changed"]  # on the first call's answer stream
+    told, before, old, after, new, again = await through_a_change(
+        proxy, ledger, "post_entry", {"account": "ops", "amount_cents": 700})
+    assert told == ["notifications/tools/list_changed"]  # on the first call's answer stream
     assert old.is_error and old.content[0].text == (  # as the SDK's server words it, but for pydantic's link
         "Error executing tool post_entry: 1 validation error for post_entryArguments\namount_cents\n  Field required "
         "[type=missing, input_value={'account': 'ops', 'cents': 700}, input_type=dict]")
@@ -184,10 +193,7 @@ async def test_a_changed_schema_rejects_the_old_arguments_and_takes_the_new_ones
     assert not new.is_error and [(e["id"], e["cents"]) for e in ledger.posted()] == [("E1", 700)]  # ran, as `cents`
     assert again.is_error and again.content[0].text == old.content[0].text
 
-    lines = [line for line in trace_of(proxy, tmp_path / "flows") if line["request"]["method"] == "POST"]
-    [changed] = [line for line in lines if line["fault"]]
-    assert changed["fault"]["delivered"] and not changed["forwarded"]
-    stale = stale_tool_calls(parse_trace(lines))
+    lines, changed, stale = changed_and_stale(proxy, tmp_path / "flows")
     assert [(call.seq, call.told) for call in stale] == [(changed["seq"], None), (lines[-1]["seq"], changed["seq"])]
 
 
