@@ -129,12 +129,17 @@ class ServerStream:
         target = urlsplit(self.url)
         self.passage = Passage(streams.injector, streams.gate, self.episode, "",
                                (target.scheme, flow.request.host, flow.request.port, flow.request.path))
+        # Event offsets count from the response's headers (formats.trace), not from the forward:
+        # the verdict adds them to response_after_s to tell whether an answer reached the client.
         self.started = time.monotonic()
         self.shown: list[tuple[float, bytes]] = []  # the events the client got
         self.unrecorded = 0
         self.supplied = False
         self.asking: set[tuple[str, str | None, str]] = set()  # keys of its requests in streams.asked
         self._posting: set[asyncio.Task] = set()
+
+    def headers_sent(self) -> None:
+        self.started = time.monotonic()
 
     async def event(self, event: bytes, supplied: bool) -> bytes | None:
         self.supplied = supplied

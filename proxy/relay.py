@@ -37,6 +37,8 @@ class EventHandler(Protocol):
     """What sees each event of a relayed event stream: the event the client gets instead, or
     None to withhold it (`supplied`: the stream is a recording, in replay, not an upstream's)."""
 
+    def headers_sent(self) -> None: ...  # the response's headers went to the proxy: events count from here
+
     async def event(self, event: bytes, supplied: bool) -> bytes | None: ...
 
     def end(self) -> None: ...
@@ -161,6 +163,8 @@ class Relay:
         if events is not None and not is_event_stream(response.headers.get("content-type")):
             events = None
         await response.prepare(request)
+        if events is not None:
+            events.headers_sent()
         await asyncio.sleep(spec["first_ms"] / 1000)
         splitter = EventSplitter()
         first = True

@@ -178,3 +178,35 @@ def test_the_live_requests_budget_counts_no_plumbing_either(ledger_http: tuple[H
         asyncio.run(session(proxy.proxy_url("ep")))
         stats = proxy.end_episode("ep")
     assert stats.exchanges == 8 and stats.requests == 3
+
+
+def test_event_offsets_through_the_relay_count_from_the_response_headers(tmp_path: Path) -> None:
+    """A tools/call's answer stream goes through the relay (proxy.mcp_http); its events' offsets
+    count from the response headers, as the trace says (formats.trace), not from the forward.
+    Caught under load: the last lookup_account's line said response_after_s 0.031864, its answer at
+    offset 0.035754 (counted from the forward: really 0.0039 s after the headers) and the client
+    gone at 0.046772 — read as headers + offset = 0.0676 s, after the client left, so the call
+    counted as failed and, had it been the first lookup, the second a retry (max_retries 0)."""
+    answer = {"jsonrpc": "2.0", "id": 5, "result": {"content": [{"type": "text", "text": "{}"}], "isError": False}}
+
+    async def slow_headers(scope, receive, send):  # the server works 0.5 s before its headers, then answers at once
+        if scope["type"] != "http":
+            return
+        while (await receive()).get("more_body"):
+            pass
+        await asyncio.sleep(0.5)
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]})
+        await send({"type": "http.response.body", "body": f"event: message\r\ndata: {json.dumps(answer)}\r\n\r\n".encode()})
+
+    call = {"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "lookup_account",
+                                                                       "arguments": {"account": "A7"}}}
+    with HttpServer(slow_headers) as server, \
+            ProxyServer(load_scenario("observe"), trace_dir=tmp_path / "flows") as proxy:
+        proxy.begin_episode("ep")
+        with httpx2.Client(proxy=proxy.proxy_url("ep"), timeout=30) as client:
+            answered = client.post(server.url, json=call, headers={"accept": "application/json, text/event-stream"})
+        assert json.dumps(answer) in answered.text
+        proxy.end_episode("ep")
+    [line] = [line for path in (tmp_path / "flows").glob("*.jsonl") for line in read_trace(path)]
+    [[offset, _]] = line["upstream"]["sse"]
+    assert line["response_after_s"] >= 0.5 and offset < 0.25, (line["response_after_s"], offset)
