@@ -6,7 +6,10 @@ and on the standalone GET stream. The client answers a server's request with a P
 whose body is the JSON-RPC response with the request's id. As over stdio (proxy/stdio/), each of
 the server's messages passes the fault injector as an exchange with direction "server to client"
 (`Passage`, recorded under the server's MCP URL): a request paired with the client's answer (the
-answer POST is taken here and not recorded apart), a notification alone, capped per episode.
+answer POST is taken here and not recorded apart), a notification alone, capped per episode. A
+client may answer several at once, with one POST of a JSON array (JSON-RPC batching, in MCP
+2025-03-26): each response pairs with its request by id, and the server gets the array of what
+the injector made of them (an answer it never gets is left out; none left: the proxy says 202).
 
 mitmproxy's stream function cannot wait, and a server's message may have to (a delay, the
 injector's hooks), so these streams go through the proxy's loopback relay (proxy/relay.py),
@@ -30,6 +33,7 @@ response hook, is answered 202, and faults answer no one (no server runs).
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from dataclasses import dataclass
 from urllib.parse import urlsplit
@@ -83,14 +87,63 @@ class McpStreams:
         if not self.asked or flow.response is not None or flow.request.method != "POST":
             return  # (nothing waits for an answer: no body is read)
         message = parse_line(flow.request.get_content(strict=False) or b"")
-        if message.kind != "response":
+        if message.kind == "response":
+            given = await self._answer(flow, message)
+            if given is not _UNASKED:
+                flow.metadata[PASS_THROUGH_KEY] = True  # recorded as the server's request's exchange, not apart
+                _forward_one(flow, message.raw, given)
+        elif message.kind == "batch":
+            await self._answer_batch(flow, message.body)
+
+    async def _answer_batch(self, flow: http.HTTPFlow, batch: list) -> None:
+        """A batched answer POST (a JSON array, as JSON-RPC and MCP 2025-03-26 allow): each response
+        is its server request's answer; the server gets what is left of the array (none: 202)."""
+        left: list = []  # what the server gets
+        paired = 0
+        for element in batch:
+            given = await self._answer(flow, _element(element))
+            if given is _UNASKED:
+                left.append(element)
+                continue
+            paired += 1
+            if given is not None:
+                left.append(json.loads(given))
+        if not paired:
             return
+        if paired == len(batch):  # each answer is its request's exchange: the POST is not recorded apart
+            flow.metadata[PASS_THROUGH_KEY] = True
+        if not left:
+            flow.response = http.Response.make(_ACCEPTED, b"", {})
+        elif left != batch:
+            flow.request.content = json.dumps(left, separators=(",", ":"), ensure_ascii=False).encode()
+
+    async def _answer(self, flow: http.HTTPFlow, message: Message) -> bytes | None | object:
+        """What the server gets of the client's answer to one of its requests (None: nothing), or
+        _UNASKED when it answers no request the proxy waits on."""
+        if message.kind != "response":
+            return _UNASKED
         key = (episode_of(flow), flow.request.headers.get(SESSION_HEADER), message.id_key)
         asked = self.asked.pop(key, None)
-        if asked is not None:
-            asked.stream.asking.discard(key)
-            flow.metadata[PASS_THROUGH_KEY] = True  # recorded as the server's request's exchange, not apart
-            await asked.answered(flow, message.raw)
+        if asked is None:
+            return _UNASKED
+        asked.stream.asking.discard(key)
+        return await asked.answered(message.raw)
+
+
+_UNASKED = object()  # McpStreams._answer: the response answers no request waiting here
+
+
+def _element(element: object) -> Message:
+    """One message of a batch, as parse_line reads a message of its own."""
+    return parse_line(json.dumps(element, separators=(",", ":"), ensure_ascii=False).encode())
+
+
+def _forward_one(answer: http.HTTPFlow, body: bytes, given: bytes | None) -> None:
+    """A single answer POST: 202 from the proxy when the server gets nothing, else what it gets."""
+    if given is None:
+        answer.response = http.Response.make(_ACCEPTED, b"", {})
+    elif given != body:
+        answer.request.content = given
 
 
 @dataclass
@@ -101,18 +154,16 @@ class Asked:
     flow: http.HTTPFlow  # the request's exchange, through the injector
     message: Message
 
-    async def answered(self, answer: http.HTTPFlow, body: bytes) -> None:
-        """The client's answer: the exchange's upstream answer; what the server gets is what the
-        injector makes of it (nothing: response_lost; in replay nothing, there is no server)."""
+    async def answered(self, body: bytes) -> bytes | None:
+        """The client's answer: the exchange's upstream answer. Returns what the server gets of it,
+        as the injector made it (None: nothing, as after response_lost or in replay: no server)."""
         passage = self.stream.passage
         await passage.complete(self.flow, (200, [("content-type", "application/json")], body))
         final = passage.final(self.flow)
         if final is None or self.stream.supplied:
-            answer.response = http.Response.make(_ACCEPTED, b"", {})
-            return
+            return None
         status, _, given = final
-        if given != body:
-            answer.request.content = answer_for(self.message.body["id"], status, given).rstrip(b"\n")
+        return body if given == body else answer_for(self.message.body["id"], status, given).rstrip(b"\n")
 
 
 class ServerStream:
