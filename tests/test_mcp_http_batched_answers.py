@@ -91,8 +91,12 @@ def server() -> Iterator[BatchingServer]:
         yield running
 
 
-def batching_agent(url: str, confirm: bool = True):
-    """Calls a tool; answers the server's two requests with one batched POST; returns the call's answer."""
+NOTICE = {"jsonrpc": "2.0", "method": "notifications/roots/list_changed"}  # waited for by no request
+
+
+def batching_agent(url: str, confirm: bool = True, notice: bool = False):
+    """Calls a tool; answers the server's two requests with one batched POST (with a notification
+    in it: `notice`); returns the call's answer."""
     def agent(episode: Episode) -> dict:
         headers = {"accept": "application/json, text/event-stream"}
         call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "refund", "arguments": {}}}
@@ -106,6 +110,7 @@ def batching_agent(url: str, confirm: bool = True):
                     asked.append(message["id"])
                 if len(asked) == len(ASKED):
                     batch = [{"jsonrpc": "2.0", "id": rpc_id, "result": answers[rpc_id]} for rpc_id in asked]
+                    batch += [NOTICE] if notice else []
                     assert http.post(url, json=batch, headers=headers).status_code == 202
                     asked = []
                 if message.get("id") == 1:
@@ -114,24 +119,36 @@ def batching_agent(url: str, confirm: bool = True):
     return agent
 
 
-def asked_lines(trace: Path) -> list[dict]:
+def batch_lines(trace: Path) -> tuple[list[dict], list[dict]]:
+    """The trace's batched POSTs, and its server requests."""
     lines = list(read_trace(trace))
-    assert not [line for line in lines if (line["request"]["body"] or "").startswith("[")]  # the batch: no line of its own
-    return [line for line in lines if line.get("direction") == "server to client"]
+    return ([line for line in lines if (line["request"]["body"] or "").startswith("[")],
+            [line for line in lines if line.get("direction") == "server to client"])
 
 
-def test_a_batched_answer_post_pairs_each_answer_and_replays_with_the_server_stopped(server: BatchingServer,
-                                                                                      tmp_path: Path) -> None:
+def asked_lines(trace: Path) -> list[dict]:
+    batches, asked = batch_lines(trace)
+    assert not batches  # each answer is its request's exchange: the batch is no line of its own
+    return asked
+
+
+def run_live(url: str, tmp_path: Path, notice: bool = False) -> Path:
+    """One episode of the batching agent; its trace."""
     tasks = tmp_path / "tasks.yaml"
     tasks.write_text("tasks:\n  - {id: batch, prompt: refund B1}\n")
     scenario = tmp_path / "scenario.yaml"
     scenario.write_text("name: batched\ndescription: batched answers\nseed: 3\nrules:\n"
                         + rule("unused", "never/sent", 1, "{type: delay, ms: 1}"))
-    run_function(batching_agent(server.url), load_tasks(tasks), k=1, scenario=load_scenario(scenario),
+    run_function(batching_agent(url, notice=notice), load_tasks(tasks), k=1, scenario=load_scenario(scenario),
                  out=tmp_path / "run")
-    assert [[answer["id"] for answer in batch] for batch in server.answers] == [["s1", "s2"]]  # the server got it
     [trace] = [path for path in (tmp_path / "run").rglob("*.jsonl") if "flows" in path.parts]
-    live = asked_lines(trace)
+    return trace
+
+
+def test_a_batched_answer_post_pairs_each_answer_and_replays_with_the_server_stopped(server: BatchingServer,
+                                                                                      tmp_path: Path) -> None:
+    live = asked_lines(run_live(server.url, tmp_path))
+    assert [[answer["id"] for answer in batch] for batch in server.answers] == [["s1", "s2"]]  # the server got it
     assert [(method(line), json.loads(line["upstream"]["body"])["result"]) for line in live] == [
         ("elicitation/create", {"action": "accept", "content": {"confirm": True}}),
         ("roots/list", {"roots": [{"uri": "file:///b"}]})]
@@ -148,3 +165,13 @@ def test_a_batched_answer_post_pairs_each_answer_and_replays_with_the_server_sto
     assert [d["url"] for d in result.diverged] == [url] and not result.meets_expectation
     assert result.diverged[0]["why"].startswith("the client answered the server's elicitation/create")
     assert '"confirm":false' in result.diverged[0]["why"].replace(" ", "")
+
+
+def test_a_batch_that_also_carries_a_message_no_request_waits_for_is_recorded_once(server: BatchingServer,
+                                                                                  tmp_path: Path) -> None:
+    batches, asked = batch_lines(run_live(server.url, tmp_path, notice=True))
+    assert [answer.get("id") for answer in server.answers[0]] == ["s1", "s2", None]  # the server got all three
+    assert [method(line) for line in asked] == ["elicitation/create", "roots/list"]
+    assert all(json.loads(line["upstream"]["body"])["result"] for line in asked)
+    [batch] = batches
+    assert json.loads(batch["request"]["body"])[-1] == NOTICE and batch["upstream"]["status"] == 202
