@@ -4,7 +4,7 @@ side in one table.
 
 `faultproxy run --otlp` hands each logged episode to the export in the runner's process, the one
 the embedded proxy runs in; the spans are built and sent by an exporter process of its own
-(runner/otel_sender.py). So the runner's share is pickling a record and a queue put, and that is
+(otel/sender.py). So the runner's share is pickling a record and a queue put, and that is
 where a cost to the agent's traffic would show. The proxy serves a load generator (a process of
 its own, `proxy_overhead.py _load`, 10 connections) while a thread hands over an episode (three
 model calls, three tool calls, a fault, a failed verdict: 7 spans, its trace a file as in a run)
@@ -34,7 +34,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from faultproxy.proxy.server import ProxyServer  # noqa: E402
-from faultproxy.runner.otel_export import ExportSummary, OtelExport  # noqa: E402
+from faultproxy.otel import ExportSummary, OtelExport  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))

@@ -33,7 +33,7 @@ from faultproxy.runner.chat import Conversation, OpenChannel, episode_conversati
 from faultproxy.runner.plan import PlannedEpisode
 from faultproxy.runner.episode import EpisodeRunner
 from faultproxy.runner.options import RunOptions
-from faultproxy.runner.otel_export import OtelExport
+from faultproxy.otel import OtelExport
 from faultproxy.runner.run import run
 from faultproxy.scenarios import Scenario, load_scenario
 from faultproxy.tasks.model import TaskSet

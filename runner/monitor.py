@@ -34,7 +34,7 @@ from faultproxy.proxy.episodes import EpisodeLimits
 from faultproxy.proxy.server import ProxyServer
 from faultproxy.proxy.sessions import EpisodeRule, LiveSessions, Session
 from faultproxy.runner.monitor_view import MonitorView
-from faultproxy.runner.otel_export import OtelExport
+from faultproxy.otel import OtelExport
 from faultproxy.runner.secrets import task_secrets
 from faultproxy.scenarios import Scenario
 from faultproxy.tasks.model import TaskSet

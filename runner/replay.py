@@ -41,7 +41,7 @@ from faultproxy.replay_store.replay import (
     ReplayOptions,
     ReplayResult,
 )
-from faultproxy.runner import otel_names
+from faultproxy.otel import names as otel_names
 from faultproxy.runner.agent import (
     AgentEnvironment,
     AgentResult,
@@ -66,7 +66,7 @@ from faultproxy.runner.inprocess import (
     call_conversation,
     function_channel,
 )
-from faultproxy.runner.otel_export import OtelExport
+from faultproxy.otel import OtelExport
 from faultproxy.runner.secrets import redact_output_file
 from faultproxy.scenarios import Scenario, ScenarioError, load_scenario
 from faultproxy.tasks.model import Budgets

@@ -31,7 +31,7 @@ from faultproxy.runner.agent_guard import end_leftover_agents
 from faultproxy.runner.episode import EpisodeRunner
 from faultproxy.runner.executors import Executor, make_executor
 from faultproxy.runner.options import RunOptions, RunResult
-from faultproxy.runner.otel_export import OtelExport
+from faultproxy.otel import OtelExport
 from faultproxy.runner.plan import PlannedEpisode, plan_episodes
 from faultproxy.runner.preflight import check_can_start
 from faultproxy.runner.progress import RunProgress

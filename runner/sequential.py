@@ -20,7 +20,7 @@ from faultproxy.evaluator.sequential import BASELINE_KEY, Design, Outcome, evalu
 from faultproxy.formats.rundir import PLAN_FILE
 from faultproxy.runner.episode import EpisodeRunner
 from faultproxy.runner.options import RunOptions, RunResult
-from faultproxy.runner.otel_export import OtelExport
+from faultproxy.otel import OtelExport
 from faultproxy.runner.run import run
 
 

@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.layout import ROOT, copy_layout, package_dirs
 
 LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
@@ -55,13 +57,27 @@ def test_no_import_of_another_subpackage_inside_a_function() -> None:
     assert not hidden, "\n".join(hidden)
 
 
-def test_the_contract_catches_an_upward_import(tmp_path: Path) -> None:
-    """The contract is not vacuous: an evaluator module importing the proxy breaks it."""
+def lint_with_import(tmp_path: Path, module: str, imported: str) -> subprocess.CompletedProcess[str]:
+    """lint-imports over a copy of the package in which `module` (a dotted name) imports `imported`."""
     copy_layout(tmp_path)
     shutil.copyfile(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
-    checks = tmp_path / "faultproxy" / "evaluator" / "checks.py"
-    checks.write_text("import faultproxy.proxy.injector\n" + checks.read_text())
-    done = subprocess.run([str(LINT_IMPORTS), "--no-cache"], cwd=tmp_path, capture_output=True, text=True,
+    source = tmp_path.joinpath(*module.split(".")).with_suffix(".py")
+    source.write_text(f"import {imported}\n" + source.read_text())
+    return subprocess.run([str(LINT_IMPORTS), "--no-cache"], cwd=tmp_path, capture_output=True, text=True,
                           env={"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin"}, timeout=120)
+
+
+@pytest.mark.parametrize("module, imported", [
+    # an evaluator module importing the proxy: the two are siblings
+    ("faultproxy.evaluator.checks", "faultproxy.proxy.injector"),
+    # the OpenTelemetry export sits below the runner and beside the replay store
+    ("faultproxy.otel.spans", "faultproxy.runner.run"),
+    ("faultproxy.otel.export", "faultproxy.replay_store.har"),
+    # ... and only its front door is for others
+    ("faultproxy.runner.run", "faultproxy.otel.spans"),
+])
+def test_the_contracts_catch_a_forbidden_import(tmp_path: Path, module: str, imported: str) -> None:
+    """The contracts are not vacuous: each of these imports breaks one."""
+    done = lint_with_import(tmp_path, module, imported)
     assert done.returncode != 0
-    assert "faultproxy.evaluator.checks -> faultproxy.proxy.injector" in done.stdout
+    assert f"{module} -> {imported}" in done.stdout

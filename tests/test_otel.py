@@ -30,11 +30,12 @@ from faultproxy.formats.trace import read_trace, trace_path
 from faultproxy.replay_store import har
 from faultproxy.replay_store.freeze import freeze
 from faultproxy.replay_store.replay import ReplayOptions
-from faultproxy.runner import otel_names as N
+from faultproxy.otel import names as N
 from faultproxy.runner.inprocess import Episode, run_function
 from faultproxy.evaluator.traced import parse_exchange
-from faultproxy.runner.otel_export import FLUSH_TIMEOUT_S, OtelExport, resolve_endpoint
-from faultproxy.runner.otel_spans import exchange_span
+from faultproxy.otel import OtelExport, resolve_endpoint
+from faultproxy.otel.export import FLUSH_TIMEOUT_S
+from faultproxy.otel.spans import exchange_span
 from faultproxy.runner.replay import Replayer
 from faultproxy.scenarios import load_scenario
 from faultproxy.tasks.loader import task_set_from_json
@@ -250,7 +251,7 @@ def test_mcp_spans_replayed_episodes_and_a_dead_collector_that_changes_nothing(t
 
 ORPHANED = """\
 import sys, time
-from faultproxy.runner.otel_export import OtelExport
+from faultproxy.otel import OtelExport
 export = OtelExport(sys.argv[1])
 export.export_episode({"key": "orphan", "started": time.time(), "duration_s": 0.1}, [])
 assert export.ready.wait(60)

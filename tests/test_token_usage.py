@@ -21,9 +21,9 @@ from websockets.asyncio.client import connect
 
 from faultproxy.cli.main import main
 from faultproxy.formats.rundir import read_run
-from faultproxy.runner import otel_names as N
+from faultproxy.otel import names as N
 from faultproxy.runner.inprocess import Episode, run_function
-from faultproxy.runner.otel_export import OtelExport
+from faultproxy.otel import OtelExport
 from faultproxy.tasks.loader import load_tasks
 from tests import model_upstream
 from tests.otlp_receiver import receiving

@@ -21,8 +21,8 @@ from faultproxy.evaluator.final_answer import final_answer
 from faultproxy.evaluator.judge import judge_episode
 from faultproxy.evaluator.traced import parse_trace
 from faultproxy.formats.trace import read_trace, trace_path
-from faultproxy.runner import otel_names as N
-from faultproxy.runner.otel_spans import exchange_span
+from faultproxy.otel import names as N
+from faultproxy.otel.spans import exchange_span
 from faultproxy.tasks.model import Effect, EndpointPattern, Expected, Task
 from tests.conftest import scenario
 from tests.upstream import ServerThread

@@ -7,7 +7,7 @@ finished run.
 
 Without --otlp, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT decide (and
 OTEL_EXPORTER_OTLP_HEADERS adds headers, e.g. a backend's authorization); the spans and the
-module that sends them are runner/otel_export.py's. The export never changes a run's exit status;
+module that sends them are otel/export.py's. The export never changes a run's exit status;
 export-otel exits 1 when some spans did not reach the collector.
 """
 
@@ -24,8 +24,8 @@ from faultproxy.cli.options import check_secret_env
 from faultproxy.formats.errors import UsageError
 from faultproxy.formats.redact import Redactor
 from faultproxy.formats.rundir import LOG_FILE, read_log, read_plan
-from faultproxy.runner import otel_names as N
-from faultproxy.runner.otel_export import ExportSummary, OtelExport, resolve_endpoint
+from faultproxy.otel import names as N
+from faultproxy.otel import ExportSummary, OtelExport, resolve_endpoint
 
 EXIT_NOT_DELIVERED = 1
 

@@ -5,7 +5,7 @@ spans and its function calls as execute_tool spans; a conversation's turns as IN
 named for their direction, "user to agent" or "agent to user", the text only with content), each injected fault an event on the
 exchange it hit (on a session's turn or call, every fault on its messages, at the message's
 time). Times are the proxy's, from the trace; nothing here talks to a collector
-(runner/otel_export.py sends what this plans), so it is as testable as the evaluator.
+(otel/export.py sends what this plans), so it is as testable as the evaluator.
 
 Every string that leaves goes through the run's Redactor once more (traces on disk are redacted
 already; this also covers a record or trace written before a secret was configured).
@@ -27,8 +27,8 @@ from faultproxy.formats.model_apis import LiveApi, detect_api
 from faultproxy.formats.redact import MASK, Redactor
 from faultproxy.formats.trace import AGENT_TO_USER, USER_TO_AGENT
 from faultproxy.proxy.stdio.route import STDIO_SUFFIX
-from faultproxy.runner import otel_genai as G
-from faultproxy.runner import otel_names as N
+from faultproxy.otel import genai as G
+from faultproxy.otel import names as N
 from faultproxy.tasks.model import SEVERITY_RANK
 
 _TRACEPARENT = re.compile(r"00-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}")

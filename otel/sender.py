@@ -1,8 +1,8 @@
-"""The exporter process behind runner/otel_export.py: it builds each handed episode's spans and
+"""The exporter process behind otel/export.py: it builds each handed episode's spans and
 sends them over OTLP/HTTP, so span building, protobuf encoding and HTTP never share the
 interpreter (and its lock) with the run's embedded proxy.
 
-    python -m faultproxy.runner.otel_sender      # started by OtelExport; stdin and stdout are its pipes
+    python -m faultproxy.otel.sender            # started by OtelExport; stdin and stdout are its pipes
 
 stdin carries pickled frames from the parent only (never a file: the redactor's secret values
 travel in the first frame): the sender's settings, then ("episode", record, trace, attributes),
@@ -11,7 +11,7 @@ close (or the end of stdin: the parent is gone) is seen at once however far behi
 building stops at the deadline and what is left counts as lost. stdout carries JSON lines back:
 {"ready": pid} once it can export, {"event": ...} warnings for the parent to log, and one
 {"summary": ...} before the process exits.
-Redaction happens here, before anything is sent (runner/otel_spans.py).
+Redaction happens here, before anything is sent (otel/spans.py).
 """
 
 from __future__ import annotations
@@ -40,8 +40,8 @@ from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, Status,
 from faultproxy.formats import __version__
 from faultproxy.formats.rundir import trace_file
 from faultproxy.formats.trace import read_trace
-from faultproxy.runner import otel_names as N
-from faultproxy.runner.otel_export import (
+from faultproxy.otel import names as N
+from faultproxy.otel.export import (
     COOL_DOWN_S,
     EXPORT_TIMEOUT_S,
     FLUSH_TIMEOUT_S,
@@ -49,7 +49,7 @@ from faultproxy.runner.otel_export import (
     SenderSettings,
     TraceSource,
 )
-from faultproxy.runner.otel_spans import SpanPlan, episode_spans
+from faultproxy.otel.spans import SpanPlan, episode_spans
 
 QUEUE_SPANS = 4096
 BATCH_SPANS = 256
@@ -142,7 +142,7 @@ class SpanSender:
             self._emit(plan, _context_of(plan.parent))
             self.episodes += 1
             self.spans += plan.count()
-        except Exception as error:  # noqa: BLE001 - export must never fail a run (runner/otel_export.py)
+        except Exception as error:  # noqa: BLE001 - export must never fail a run (otel/export.py)
             self.report.warning("otlp_episode_not_exported", episode=record.get("key"), error=repr(error))
             self.unexported += 1
 

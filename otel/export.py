@@ -1,14 +1,15 @@
 """OpenTelemetry export: judged episodes as spans, over OTLP/HTTP (protobuf), to any collector.
 
-Where it sits: the runner layer. It reads what the layers below write and judge (trace lines
-through formats, verdicts from the evaluator, the proxy's names for stdio servers) and is fed by
-the runner's own loops (`run`, `sweep`, replay, the monitor) after each episode is judged and logged, so it
+Where it sits: its own package, beside the replay store, above the proxy and the evaluator. It
+reads what the layers below write and judge (trace lines through formats, verdicts from the
+evaluator, the proxy's names for stdio servers) and is fed by the runner's loops (`run`,
+`sweep`, replaying agents) and the monitor after each episode is judged and logged, so it
 never runs on the proxy's hot path and needs nothing from the CLI; the CLI only decides whether
 to export, where, and prints the summary (`faultproxy export-otel` feeds it a finished run).
 
 Its own process: building spans, encoding protobuf and HTTP would otherwise share the
 interpreter lock with the embedded proxy (at 50 episodes/s that cost the proxy a third of its
-throughput). The first episode starts an exporter process (runner/otel_sender.py); this process
+throughput). The first episode starts an exporter process (otel/sender.py); this process
 only pickles what an episode's spans need (its logged record, where its trace is, attributes)
 into a bounded queue that a thread writes to the exporter's stdin. Redaction happens there,
 before anything is sent; the redactor travels through the pipe, never through a file.
@@ -56,7 +57,7 @@ FLUSH_TIMEOUT_S = 5.0  # what closing may add at the end of a run
 CLOSE_GRACE_S = 0.5  # for the exporter's summary after the flush deadline, before it is killed
 COOL_DOWN_S = 30.0  # after a failed batch, drop batches this long instead of waiting on the collector
 QUEUE_EPISODES = 256  # episodes waiting for the exporter, on each side of the pipe
-SENDER_MODULE = "faultproxy.runner.otel_sender"
+SENDER_MODULE = "faultproxy.otel.sender"
 TRACES_PATH = "/v1/traces"
 ENDPOINT_ENV = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
 

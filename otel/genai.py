@@ -14,7 +14,7 @@ from typing import Any
 from faultproxy.evaluator.traced import TracedExchange, documents
 from faultproxy.formats.model_answers import Api, dig, read_answer, read_usage
 from faultproxy.formats.model_apis import ModelApi, is_streamed, request_model
-from faultproxy.runner import otel_names as N
+from faultproxy.otel import names as N
 
 _REQUEST_NUMBERS = ((N.REQUEST_TEMPERATURE, ("temperature", "generationConfig.temperature")),
                     (N.REQUEST_TOP_P, ("top_p", "generationConfig.topP")),
