@@ -14,6 +14,7 @@ from faultproxy.proxy.websocket import WsSession
 from faultproxy.scenarios.selection import UNREADABLE_BODY, UNREADABLE_REASON, parse_json_body
 from faultproxy.scenarios import Rule, Scenario
 
+EXCHANGE_KEY = "faultproxy_exchange"  # flow.metadata: the flow's FlowExchange, while the injector holds it
 _UNPARSED = object()
 
 

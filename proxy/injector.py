@@ -18,11 +18,11 @@ from pathlib import Path
 import structlog
 from faultproxy.formats.errors import UserError
 from faultproxy.formats.redact import Redactor
-from faultproxy.formats.trace import SERVER_TO_CLIENT, encode_ws_message, trace_time, turn_record
+from faultproxy.formats.trace import SERVER_TO_CLIENT, trace_time, turn_record
 from faultproxy.proxy import decide
 from faultproxy.proxy.attribution import PASS_THROUGH_KEY, episode_of
 from faultproxy.proxy.episodes import EpisodeLimits, Episodes, EpisodeState
-from faultproxy.proxy.exchange import FlowExchange
+from faultproxy.proxy.exchange import EXCHANGE_KEY, FlowExchange
 from faultproxy.proxy.faults import FAULT_CLASSES, SUPPLIED_KEY, Fault, answer
 from faultproxy.proxy.faults.lingering import REWRITE_KEY, answer_lingering
 from faultproxy.scenarios.selection import request_matches
@@ -30,16 +30,17 @@ from faultproxy.proxy.models import rewrite_request
 from faultproxy.proxy.perturb import perturb_response
 from faultproxy.proxy.relay import Relay
 from faultproxy.proxy.request_kinds import is_plumbing, kinds_of, learn_tools, uses_kinds
-from faultproxy.proxy.sse import EventSplitter, is_event_stream
+from faultproxy.proxy.sse import is_event_stream, split_events
+from faultproxy.proxy.stream_tap import StreamTap, pump
 from faultproxy.proxy.usage import tokens_used
-from faultproxy.proxy.websocket import MessageFault, WsSession, message_json, open_session
-from faultproxy.scenarios import FAULT_KINDS, Rule, Scenario, ScenarioError, load_scenario
+from faultproxy.proxy.websocket import open_session
+from faultproxy.proxy.websocket_hooks import WebSocketHooks
+from faultproxy.scenarios import FAULT_KINDS, Rule, Scenario, ScenarioError, load_scenario, parse_params
 from faultproxy.tasks.request_class import Declared
 from mitmproxy import ctx, exceptions, http
 from mitmproxy import flow as flow_module
 
 FORCE_HEADER = "x-faultproxy-force"
-EXCHANGE_KEY = "faultproxy_exchange"
 DIRECTION_KEY = "faultproxy_direction"  # flow.metadata: who sent the request, when not simply the client (stdio MCP)
 REMEMBER_KEY = "faultproxy_remember"  # flow.metadata: the fault that keeps this read's answer, if any
 WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
@@ -50,7 +51,7 @@ _CLIENT_GONE_ERROR = "Client disconnected"  # mitmproxy's message when the clien
 log = structlog.get_logger("faultproxy")
 
 
-class FaultInjector:
+class FaultInjector(WebSocketHooks):
     def __init__(self, scenario: Scenario | None = None, limits: EpisodeLimits | None = None) -> None:
         self.scenario = scenario
         self.limits = limits or EpisodeLimits()
@@ -228,7 +229,7 @@ class FaultInjector:
         if flow.response.stream and flow.metadata.get(SUPPLIED_KEY):
             # mitmproxy never streams a response set in the request hook; run its body through
             # the tap here, so events are recorded and shaped as they would be off the network.
-            _pump(flow)
+            pump(flow)
 
     async def response(self, flow: http.HTTPFlow) -> None:
         ex = flow.metadata.get(EXCHANGE_KEY)
@@ -246,74 +247,6 @@ class FaultInjector:
             # A WebSocket session follows: the line is written when it ends, with its messages.
             ex.websocket = open_session(tuple(ex.message_rules), flow.request.path)
             return
-        self._finish(flow, ex)
-
-    async def websocket_message(self, flow: http.HTTPFlow) -> None:
-        ex = flow.metadata.get(EXCHANGE_KEY)
-        session = ex.websocket if ex is not None and not ex.written else None
-        if session is None:
-            return
-        message = flow.websocket.messages[-1]
-        entry = session.record(message, self.redactor, self.limits.trace_body_bytes)
-        if message.injected:
-            session.injected_arrived(message, entry)
-            return
-        if spent := session.tokens(message):  # counted as the turn's usage arrives: the live budget sees it now
-            ex.tokens += spent
-            ex.episode.tokens += spent
-        if session.closing is not None:  # the proxy is ending the session: nothing more goes through
-            message.drop()
-            entry["dropped"] = True
-            return
-        fault = self._decide_message(ex, session, message)
-        if fault is not None:
-            session.fired(entry, fault)
-            ex.episode.fired[fault.rule.name] += 1
-            received = message.content
-            await self.fault(ex.scenario, fault.rule).message(flow, session, message, fault)
-            if message.content != received:  # rewritten (schema_drift): the trace keeps both
-                entry["sent"] = encode_ws_message(message.content, message.is_text, self.redactor,
-                                                  self.limits.trace_body_bytes).get("text")
-        if message.dropped:
-            if not entry.get("held"):  # held: withheld only to be sent again behind an injection
-                entry["dropped"] = True
-        elif session.expected:  # injections on their way: this message goes behind them
-            session.resend(flow, message)
-
-    def _decide_message(self, ex: FlowExchange, session: WsSession, message) -> MessageFault | None:
-        """Count the message for every message rule it matches; the first that the rule's `when`
-        admits and whose keyed-hash draw falls under its probability fires."""
-        chosen = None
-        body = None
-        for rule in session.rules:
-            if body is None:
-                body = message_json(message)
-            if not rule.match.websocket.matches(message.from_client, body):
-                continue
-            index = ex.episode.calls[rule.name] = ex.episode.calls[rule.name] + 1
-            if chosen is None and (value := self._message_decision(ex, rule, index)) is not None:
-                chosen = MessageFault(rule, ex.episode.key, index, value)
-        return chosen
-
-    def _message_decision(self, ex: FlowExchange, rule: Rule, index: int) -> float | None:
-        """The decision value if the rule fires on its index-th matching message, else None (replay
-        overrides it to force exactly the decisions `minimize` asks for)."""
-        if not rule.when.admits(index, ex.episode.fired[rule.name]):
-            return None
-        value = decide.decision_value(ex.scenario.seed, ex.episode.key, rule.name, index)
-        return value if decide.fires(ex.scenario.probability(rule), value) else None
-
-    def websocket_end(self, flow: http.HTTPFlow) -> None:
-        ex = flow.metadata.get(EXCHANGE_KEY)
-        session = ex.websocket if ex is not None else None
-        if session is None or ex.written:
-            return
-        if session.closing is not None:
-            session.closing.deliver(f"the proxy ended the session ({'abort' if session.close['code'] is None else 'close ' + str(session.close['code'])})")
-        else:
-            ws = flow.websocket
-            session.close = {"by": "client" if ws.closed_by_client else "server", "code": ws.close_code,
-                             "reason": ws.close_reason or "", "t": session.offset()}
         self._finish(flow, ex)
 
     def _perturb(self, flow: http.HTTPFlow, ex: FlowExchange) -> None:
@@ -383,7 +316,7 @@ class FaultInjector:
             return
         ex.upstream_body = flow.response.get_content(strict=False)
         if is_event_stream(flow.response.headers.get("content-type")):
-            ex.upstream_events = [(0.0, e) for e in _split_all(ex.upstream_body)]
+            ex.upstream_events = [(0.0, e) for e in split_events(ex.upstream_body)]
             ex.tokens = tokens_used(flow.request.path, None, (e for _, e in ex.upstream_events))
         else:
             ex.tokens = tokens_used(flow.request.path, ex.upstream_body)
@@ -438,46 +371,6 @@ class FaultInjector:
             ex.episode.trace.write(ex.to_record(self.redactor, self.limits.trace_body_bytes))
 
 
-class StreamTap:
-    """mitmproxy's stream function for event streams: records each event with its time offset
-    and lets a fault shape, drop or cut events on their boundaries."""
-
-    def __init__(self, ex: FlowExchange, shaper, record_upstream: bool = True) -> None:
-        self.ex = ex
-        self.shaper = shaper
-        self.record_upstream = record_upstream
-        self.splitter = EventSplitter()
-        self.started = time.monotonic()
-        self.client_events = [] if shaper else None  # the exchange's, which only a shaper changes here
-        if shaper:
-            ex.client_events = self.client_events
-
-    def __call__(self, chunk: bytes) -> list[bytes]:
-        # A list, never b"": mitmproxy frames an empty bytes chunk as the chunked-encoding
-        # terminator, which would end the client's response early.
-        events = self.splitter.feed(chunk) if chunk else _tail(self.splitter.rest())
-        out = []
-        for event in events:
-            offset = time.monotonic() - self.started
-            if self.record_upstream:
-                self.ex.upstream_events.append((offset, event))
-            shaped = self.shaper(event) if self.shaper else event
-            if shaped is None:
-                continue
-            out.append(shaped)
-            if self.client_events is not None:
-                self.client_events.append((offset, shaped))
-        return out
-
-
-def _pump(flow: http.HTTPFlow) -> None:
-    tap = flow.response.stream
-    body = b"".join([*tap(flow.response.raw_content or b""), *tap(b"")])
-    flow.response.raw_content = body
-    flow.response.headers.pop("transfer-encoding", None)
-    flow.response.headers["content-length"] = str(len(body))
-
-
 def header_pairs(headers: http.Headers) -> list[tuple[str, str]]:
     """Headers as sent, repeated ones kept apart (cheaper than .items(), which folds them)."""
     return [(k.decode("latin-1"), v.decode("latin-1")) for k, v in headers.fields]
@@ -497,24 +390,3 @@ def infrastructure_error(ex: FlowExchange) -> str | None:
     if message == flow_module.Error.KILLED_MESSAGE or message.startswith(_CLIENT_GONE_ERROR):
         return None
     return message
-
-
-def _tail(rest: bytes) -> list[bytes]:
-    return [rest] if rest else []
-
-
-def _split_all(body: bytes) -> list[bytes]:
-    splitter = EventSplitter()
-    return splitter.feed(body) + _tail(splitter.rest())
-
-
-def parse_params(specs: list[str]) -> dict[str, float]:
-    """`["lambda=0.2"]` -> `{"lambda": 0.2}`, for --param flags and the mitmproxy option."""
-    params: dict[str, float] = {}
-    for spec in specs:
-        name, _, value = spec.partition("=")
-        try:
-            params[name.strip()] = float(value)
-        except ValueError:
-            raise ValueError(f"param {spec!r} is not NAME=NUMBER") from None
-    return params

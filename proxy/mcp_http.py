@@ -41,8 +41,8 @@ from urllib.parse import urlsplit
 import structlog
 from faultproxy.proxy.attribution import PASS_THROUGH_KEY, episode_of
 from faultproxy.proxy.auth import EpisodeGate
-from faultproxy.proxy.exchange import FlowExchange
-from faultproxy.proxy.injector import EXCHANGE_KEY, FaultInjector
+from faultproxy.proxy.exchange import EXCHANGE_KEY, FlowExchange
+from faultproxy.proxy.injector import FaultInjector
 from faultproxy.proxy.sse import data_payloads
 from faultproxy.proxy.stdio.messages import Message, answer_for, parse_line
 from faultproxy.proxy.stdio.passage import SERVER_TO_CLIENT, Passage

@@ -33,6 +33,14 @@ class EventSplitter:
         return rest
 
 
+def split_events(body: bytes) -> list[bytes]:
+    """A whole body's events, the last one partial when the body does not end on a blank line."""
+    splitter = EventSplitter()
+    events = splitter.feed(body)
+    rest = splitter.rest()
+    return events + ([rest] if rest else [])
+
+
 def is_event_stream(content_type: str | None) -> bool:
     return bool(content_type) and content_type.split(";")[0].strip().lower() == "text/event-stream"
 

@@ -42,13 +42,13 @@ from typing import Any
 
 import structlog
 from faultproxy.proxy import decide
-from faultproxy.proxy.exchange import FlowExchange
 from faultproxy.proxy.faults import answer
 from faultproxy.proxy.faults.base import RECORDED_FAULT_KEY
-from faultproxy.proxy.injector import EXCHANGE_KEY, FaultInjector
+from faultproxy.proxy.exchange import EXCHANGE_KEY, FlowExchange
+from faultproxy.proxy.injector import FaultInjector
 from faultproxy.proxy.relay import Relay
 from faultproxy.proxy.stdio.passage import SERVER_TO_CLIENT, STAND_IN_KEY
-from faultproxy.proxy.sse import EventSplitter, is_event_stream, map_json_data
+from faultproxy.proxy.sse import is_event_stream, map_json_data, split_events
 from faultproxy.replay_store.har import Entry
 from faultproxy.replay_store.matching import Pool
 from faultproxy.replay_store.ws_replay import Session, SessionServer
@@ -272,20 +272,13 @@ def _same_rpc_id(body: bytes, request_json: Any, stream: bool) -> bytes:
         return document
 
     if stream:
-        return b"".join(map_json_data(event, fix) for event in _events(body))
+        return b"".join(map_json_data(event, fix) for event in split_events(body))
     try:
         document = json.loads(body)
     except ValueError:
         return body
     fixed = fix(document)
     return body if fixed is document else json.dumps(fixed, separators=(",", ":")).encode()
-
-
-def _events(body: bytes) -> list[bytes]:
-    splitter = EventSplitter()
-    events = splitter.feed(body)
-    rest = splitter.rest()
-    return events + ([rest] if rest else [])
 
 
 class NoUpstream:

@@ -14,6 +14,7 @@ from faultproxy.scenarios.loader import (
     ScenarioError,
     bundled_names,
     load_scenario,
+    parse_params,
     resolve_scenario_path,
 )
 from faultproxy.scenarios.model import (
@@ -43,6 +44,7 @@ __all__ = [
     "When",
     "bundled_names",
     "load_scenario",
+    "parse_params",
     "resolve_scenario_path",
     "trace_forwarded",
 ]

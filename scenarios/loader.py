@@ -82,6 +82,18 @@ def load_scenario(name_or_path: str | Path, params: Mapping[str, float] | None =
 # --- the scenario schema ------------------------------------------------------------------------
 
 
+def parse_params(specs: list[str]) -> dict[str, float]:
+    """`["lambda=0.2"]` -> `{"lambda": 0.2}`, for --param flags and the mitmproxy option."""
+    params: dict[str, float] = {}
+    for spec in specs:
+        name, _, value = spec.partition("=")
+        try:
+            params[name.strip()] = float(value)
+        except ValueError:
+            raise ValueError(f"param {spec!r} is not NAME=NUMBER") from None
+    return params
+
+
 def _read_overrides(path: str, overrides: Mapping[str, float]) -> dict[str, float]:
     result = {}
     for name, value in overrides.items():

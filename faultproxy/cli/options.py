@@ -16,13 +16,12 @@ from faultproxy.formats.errors import UsageError
 from faultproxy.formats.paths import folder_option
 from faultproxy.formats.rundir import run_digest
 from faultproxy.proxy.auth import check_token, is_loopback, new_token
-from faultproxy.proxy.injector import parse_params
 from faultproxy.runner.chat import CHAT_HELP, chat_mode
 from faultproxy.runner.options import RunOptions, parse_pairs, reverse_variables
 from faultproxy.runner.plan import GridPoint
 from faultproxy.runner.rewrites import MODEL_TEMPLATE
 from faultproxy.runner.variants import load_variant_function
-from faultproxy.scenarios import Scenario
+from faultproxy.scenarios import Scenario, parse_params
 from faultproxy.tasks.loader import MAX_WALL_S, TaskError, load_tasks, single_task
 from faultproxy.tasks.side_channel import SideChannel
 
