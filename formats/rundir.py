@@ -25,7 +25,7 @@ plan.json: {"faultproxy_version", "scenario": {"name", "digest", "path", "params
 episodes.jsonl header: {"type": "header", "faultproxy_version", "scenario_digest", "tasks_digest",
   "k", "grid", "command", "created"}
 
-A monitor's run directory (runner.monitor) is one of these too: its plan has one task, its
+A monitor's run directory (faultproxy.monitor) is one of these too: its plan has one task, its
 policy (Task.online), k the log's cap (`--max-episodes`: each episode's trial is its number
 modulo k, and once full the oldest are dropped, EpisodeLog.drop_oldest), and `"monitor":
 {"policy", "policy_digest", "episode_by", "idle_s", "sample", "max_episodes"}` in the plan and

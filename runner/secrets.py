@@ -9,31 +9,13 @@ runs (SecretTooShort, a UserError: one line, exit status 2).
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
 from pathlib import Path
 
 from faultproxy.formats.errors import DiskFull
 from faultproxy.formats.files import write_whole
 from faultproxy.formats.redact import Redactor
-from faultproxy.formats.secret_names import is_secret_name
 from faultproxy.runner.options import RunOptions
-from faultproxy.tasks.model import Task
-from faultproxy.tasks.templates import UnsetVariable, expand
-
-
-def task_secrets(task: Task, env: Mapping[str, str], redactor: Redactor, where: str = "") -> Redactor:
-    """`redactor` plus the task's secret values: its `secrets` and its secret-looking `env:`
-    entries, expanded with `env` (entries whose variables are unset there add nothing)."""
-    for name in sorted({*task.secrets, *(n for n in task.env if is_secret_name(n))}):
-        if name in task.env:
-            try:
-                value = expand(task.env[name], env)
-            except (UnsetVariable, ValueError):
-                continue
-        else:
-            value = env.get(name, "")
-        redactor = redactor.with_values([value], source=f"{where or 'tasks'}: task {task.id}: env {name}")
-    return redactor
+from faultproxy.tasks.secret_values import task_secrets
 
 
 def run_redactor(options: RunOptions) -> Redactor:

@@ -75,6 +75,11 @@ def lint_with_import(tmp_path: Path, module: str, imported: str) -> subprocess.C
     ("faultproxy.otel.export", "faultproxy.replay_store.har"),
     # ... and only its front door is for others
     ("faultproxy.runner.run", "faultproxy.otel.spans"),
+    # the monitor is a mode beside the runner: neither imports the other, and the CLI its front door
+    ("faultproxy.monitor.live_traffic", "faultproxy.runner.episode"),
+    ("faultproxy.runner.episode", "faultproxy.monitor"),
+    ("faultproxy.otel.export", "faultproxy.monitor"),
+    ("faultproxy.cli.monitor", "faultproxy.monitor.live_traffic"),
 ])
 def test_the_contracts_catch_a_forbidden_import(tmp_path: Path, module: str, imported: str) -> None:
     """The contracts are not vacuous: each of these imports breaks one."""

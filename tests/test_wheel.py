@@ -19,7 +19,7 @@ import pytest
 from tests.layout import ROOT, copy_sources, package_dirs
 from tests.upstream import ServerThread, Upstream
 
-GENERIC_NAMES = ("proxy", "scenarios", "evaluator", "replay_store", "runner", "formats", "tasks", "otel")
+GENERIC_NAMES = ("proxy", "scenarios", "evaluator", "replay_store", "runner", "formats", "tasks", "otel", "monitor")
 
 AGENT = """\
 import json, os, sys

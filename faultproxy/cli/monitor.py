@@ -1,4 +1,4 @@
-"""`faultproxy monitor`: judge live traffic (runner.monitor) in a run directory.
+"""`faultproxy monitor`: judge live traffic (faultproxy.monitor) in a run directory.
 
 faultproxy/cli/main.py calls `register(commands)`.
 """
@@ -25,7 +25,7 @@ from faultproxy.formats.errors import UsageError
 from faultproxy.formats.redact import Redactor
 from faultproxy.proxy.server import ProxyServer, ProxyStartError
 from faultproxy.proxy.sessions import EpisodeRule
-from faultproxy.runner.monitor import Monitor, MonitorOptions
+from faultproxy.monitor import Monitor, MonitorOptions
 from faultproxy.scenarios import load_scenario
 from faultproxy.tasks.loader import load_policy
 

@@ -30,15 +30,15 @@ from faultproxy.formats import __version__
 from faultproxy.formats.redact import Redactor
 from faultproxy.formats.rundir import FLOWS_DIR, MONITOR_KEY, EpisodeLog, write_plan
 from faultproxy.formats.trace import REJECTED_NAME, read_trace, trace_path
+from faultproxy.monitor.terminal_view import MonitorView
+from faultproxy.otel import OtelExport
 from faultproxy.proxy.episodes import EpisodeLimits
 from faultproxy.proxy.server import ProxyServer
 from faultproxy.proxy.sessions import EpisodeRule, LiveSessions, Session
-from faultproxy.runner.monitor_view import MonitorView
-from faultproxy.otel import OtelExport
-from faultproxy.runner.secrets import task_secrets
 from faultproxy.scenarios import Scenario
 from faultproxy.tasks.model import TaskSet
 from faultproxy.tasks.request_class import Declared
+from faultproxy.tasks.secret_values import task_secrets
 
 log = structlog.get_logger("faultproxy.monitor")
 
