@@ -1,7 +1,7 @@
 """`faultproxy monitor`: a proxy in front of live agents that judges their traffic as it goes.
 
 It injects nothing unless given canary faults (--scenario), puts each request into an episode
-(proxy.sessions: a session header, the W3C trace id, proxy credentials or the client
+(proxy.monitor_sessions: a session header, the W3C trace id, proxy credentials or the client
 connection), ends an episode after `idle_s` of silence in it, judges it by the checks that need
 no expected end state (evaluator.online, under the policy: tasks.loader.load_policy) and
 appends it to the run directory's log. The directory is a run directory (formats.rundir: an
@@ -34,7 +34,7 @@ from faultproxy.monitor.terminal_view import MonitorView
 from faultproxy.otel import OtelExport
 from faultproxy.proxy.episodes import EpisodeLimits
 from faultproxy.proxy.server import ProxyServer
-from faultproxy.proxy.sessions import EpisodeRule, LiveSessions, Session
+from faultproxy.proxy.monitor_sessions import EpisodeRule, LiveSessions, Session
 from faultproxy.scenarios import Scenario
 from faultproxy.tasks.model import TaskSet
 from faultproxy.tasks.request_class import Declared

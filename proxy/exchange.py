@@ -61,7 +61,7 @@ class FlowExchange:
     matched: list[str] = field(default_factory=list)  # the rules whose match block selected the request
     direction: str | None = None  # MCP: "client to server" (stdio) or "server to client" (who asked)
     message_rules: list[Rule] = field(default_factory=list)  # rules on the messages of the session it may open
-    kinds: frozenset[Kind] | None = None  # what the request is, once a rule with `kind:` asked (proxy.request_kinds)
+    kinds: frozenset[Kind] | None = None  # what the request is, once a rule with `kind:` asked (proxy.flow_kinds)
     websocket: WsSession | None = None  # the WebSocket session the upgrade opened, if it did
     duplicate: tuple[int, list[tuple[str, str]], bytes] | None = None  # duplicate_delivery: the second answer
     consequence_of: dict[str, Any] | None = None  # answered by the proxy because of an earlier fault: which

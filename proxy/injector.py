@@ -29,10 +29,10 @@ from faultproxy.scenarios.selection import request_matches
 from faultproxy.proxy.models import rewrite_request
 from faultproxy.proxy.perturb import perturb_response
 from faultproxy.proxy.relay import Relay
-from faultproxy.proxy.request_kinds import is_plumbing, kinds_of, learn_tools, uses_kinds
+from faultproxy.proxy.flow_kinds import is_plumbing, kinds_of, learn_tools, uses_kinds
 from faultproxy.proxy.sse import is_event_stream, split_events
 from faultproxy.proxy.stream_tap import StreamTap, pump
-from faultproxy.proxy.usage import tokens_used
+from faultproxy.proxy.answer_tokens import tokens_used
 from faultproxy.proxy.websocket import open_session
 from faultproxy.proxy.websocket_hooks import WebSocketHooks
 from faultproxy.scenarios import FAULT_KINDS, Rule, Scenario, ScenarioError, load_scenario, parse_params
@@ -141,7 +141,7 @@ class FaultInjector(WebSocketHooks):
 
     async def request(self, flow: http.HTTPFlow) -> None:
         if flow.response or self.scenario is None or PASS_THROUGH_KEY in flow.metadata:
-            return  # already answered (e.g. an unknown upstream), or to pass untouched (proxy.sessions)
+            return  # already answered (e.g. an unknown upstream), or to pass untouched (proxy.monitor_sessions)
         ex = self._open_exchange(flow)
         forced = flow.request.headers.pop(FORCE_HEADER) if FORCE_HEADER in flow.request.headers else None
         self._match_rules(flow, ex, forced)

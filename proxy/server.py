@@ -25,7 +25,7 @@ from faultproxy.formats.errors import UsageError
 from faultproxy.proxy.attribution import Attribution
 from faultproxy.proxy.auth import is_loopback
 from faultproxy.proxy.ca import ca_bundle, default_confdir, ensure_ca, upstream_trust
-from faultproxy.proxy.dispatch import handled_only
+from faultproxy.proxy.addon_dispatch import handled_only
 from faultproxy.proxy.episodes import EpisodeLimits
 from faultproxy.proxy.injector import SETTLE_S, FaultInjector
 from faultproxy.proxy.mcp_http import McpStreams
@@ -62,7 +62,7 @@ class EpisodeStats:
     trace_disk_full: str | None = None
     from_server: int = 0  # of the exchanges, those an MCP server began (its requests and notifications)
     turns: int = 0  # of the exchanges, a conversation's turns (user and agent)
-    plumbing: int = 0  # of the exchanges, the MCP session's plumbing (proxy.request_kinds)
+    plumbing: int = 0  # of the exchanges, the MCP session's plumbing (proxy.flow_kinds)
 
     @property
     def requests(self) -> int:

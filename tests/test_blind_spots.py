@@ -26,7 +26,7 @@ from tests import model_upstream
 from tests.conftest import scenario
 from faultproxy.evaluator.traffic import SeenTraffic
 from faultproxy.evaluator.unmatched import nearest, unmatched_alerts
-from faultproxy.proxy.sessions import WATCHED_REQUESTS
+from faultproxy.proxy.monitor_sessions import WATCHED_REQUESTS
 from tests.processes import wait_until
 from tests.test_monitor import MonitorProcess
 from tests.test_no_false_pass import REFUND_AGENT, Payments

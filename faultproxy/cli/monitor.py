@@ -24,7 +24,7 @@ from faultproxy.cli.run import proxy_start_problem
 from faultproxy.formats.errors import UsageError
 from faultproxy.formats.redact import Redactor
 from faultproxy.proxy.server import ProxyServer, ProxyStartError
-from faultproxy.proxy.sessions import EpisodeRule
+from faultproxy.proxy.monitor_sessions import EpisodeRule
 from faultproxy.monitor import Monitor, MonitorOptions
 from faultproxy.scenarios import load_scenario
 from faultproxy.tasks.loader import load_policy

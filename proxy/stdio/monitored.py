@@ -4,7 +4,7 @@ The shim hands the session to the monitor's proxy exactly as it hands one to a r
 proxy/stdio/lane.py), so each message passes the monitor's injector and lands in a trace as
 `http://<server>.stdio.invalid/mcp`. What differs is who names the episode: the shim names the
 session on the lane request (route.STDIO_SESSION_HEADER, STDIO_RULE_HEADER) by the first of its
-`--episode-by` rules that applies, and the monitor (proxy.sessions) places each message in that
+`--episode-by` rules that applies, and the monitor (proxy.monitor_sessions) places each message in that
 session's open episode, ended by silence like any other.
 
 Rules:

@@ -32,7 +32,7 @@ from mitmproxy import flow as flow_module
 CLIENT_GONE = "Client disconnected: the MCP session ended first"  # read by the injector as mitmproxy's own
 # flow.metadata, in replay: the recorded server's messages (lines) that followed this client message
 STAND_IN_KEY = "faultproxy_stand_in"
-Naming = Callable[[], str | None]  # a monitored session's episode now; None: unsampled (proxy.sessions)
+Naming = Callable[[], str | None]  # a monitored session's episode now; None: unsampled (proxy.monitor_sessions)
 CAPPED = frozenset({"notifications/progress", "notifications/message"})  # progress, logging: may come by the thousand
 
 

@@ -11,7 +11,7 @@ from pathlib import PurePath
 STDIO_SUFFIX = ".stdio.invalid"  # RFC 2606: a name that never resolves, so nothing else is reached
 STDIO_PATH = "/mcp"
 # `faultproxy mcp --monitor`: the session a shim names on its lane request (proxy/stdio/monitored.py),
-# which the monitor (proxy.sessions) puts the session's messages in, and the rule that named it.
+# which the monitor (proxy.monitor_sessions) puts the session's messages in, and the rule that named it.
 STDIO_SESSION_HEADER = "x-faultproxy-stdio-session"
 STDIO_RULE_HEADER = "x-faultproxy-stdio-rule"
 # flow.metadata of a lane request: the call that gives, for each message of the session, its episode
