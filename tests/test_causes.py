@@ -19,6 +19,8 @@ import pytest
 from examples.world import world_in_thread
 from faultproxy import RunOptions, run
 from faultproxy.cli.main import main as faultproxy_main
+from faultproxy.evaluator.checks import parse_trace
+from faultproxy.evaluator.failure_cause import explain
 from faultproxy.evaluator.gate import evaluate_gate
 from faultproxy.evaluator.html import render
 from faultproxy.evaluator.judge import judge_episode
@@ -29,7 +31,8 @@ from faultproxy.formats.trace import TraceWriter, trace_path
 from faultproxy.replay_store import har
 from faultproxy.replay_store.replay import ReplayOptions
 from faultproxy.runner.replay import Replayer
-from faultproxy.scenarios import load_scenario
+from faultproxy.scenarios import FAULT_KINDS, FaultKind, load_scenario
+from faultproxy.scenarios.faults.base import AgentAnswer
 from faultproxy.tasks.loader import load_tasks
 from faultproxy.tasks.model import Effect, EndpointPattern, Expected, OutputSpec, Task
 
@@ -173,6 +176,38 @@ def test_advice_after_a_fault_on_an_irreversible_write_never_says_plain_retry(tm
     assert "backoff" not in lost["line"]
     assert (limited["response"], limited["irreversible"]) == ("gave up", False)
     assert limited["line"].endswith("→ retry transient failures (with backoff) before giving up")
+
+
+@pytest.mark.parametrize("wrote", [False, True], ids=["read-only", "then-wrote"])
+@pytest.mark.parametrize("kind", list(FAULT_KINDS.values()), ids=list(FAULT_KINDS))
+def test_an_agent_going_on_after_a_fault_is_named_and_advised_by_the_fault_kind(kind, wrote):
+    """The fault's kind says how a cause names an agent that went on with what the fault gave it
+    (FaultKind.went_on, went_on_writing) and what to do instead; a kind without words of its own
+    gets the plain "went on" (the faulted read here answered 200)."""
+    refund = f"{SHOP}/orders/1001/refund"
+    lines = [chat(1, 0), ex(2, "GET", f"{SHOP}/orders/1001", 1, fault=fault("f", kind.name)), chat(3, 2)]
+    lines += [ex(4, "POST", refund, 3), chat(5, 4)] if wrote else []
+    cause, fault_at = explain(parse_trace(lines), ["effects"], "fail", "e")
+    answer = kind.answer(wrote)
+    assert (cause.fault_type, fault_at) == (kind.name, 1)
+    assert cause.response == (answer.response if answer else "went on")
+    if answer:
+        assert cause.line.endswith(f"the agent {answer.response} → {answer.advice}")
+    assert sum(1 for k in FAULT_KINDS.values() if k.went_on) >= 3  # the kinds do carry words of their own
+
+
+def test_a_new_fault_kind_brings_its_own_words_to_causes_without_an_edit_to_the_evaluator(monkeypatch):
+    disk_full = FaultKind(name="disk_full", params={}, forwards=True, description="the disk fills up",
+                          went_on=AgentAnswer("went on with a full disk", "check the write's answer"),
+                          went_on_writing=AgentAnswer("wrote to a full disk", "stop writing when the disk is full"))
+    monkeypatch.setitem(FAULT_KINDS, "disk_full", disk_full)  # the catalogue, as a fault module adds to it
+    read = [chat(1, 0), ex(2, "GET", f"{SHOP}/orders/1001", 1, fault=fault("full", "disk_full")), chat(3, 2)]
+    cause, _ = explain(parse_trace(read), ["effects"], "fail", "e")
+    assert cause.line.endswith("after disk_full (full) on GET /orders/{id}, the agent went on with a full disk "
+                               "→ check the write's answer")
+    wrote = read + [ex(4, "POST", f"{SHOP}/orders/1001/refund", 3)]
+    cause, _ = explain(parse_trace(wrote), ["effects"], "fail", "e")
+    assert cause.line.endswith("the agent wrote to a full disk → stop writing when the disk is full")
 
 
 TOOLS = "http://127.0.0.1:8300/mcp"

@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import ast
 import json
+import re
 import subprocess
 import sys
 import time
@@ -20,7 +22,7 @@ from faultproxy.replay_store import har
 from faultproxy.scenarios import FAULT_KINDS, FaultKind, trace_forwarded
 from faultproxy.scenarios import faults as kinds_package
 from tests.conftest import scenario
-from tests.layout import copy_layout
+from tests.layout import ROOT, copy_layout, package_dirs
 
 
 def test_every_kind_has_exactly_one_class_and_every_class_a_kind() -> None:
@@ -38,7 +40,7 @@ def test_every_kind_module_is_in_the_catalogue() -> None:
 
 
 def test_pairing_names_a_kind_without_a_class_a_kind_with_two_and_a_stray_class() -> None:
-    extra = FaultKind(name="disk_full", params={}, forwards=False)
+    extra = FaultKind(name="disk_full", params={}, forwards=False, description="the disk fills up")
     with pytest.raises(FaultRegistryError, match=r"fault kind 'disk_full' needs exactly one class .* found none"):
         pair_kinds({**FAULT_KINDS, "disk_full": extra}, FAULT_CLASSES.values())
     twice = type("ResetAgainFault", (FAULT_CLASSES["reset"],), {})
@@ -47,11 +49,15 @@ def test_pairing_names_a_kind_without_a_class_a_kind_with_two_and_a_stray_class(
     stray = type("ExitFault", (FAULT_CLASSES["reset"],), {"kind": extra})
     with pytest.raises(FaultRegistryError, match=r"ExitFault points at kind 'disk_full', which is not in"):
         pair_kinds(FAULT_KINDS, [*FAULT_CLASSES.values(), stray])
+    swapped = [*FAULT_CLASSES.values()]
+    swapped[0], swapped[1] = swapped[1], swapped[0]
+    with pytest.raises(FaultRegistryError, match=r"not listed in the catalogue's order: server_error, rate_limit, "):
+        pair_kinds(FAULT_KINDS, swapped)
 
 
 SPEC_MODULE = '''
 from faultproxy.scenarios.faults.base import FaultKind
-KIND = FaultKind(name="disk_full", params={}, forwards=False)
+KIND = FaultKind(name="disk_full", params={}, forwards=False, description="the disk fills up")
 '''
 CLASS_MODULE = '''
 from faultproxy.proxy.faults.base import Fault
@@ -61,7 +67,7 @@ class DiskFullFault(Fault):
 '''
 
 
-def test_adding_a_fault_is_its_two_modules_and_a_spec_alone_refuses_to_load(tmp_path: Path) -> None:
+def test_adding_a_fault_is_its_two_modules_and_their_two_lists_and_a_spec_alone_refuses_to_load(tmp_path: Path) -> None:
     root = copy_layout(tmp_path)
     kinds = root / "faultproxy" / "scenarios" / "faults"
     (kinds / "disk_full.py").write_text(SPEC_MODULE)
@@ -79,11 +85,67 @@ def test_adding_a_fault_is_its_two_modules_and_a_spec_alone_refuses_to_load(tmp_
     assert spec_only.returncode != 0
     assert "FaultRegistryError: fault kind 'disk_full' needs exactly one class in proxy/faults/, found none" \
         in spec_only.stderr
-    (root / "faultproxy" / "proxy" / "faults" / "disk_full.py").write_text(CLASS_MODULE)
+    behaviour = root / "faultproxy" / "proxy" / "faults"
+    (behaviour / "disk_full.py").write_text(CLASS_MODULE)
+    registry = (behaviour / "__init__.py").read_text()
+    registry = registry.replace("\nfrom faultproxy.proxy.faults.duplicate_delivery",
+                                "\nfrom faultproxy.proxy.faults.disk_full import DiskFullFault"
+                                "\nfrom faultproxy.proxy.faults.duplicate_delivery", 1)
+    (behaviour / "__init__.py").write_text(registry.replace("ServerExitFault,\n", "ServerExitFault, DiskFullFault,\n", 1))
     both = load()
     assert both.returncode == 0, both.stderr
     assert both.stdout.split() == ["DiskFullFault", "True"]
 
+
+
+FAULTY_SUBJECT = re.compile(r"fault|kind|spec", re.IGNORECASE)  # a fault type, read from a fault, kind or spec
+
+
+def _fault_name_comparisons(source: str) -> list[tuple[int, str]]:
+    """(line, name) of each comparison (==, !=, in, match-case) of a fault, kind or spec value
+    with a literal fault name. The subject decides: an API's part type or a client outcome share
+    words with fault types ("refusal", "reset"), and comparing those is not naming a fault."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Compare):
+            sides = [node.left, *node.comparators]
+            literals = [item for side in sides
+                        for item in (side.elts if isinstance(side, (ast.Tuple, ast.List, ast.Set)) else [side])]
+            subjects = [side for side in sides if not isinstance(side, (ast.Constant, ast.Tuple, ast.List, ast.Set))]
+        elif isinstance(node, ast.Match):
+            literals = [value for case in node.cases for value in ast.walk(case.pattern)]
+            subjects = [node.subject]
+        else:
+            continue
+        if any(FAULTY_SUBJECT.search(ast.get_source_segment(source, subject) or "") for subject in subjects):
+            found += [(item.lineno, item.value) for item in literals
+                      if isinstance(item, ast.Constant) and item.value in FAULT_KINDS]
+    return sorted(found)
+
+
+def test_no_module_outside_the_fault_packages_compares_with_a_fault_name() -> None:
+    # What other layers need from a fault is data on its kind (went_on, plants_instructions,
+    # forwards, ...): a comparison with its name would be a second place to edit for a new fault.
+    folders = package_dirs()
+    fault_packages = [folders["faultproxy.scenarios"] / "faults", folders["faultproxy.proxy"] / "faults"]
+    modules = {path.resolve() for folder in folders.values() for path in folder.rglob("*.py")}
+    offenders, scanned = [], 0
+    for path in sorted(modules):
+        if any(path.is_relative_to(folder) for folder in fault_packages) or "__pycache__" in path.parts:
+            continue
+        scanned += 1
+        offenders += [f"{path.relative_to(ROOT)}:{line}: {name!r}"
+                      for line, name in _fault_name_comparisons(path.read_text(encoding="utf-8"))]
+    assert scanned > 100  # the product was walked
+    assert offenders == []
+
+
+def test_the_name_scan_finds_each_form_of_comparison() -> None:
+    source = ('if kind == "schema_drift": pass\nif "reset" != fault["type"]: pass\n'
+              'ok = rule.fault.type in ("stale_state", "x")\nmatch spec.name:\n    case "partial_response": pass\n'
+              'if ex.outcome not in ("reset",): pass\nif part.get("type") == "refusal": pass\n')
+    assert _fault_name_comparisons(source) == [(1, "schema_drift"), (2, "reset"), (3, "stale_state"),
+                                               (5, "partial_response")]
 
 # --- forwarded: recorded by the injector, read by the evaluator and the replay store -------------
 

@@ -7,6 +7,7 @@ from faultproxy.scenarios.faults.provider_error import MESSAGE, PROVIDER
 
 KIND = FaultKind(
     name="auth_failure",
+    description="401/403, provider-shaped",
     params={
         "status": ParamSpec("integer", 401, "HTTP status", choices=(401, 403)),
         "provider": PROVIDER,

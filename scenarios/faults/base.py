@@ -1,5 +1,6 @@
-"""What a fault type is, as data: its parameters, whether it forwards, what it remembers, and
-the rules across its parameters that a schema of single fields cannot state."""
+"""What a fault type is, as data: its parameters, its description, whether it forwards, what it
+remembers, how a failure cause names an agent's answer to it, and the rules across its parameters
+that a schema of single fields cannot state."""
 
 from __future__ import annotations
 
@@ -56,9 +57,20 @@ MatchCheck = Callable[[dict[str, Any], Any], None]
 
 
 @dataclass(frozen=True)
+class AgentAnswer:
+    """How a failure cause (evaluator.failure_cause) names one answer of the agent to a fault, its
+    `response` part, and what to do instead: the second half of the cause's line."""
+
+    response: str
+    advice: str
+
+
+@dataclass(frozen=True)
 class FaultKind:
     """One fault type as the scenario layer knows it; the proxy's class for it points here.
 
+    description: what the client sees, in one line: the fault table in docs/scenarios.md shows it
+      (python -m faultproxy.scenarios.faults.docs_table writes the table from the kinds).
     forwards: when the fault is delivered, does the request still reach the upstream? (An answer
       the proxy makes, a held or dropped request: no. A delay, a lost or cut response: yes.) The
       injector records what really happened on every trace line; this is what a trace written
@@ -79,17 +91,25 @@ class FaultKind:
     plants_instructions: a delivered fault planted an instruction for the agent (its trace line's
       fault facts carry the canary and the target), which the evaluator's `injection_followed`
       check judges.
+    went_on: how a failure cause names an agent that went on with what the delivered fault gave
+      it (it did not send the request again), and what to do instead; None: the cause says what
+      the client saw (a failure given up on, or an answer gone on with).
+    went_on_writing: the same when the agent wrote afterwards (a write decided on what the fault
+      gave it); None: `went_on` either way.
     """
 
     name: str
     params: Mapping[str, ParamSpec]
     forwards: bool
+    description: str
     remembers_reads: bool = False
     cross_check: CrossCheck | None = None
     match_check: MatchCheck | None = None
     on_messages: bool = False
     also_on_messages: bool = False
     plants_instructions: bool = False
+    went_on: AgentAnswer | None = None
+    went_on_writing: AgentAnswer | None = None
 
     def takes_match(self, on_messages: bool) -> bool:
         """May a rule of this kind have a match with (True) or without (False) a websocket: block?"""
@@ -102,3 +122,7 @@ class FaultKind:
         if self.match_check and match is not None:
             self.match_check(params, match)
         return params
+
+    def answer(self, wrote_after: bool) -> AgentAnswer | None:
+        """How an agent that went on after this fault answered it, given whether it wrote afterwards."""
+        return (self.went_on_writing if wrote_after else None) or self.went_on

@@ -16,6 +16,7 @@ def _bounds_in_order(params: dict[str, Any], given: frozenset[str]) -> dict[str,
 
 KIND = FaultKind(
     name="delay",
+    description="latency before forwarding or before answering; a drawn delay is capped at 600,000 ms",
     params={
         "at": ParamSpec("string", "request", "delay before forwarding or before answering",
                         choices=("request", "response")),

@@ -15,6 +15,9 @@ from faultproxy.scenarios.faults.base import MAX_DELAY_MS, FaultKind, ParamSpec
 
 KIND = FaultKind(
     name="duplicate_delivery",
+    description=("the request reaches the upstream twice, as through an at-least-once gateway: once the first "
+                 "answer is in, the proxy sends the same request again (`delay_ms` later) and the client gets "
+                 "the first answer only (below)"),
     params={
         "delay_ms": ParamSpec("integer", 0, "milliseconds between the first answer and the duplicate",
                               minimum=0, maximum=MAX_DELAY_MS),

@@ -6,6 +6,7 @@ from faultproxy.scenarios.faults.base import FaultKind, ParamSpec
 
 KIND = FaultKind(
     name="jsonrpc_error",
+    description="for JSON-RPC (MCP over HTTP or stdio): an error, or a tool result with `isError: true`",
     params={
         "mode": ParamSpec("string", "error", "JSON-RPC error object or MCP tool result with isError",
                           choices=("error", "tool_error")),

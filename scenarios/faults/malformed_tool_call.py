@@ -44,6 +44,9 @@ def _expressible(params: dict[str, Any], match: Any) -> None:
 
 KIND = FaultKind(
     name="malformed_tool_call",
+    description=("the answer's first tool call broken: arguments that do not parse (Chat, Responses, streamed "
+                 "Anthropic: `faultproxy check` refuses a rule that can only reach non-streamed Anthropic or "
+                 "Gemini), a required argument removed, a value of another JSON type, a tool that does not exist"),
     params={
         "mode": ParamSpec("string", "invalid_json", "how the first tool call is broken", choices=MODES),
         "argument": ParamSpec("string", None, "the argument removed or retyped (default: the first)",

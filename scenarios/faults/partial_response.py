@@ -5,7 +5,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from faultproxy.scenarios.faults.base import MAX_CUT_BYTES, MAX_CUT_EVENTS, FaultKind, ParamProblem, ParamSpec
+from faultproxy.scenarios.faults.base import (
+    MAX_CUT_BYTES,
+    MAX_CUT_EVENTS,
+    AgentAnswer,
+    FaultKind,
+    ParamProblem,
+    ParamSpec,
+)
 
 CUT_POINTS = ("bytes", "fraction", "events")
 
@@ -21,6 +28,9 @@ def _one_cut_point(params: dict[str, Any], given: frozenset[str]) -> dict[str, A
 
 KIND = FaultKind(
     name="partial_response",
+    description=("a body cut at N bytes or a fraction; an SSE stream cut after N events, ending cleanly, with a "
+                 "reset, or (`end: error`) with the error event its model API sends when it fails mid-stream "
+                 "(below)"),
     params={
         "bytes": ParamSpec("integer", None, "cut after this many body bytes (one of bytes, fraction, events)",
                            minimum=0, maximum=MAX_CUT_BYTES, nullable=True),
@@ -34,4 +44,6 @@ KIND = FaultKind(
     },
     forwards=True,
     cross_check=_one_cut_point,
+    went_on=AgentAnswer("went on after a cut stream",
+                        "treat a stream that ends without its final event as failed"),
 )

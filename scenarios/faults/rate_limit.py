@@ -7,6 +7,8 @@ from faultproxy.scenarios.faults.provider_error import MESSAGE, PROVIDER
 
 KIND = FaultKind(
     name="rate_limit",
+    description=("429 with `retry-after`, `retry-after-ms`, the provider's error body and rate-limit headers "
+                 "(Gemini: the wait as a `RetryInfo` detail in the body, as Google sends it)"),
     params={
         "provider": PROVIDER,
         "retry_after": ParamSpec("number", 1, "Retry-After, seconds", minimum=0, maximum=MAX_RETRY_AFTER_S),

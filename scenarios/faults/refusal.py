@@ -13,6 +13,9 @@ DEFAULT_TEXT = "I'm sorry, but I can't help with that request."
 
 KIND = FaultKind(
     name="refusal",
+    description=("the model declines, with no tool call: Chat `message.refusal` (content_filter: `finish_reason: "
+                 "content_filter`), Responses a `refusal` part (content_filter: incomplete), Anthropic "
+                 "`stop_reason: refusal`, Gemini `SAFETY`"),
     params={
         "mode": ParamSpec("string", "refusal", "a refusal in words, or the provider's content filter",
                           choices=("refusal", "content_filter")),

@@ -4,4 +4,9 @@ from __future__ import annotations
 
 from faultproxy.scenarios.faults.base import FaultKind
 
-KIND = FaultKind(name="reset", params={}, forwards=False)
+KIND = FaultKind(
+    name="reset",
+    description="the connection closes without a response",
+    params={},
+    forwards=False,
+)

@@ -6,6 +6,7 @@ from faultproxy.scenarios.faults.base import MAX_HOLD_S, FaultKind, ParamSpec
 
 KIND = FaultKind(
     name="response_lost",
+    description="the upstream commits the request; the response is dropped",
     params={
         "mode": ParamSpec("string", "reset", "the upstream commits; the client sees this instead",
                           choices=("reset", "hang", "504")),

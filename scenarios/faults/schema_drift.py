@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from faultproxy.formats.yaml_input import YamlReader
-from faultproxy.scenarios.faults.base import FaultKind, ParamSpec
+from faultproxy.scenarios.faults.base import AgentAnswer, FaultKind, ParamSpec
 from yaml.nodes import Node
 
 DRIFT_OPS = ("rename", "remove", "add", "retype", "wrap", "reorder")
@@ -77,10 +77,14 @@ def _read_path(r: YamlReader, node: Node, field: str, op: str) -> tuple[str, ...
 
 KIND = FaultKind(
     name="schema_drift",
+    description=("JSON bodies, each SSE `data:` event, and JSON WebSocket messages (a rule with a `websocket:` "
+                 "block, [WebSocket sessions](websocket.md)) rewritten; gzip, br and zstd re-encoded, "
+                 "Content-Length right"),
     params={
         "ops": ParamSpec("ops", None, "edits to the JSON response body: " + ", ".join(DRIFT_OPS),
                          required=True, read=read_ops),
     },
     forwards=True,
     also_on_messages=True,
+    went_on=AgentAnswer("accepted drifted field", "validate tool responses; treat a missing field as an error"),
 )

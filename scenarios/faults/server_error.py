@@ -7,6 +7,7 @@ from faultproxy.scenarios.faults.provider_error import MESSAGE, PROVIDER
 
 KIND = FaultKind(
     name="server_error",
+    description="500/502/503/504/529, provider-shaped",
     params={
         "status": ParamSpec("integer", 500, "HTTP status", choices=(500, 502, 503, 504, 529)),
         "provider": PROVIDER,

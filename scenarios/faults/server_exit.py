@@ -13,6 +13,8 @@ from faultproxy.scenarios.faults.base import FaultKind, ParamSpec
 
 KIND = FaultKind(
     name="server_exit",
+    description=("the MCP server dies mid-session: over stdio the shim kills it and the client's stream ends "
+                 "(see [MCP servers over stdio](mcp-stdio.md)); over HTTP a 502"),
     params={
         "when": ParamSpec("string", "after", "before the call reaches the server, or after it executed",
                           choices=("before", "after")),

@@ -15,6 +15,9 @@ from faultproxy.scenarios.faults.base import FaultKind, ParamSpec
 
 KIND = FaultKind(
     name="session_expired",
+    description=("MCP over Streamable HTTP: the server has forgotten the session; the request carrying "
+                 "`Mcp-Session-Id` gets 404 `Session not found`, and so does every later request of that "
+                 "session, until the client initializes a new one (below)"),
     params={
         "when": ParamSpec("string", "before", "the session ended before the call reached the server, "
                           "or after it ran", choices=("before", "after")),

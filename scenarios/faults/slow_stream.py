@@ -6,6 +6,7 @@ from faultproxy.scenarios.faults.base import MAX_DELAY_MS, FaultKind, ParamSpec
 
 KIND = FaultKind(
     name="slow_stream",
+    description="SSE events paced out",
     params={
         "first_event_ms": ParamSpec("number", 0, "delay before the first SSE event", minimum=0,
                                     maximum=MAX_DELAY_MS),

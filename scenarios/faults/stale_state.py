@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from faultproxy.formats.yaml_input import YamlReader
-from faultproxy.scenarios.faults.base import FaultKind, ParamSpec
+from faultproxy.scenarios.faults.base import AgentAnswer, FaultKind, ParamSpec
 from faultproxy.scenarios.model import MISSING, value_at
 from yaml.nodes import Node, ScalarNode
 
@@ -69,6 +69,9 @@ def _read_template(r: YamlReader, node: Node, field: str) -> ResourceTemplate:
 
 KIND = FaultKind(
     name="stale_state",
+    description=("a read answered with what the same request got earlier in the episode (the episode's 256 most "
+                 "recently used reads are kept); a JSON-RPC call its rule matches (an MCP tool, over HTTP or "
+                 "stdio) counts as a read, answered with its own id"),
     params={
         "after_write": ParamSpec("boolean", False, "stale reads only once the episode has written (read-your-writes)"),
         "write_resources": ParamSpec("templates", (), "paths a write touches besides its own, filled from its "
@@ -76,4 +79,6 @@ KIND = FaultKind(
     },
     forwards=False,
     remembers_reads=True,
+    went_on=AgentAnswer("answered from stale state", "re-read before answering when state may have changed"),
+    went_on_writing=AgentAnswer("read stale state and wrote", "re-read the resource right before writing to it"),
 )

@@ -15,6 +15,9 @@ from faultproxy.scenarios.faults.base import MAX_CUT_EVENTS, FaultKind, ParamSpe
 
 KIND = FaultKind(
     name="stream_cut",
+    description=("an MCP server's event stream (a POST's answer, or the standalone GET stream) ends after "
+                 "`events` events without the answer, cleanly or (`end: reset`) broken; the server ran the call "
+                 "(below)"),
     params={
         "events": ParamSpec("integer", 1, "events the client gets before the stream ends",
                             minimum=0, maximum=MAX_CUT_EVENTS),

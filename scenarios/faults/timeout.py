@@ -6,6 +6,7 @@ from faultproxy.scenarios.faults.base import MAX_HOLD_S, FaultKind, ParamSpec
 
 KIND = FaultKind(
     name="timeout",
+    description="the request is held, never forwarded, then closed or answered 504",
     params={
         "hold_s": ParamSpec("number", 30, "seconds to hold the request unanswered", minimum=0,
                             maximum=MAX_HOLD_S),

@@ -14,6 +14,11 @@ from faultproxy.scenarios.faults.base import FaultKind, ParamSpec
 
 KIND = FaultKind(
     name="token_expired",
+    description=('401 with `WWW-Authenticate: Bearer error="invalid_token"`, its `error_description` and the '
+                 "`resource_metadata` URL of the MCP authorization spec (RFC 9728), and the body the SDK's "
+                 "bearer middleware sends; MCP over HTTP and plain HTTP tools alike; the token stays expired: "
+                 "later requests with the same `Authorization` get the same 401 until the client presents "
+                 "another"),
     params={
         "resource_metadata": ParamSpec("string", None, "the protected resource metadata URL (default: the "
                                        "request's origin + /.well-known/oauth-protected-resource + its path)",

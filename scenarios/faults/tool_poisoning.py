@@ -16,6 +16,8 @@ from faultproxy.scenarios.faults.prompt_injection import TARGET, TEXT
 
 KIND = FaultKind(
     name="tool_poisoning",
+    description=("an instruction planted in the tool definitions of an MCP `tools/list` answer (HTTP or stdio), "
+                 "in the descriptions of the tools `tools` selects or their parameters' (below)"),
     params={
         "text": TEXT,
         "target": TARGET,

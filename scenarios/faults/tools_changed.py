@@ -31,6 +31,8 @@ def _ops_for_schema(params: dict[str, Any], given: frozenset[str]) -> dict[str, 
 
 KIND = FaultKind(
     name="tools_changed",
+    description=("an MCP server's tools change just before the call its rule matches, for the rest of the "
+                 "episode: the tool is removed, renamed, or has its `inputSchema` changed (below)"),
     params={
         "change": ParamSpec("string", "remove", "what happens to the tool", choices=("remove", "rename", "schema")),
         "tool": ParamSpec("string", None, "the tool that changes (default: the one the matching call names)",

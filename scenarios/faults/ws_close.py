@@ -24,6 +24,8 @@ def _sendable(params: dict[str, Any], given: frozenset[str]) -> dict[str, Any]:
 
 KIND = FaultKind(
     name="ws_close",
+    description=("the WebSocket session ends right after the matching message: close frames with `code` and "
+                 "`reason`, or (abort) dropped connections, which the client sees as 1006"),
     params={
         "mode": ParamSpec("string", "close", "close frame, or a dropped connection", choices=("close", "abort")),
         "code": ParamSpec("integer", 1011, "close code (mode close)", minimum=1000, maximum=4999),

@@ -8,6 +8,8 @@ from faultproxy.scenarios.faults.base import FaultKind
 
 KIND = FaultKind(
     name="ws_delay",
+    description=("a WebSocket message held before delivery; later messages wait behind it; a drawn delay is "
+                 "capped at 600,000 ms"),
     params={name: spec for name, spec in delay.KIND.params.items() if name != "at"},
     forwards=True,
     cross_check=delay.KIND.cross_check,

@@ -26,6 +26,8 @@ def _one_source(params: dict[str, Any], given: frozenset[str]) -> dict[str, Any]
 
 KIND = FaultKind(
     name="ws_inject",
+    description=("an extra WebSocket message before or after the matching one: literal JSON, or a preset in the "
+                 "session's API's shape (OpenAI Realtime `error` events; Gemini Live's error and `goAway`)"),
     params={
         "to": ParamSpec("string", "client", "who receives the extra message", choices=("client", "server")),
         "position": ParamSpec("string", "after", "before or after the matching message",
