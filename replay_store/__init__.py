@@ -7,7 +7,7 @@
 
 Modules: har (the entry format, episode.json + flows.har: the only module that reads or writes
 it), freeze (run directory -> entries), matching (which recording answers a request), replay
-(the replay-mode injector and the Replayer), minimize (ddmin over the injected faults),
-commands (the CLI), pytest_plugin. This package keeps imports light: mitmproxy loads only
+(the replay-mode injector and the Replayer), minimize (ddmin over the injected faults); the
+CLI's commands and the pytest plugin (faultproxy.pytest_plugin) sit above it. This package keeps imports light: mitmproxy loads only
 when something replays.
 """

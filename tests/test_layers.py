@@ -80,6 +80,10 @@ def lint_with_import(tmp_path: Path, module: str, imported: str) -> subprocess.C
     ("faultproxy.runner.episode", "faultproxy.monitor"),
     ("faultproxy.otel.export", "faultproxy.monitor"),
     ("faultproxy.cli.monitor", "faultproxy.monitor.live_traffic"),
+    # the pytest plugins are a front end beside the CLI: nothing of faultproxy imports them
+    ("faultproxy.pytest_plugin.replay_collection", "faultproxy.cli.options"),
+    ("faultproxy.cli.replay", "faultproxy.pytest_plugin.replay_collection"),
+    ("faultproxy.runner.replay", "faultproxy.pytest_plugin.proxy_fixtures"),
 ])
 def test_the_contracts_catch_a_forbidden_import(tmp_path: Path, module: str, imported: str) -> None:
     """The contracts are not vacuous: each of these imports breaks one."""

@@ -19,7 +19,7 @@ import pytest
 from tests.layout import ROOT, copy_sources, package_dirs
 from tests.upstream import ServerThread, Upstream
 
-GENERIC_NAMES = ("proxy", "scenarios", "evaluator", "replay_store", "runner", "formats", "tasks", "otel", "monitor")
+GENERIC_NAMES = ("proxy", "scenarios", "evaluator", "replay_store", "runner", "formats", "tasks", "otel", "monitor", "pytest_plugin")
 
 AGENT = """\
 import json, os, sys
