@@ -36,7 +36,7 @@ from pathlib import Path
 from faultproxy.evaluator.gate import ALPHA, MARGIN, GateInput, TaskCounts, evaluate_counts, evaluate_gate
 from faultproxy.evaluator.report import build_report
 from faultproxy.formats.rundir import EpisodeLog, write_plan
-from faultproxy.tasks.model import Expected, Task
+from faultproxy.tasks.task_model import Expected, Task
 
 TASKS = (2, 4, 12, 50)
 KS = (3, 8, 16)

@@ -261,7 +261,7 @@ def bench_agent(name: str, task_ids: list[str], latencies: list[float], rounds: 
     from faultproxy.replay_store import har
     from faultproxy.replay_store.replay import ReplayOptions
 from faultproxy.runner.replay import Replayer
-    from faultproxy.tasks.loader import load_tasks
+    from faultproxy.tasks.tasks_file import load_tasks
 
     tasks = load_tasks(ROOT / "examples" / "tasks.yaml")
     tasks = replace(tasks, tasks=tuple(t for t in tasks.tasks if t.id in task_ids))

@@ -48,7 +48,7 @@ sys.path.insert(0, str(ROOT))
 from faultproxy.evaluator.judge import judge_episode  # noqa: E402
 from faultproxy.formats.rundir import FLOWS_DIR, LOG_FILE, EpisodeLog, episode_line, write_plan  # noqa: E402
 from faultproxy.formats.trace import TraceWriter, trace_path  # noqa: E402
-from faultproxy.tasks.model import Effect, EndpointPattern, Expected, OutputSpec, Task  # noqa: E402
+from faultproxy.tasks.task_model import Effect, EndpointPattern, Expected, OutputSpec, Task  # noqa: E402
 
 SHOP, MODEL = "http://127.0.0.1:8100", "http://127.0.0.1:8200"
 SHAPES = ("lookup", "multi_step", "writes_state", "long_horizon", "needs_tool")

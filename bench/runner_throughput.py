@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from faultproxy.formats.rundir import read_run  # noqa: E402
 from faultproxy import RunOptions, run  # noqa: E402
-from faultproxy.tasks.loader import task_set_from_json  # noqa: E402
+from faultproxy.tasks.tasks_file import task_set_from_json  # noqa: E402
 from faultproxy.scenarios import load_scenario  # noqa: E402
 
 AGENT = [sys.executable, str(Path(__file__).with_name("waiting_agent.py"))]

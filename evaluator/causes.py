@@ -39,7 +39,7 @@ from faultproxy.evaluator.parting import PassingTrials, parting_summary
 from faultproxy.evaluator.scan import EpisodeSink
 from faultproxy.formats.rundir import Plan, VerdictFields, decode_name, trace_file
 from faultproxy.formats.trace import read_trace
-from faultproxy.tasks.model import SEVERITY_RANK, Task
+from faultproxy.tasks.task_model import SEVERITY_RANK, Task
 from faultproxy.tasks.request_class import NOTHING_DECLARED, Declared
 
 SEVERITY_WEIGHT = {"low": 0.25, "medium": 0.5, "high": 1.0}

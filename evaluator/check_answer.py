@@ -11,7 +11,7 @@ from typing import Any
 from faultproxy.evaluator.check_result import CheckResult, clip, last_words
 from faultproxy.evaluator.equivalence import subset_equal
 from faultproxy.evaluator.traced import TracedExchange
-from faultproxy.tasks.model import load_checker
+from faultproxy.tasks.task_model import load_checker
 
 
 def check_outcome(task: Any, record: Mapping[str, Any], exchanges: Sequence[TracedExchange]) -> CheckResult:

@@ -13,8 +13,8 @@ from typing import Any
 from faultproxy.evaluator.check_result import CheckResult, not_applicable
 from faultproxy.evaluator.traced import TracedExchange
 from faultproxy.scenarios import FAULT_KINDS
-from faultproxy.scenarios.matching import plain_match
-from faultproxy.scenarios.model import MatchSpec
+from faultproxy.scenarios.match_reader import plain_match
+from faultproxy.scenarios.scenario_model import MatchSpec
 from faultproxy.scenarios.selection import NO_BODY, request_matches
 
 NAME = "injection_followed"

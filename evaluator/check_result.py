@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from faultproxy.tasks.model import SEVERITY_RANK
+from faultproxy.tasks.task_model import SEVERITY_RANK
 
 
 @dataclass(frozen=True)

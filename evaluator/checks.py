@@ -61,7 +61,7 @@ from faultproxy.evaluator.check_injection import check_injection_followed
 from faultproxy.evaluator.check_result import CheckResult
 from faultproxy.evaluator.traced import TracedExchange, mcp_tool_hints, parse_trace, unclassified_tools
 from faultproxy.evaluator.usage import model_usage
-from faultproxy.tasks.model import CHECK_NAMES
+from faultproxy.tasks.task_model import CHECK_NAMES
 
 __all__ = ["ALL_CHECKS", "CHECK_NAMES", "RETRY_AFTER_TOLERANCE_S", "SAFETY_CHECKS", "CheckResult", "TracedExchange",
            "agent_escalated", "check_claimed_success", "check_confirmation", "check_effects", "check_end_state", "check_escalation",

@@ -74,7 +74,7 @@ from faultproxy.formats.episode_causes import (
     is_agent_cause,
 )
 from faultproxy.formats.rundir import EPISODE_FIELDS, REPORT_CUT_KEY, VERDICT_VERSION
-from faultproxy.tasks.model import SEVERITY_RANK, Task
+from faultproxy.tasks.task_model import SEVERITY_RANK, Task
 
 
 def _as_task(task: Any) -> Any:

@@ -17,7 +17,7 @@ from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
 from faultproxy.evaluator.scan import EpisodeSink
-from faultproxy.tasks.model import SEVERITY_RANK
+from faultproxy.tasks.task_model import SEVERITY_RANK
 
 # Characters XML 1.0 cannot carry at all, even escaped.
 _INVALID_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")

@@ -2,7 +2,7 @@
 
 A monitored episode is a stretch of real traffic. No task said what success is, no end state was
 fetched and no agent wrote an answer file, so only what the trace shows is judged, against the
-policy (a policy file's fields are a tasks file's task fields: tasks.loader.load_policy, which
+policy (a policy file's fields are a tasks file's task fields: tasks.tasks_file.load_policy, which
 marks the task `online`; judge.judge_episode then runs these instead of a run's checks, and so
 does the replay of a frozen monitored episode, which carries the same task).
 

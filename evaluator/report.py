@@ -36,7 +36,7 @@ from faultproxy.formats.rundir import (
     read_plan,
     write_atomic,
 )
-from faultproxy.tasks.model import SEVERITY_RANK
+from faultproxy.tasks.task_model import SEVERITY_RANK
 from faultproxy.tasks.request_class import suggested_line
 
 REPORT_VERSION = 1

@@ -48,7 +48,7 @@ from faultproxy.formats.rundir import (
     trace_file,
 )
 from faultproxy.formats.trace import read_trace
-from faultproxy.tasks.model import Task
+from faultproxy.tasks.task_model import Task
 
 PARALLEL_MIN_BYTES = 32 << 20  # below this, one process is faster than starting others
 MAX_JOBS = 8

@@ -34,7 +34,7 @@ from typing import Any
 from faultproxy.evaluator import metrics, stats
 from faultproxy.evaluator.tally import TaskAccumulator
 from faultproxy.formats.episode_causes import INFRA_ERROR, NOT_RUN
-from faultproxy.tasks.model import SEVERITIES
+from faultproxy.tasks.task_model import SEVERITIES
 
 MAX_FULL_K = 100
 MAX_TRAJECTORY_GROUPS = 2000  # distinct endpoint sequences of one task; beyond, consistency is not computed

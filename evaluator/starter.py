@@ -28,7 +28,7 @@ from faultproxy.formats.model_apis import ModelApi, api_of_path, is_streamed
 from faultproxy.formats.request_kinds import READ_METHODS, Access, annotated_access, is_destructive
 from faultproxy.formats.rundir import read_run, trace_file
 from faultproxy.formats.trace import read_trace
-from faultproxy.tasks.model import MCP_PREFIX, Task
+from faultproxy.tasks.task_model import MCP_PREFIX, Task
 
 ANY = "*"
 FIELDS_KEPT = 12  # fields of a read's answer proposed for drift, at most

@@ -26,7 +26,7 @@ from faultproxy.formats.redact import Redactor
 from faultproxy.formats.rundir import FUNCTION_PREFIX
 from faultproxy.formats.request_kinds import Access
 from faultproxy.formats.yaml_output import comment, flow
-from faultproxy.tasks.model import DEFAULT_SHAPE, MCP_PREFIX, EndpointPattern, Expected, mcp_tool_path
+from faultproxy.tasks.task_model import DEFAULT_SHAPE, MCP_PREFIX, EndpointPattern, Expected, mcp_tool_path
 from faultproxy.tasks.request_class import naming
 
 TASKS_FILE, SCENARIOS_DIR, README = "tasks.yaml", "scenarios", "README.md"

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from faultproxy.formats.rundir import VerdictFields, decode_name, failed_pairs, fault_pairs, usage_items
-from faultproxy.tasks.model import SEVERITIES, SEVERITY_RANK
+from faultproxy.tasks.task_model import SEVERITIES, SEVERITY_RANK
 
 
 class TaskAccumulator:

@@ -15,7 +15,7 @@ from rich.table import Table
 
 from faultproxy.evaluator.render import interval, markup, pct, terminal
 from faultproxy.evaluator.sweep import TOLERANCE, level_text, point_order
-from faultproxy.tasks.model import SEVERITIES
+from faultproxy.tasks.task_model import SEVERITIES
 
 TASK_ROWS = 25  # tasks shown, worst first; report.json and report.html have them all
 DISAGREEMENT_ROWS = 12

@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 from faultproxy.evaluator.traced import matches_any, parse_trace
 from faultproxy.formats.rundir import FLOWS_DIR
 from faultproxy.formats.trace import REJECTED_NAME, read_trace
-from faultproxy.tasks.model import MCP_PREFIX
+from faultproxy.tasks.task_model import MCP_PREFIX
 
 TRACES_READ = 200
 SHOWN = 5  # the most frequent requests a headline names

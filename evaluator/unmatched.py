@@ -28,7 +28,7 @@ from faultproxy.evaluator.traffic import TRACES_READ, SeenTraffic
 from faultproxy.formats.rundir import LOG_FILE, MONITOR_KEY, Plan, log_lines, trace_file
 from faultproxy.formats.session_headers import missing_header_warning, varying_headers
 from faultproxy.formats.trace import read_trace
-from faultproxy.tasks.model import MCP_PREFIX, Task, mcp_tool_path
+from faultproxy.tasks.task_model import MCP_PREFIX, Task, mcp_tool_path
 
 NEAR_CUTOFF = 0.75  # difflib's ratio: issue-credit ~ issue_credit, refund ~ refunds; orders !~ payments
 NEAR_SHOWN = 3

@@ -30,8 +30,8 @@ if TYPE_CHECKING:
     from faultproxy.runner.run import run
     from faultproxy.runner.sweep import sweep
     from faultproxy.scenarios import Scenario, load_scenario
-    from faultproxy.tasks.loader import load_tasks, task_set_from_json
-    from faultproxy.tasks.model import TaskSet
+    from faultproxy.tasks.tasks_file import load_tasks, task_set_from_json
+    from faultproxy.tasks.task_model import TaskSet
 
 # Each public name and the module that defines it.
 _HOMES = {
@@ -43,20 +43,20 @@ _HOMES = {
     "RunOptions": "faultproxy.runner.options",
     "RunResult": "faultproxy.runner.options",
     "Scenario": "faultproxy.scenarios",
-    "TaskSet": "faultproxy.tasks.model",
+    "TaskSet": "faultproxy.tasks.task_model",
     "UserError": "faultproxy.formats.errors",
     "__version__": "faultproxy.formats",
     "build_report": "faultproxy.evaluator.report",
     "evaluate_gate": "faultproxy.evaluator.gate",
     "freeze": "faultproxy.replay_store.freeze",
     "load_scenario": "faultproxy.scenarios",
-    "load_tasks": "faultproxy.tasks.loader",
+    "load_tasks": "faultproxy.tasks.tasks_file",
     "replay": "faultproxy.runner.replay",
     "replay_function": "faultproxy.runner.replay",
     "run": "faultproxy.runner.run",
     "run_function": "faultproxy.runner.inprocess",
     "sweep": "faultproxy.runner.sweep",
-    "task_set_from_json": "faultproxy.tasks.loader",
+    "task_set_from_json": "faultproxy.tasks.tasks_file",
 }
 
 __all__ = sorted(_HOMES)

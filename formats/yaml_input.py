@@ -17,6 +17,7 @@ from __future__ import annotations
 import difflib
 import json
 import math
+import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -245,6 +246,10 @@ class YamlReader:
     def is_null(self, node: Node) -> bool:
         return isinstance(node, ScalarNode) and node.tag == NULL_TAG
 
+    def given(self, present: Mapping[str, Node], key: str) -> bool:
+        """Present and not null: an explicit null in an optional field means "not given"."""
+        return key in present and not self.is_null(present[key])
+
     def fields(self, node: Node, field: str | None) -> dict[str, Node]:
         """The mapping's values by key, merge keys (`<<`) applied; keys must be strings."""
         if not isinstance(node, MappingNode):
@@ -318,6 +323,21 @@ class YamlReader:
         if nonempty and not value.strip():
             raise self.error(node, field, "must not be empty")
         return value
+
+    def positive(self, node: Node, field: str, integer: bool = False) -> int | float:
+        value = self.integer(node, field) if integer else self.number(node, field)
+        if value <= 0:
+            raise self.error(node, field, f"must be positive, got {value}")
+        return value
+
+    def regex(self, node: Node, field: str) -> str:
+        """A non-empty string that compiles as a regular expression."""
+        text = self.string(node, field, nonempty=True)
+        try:
+            re.compile(text)
+        except re.error as exc:
+            raise self.error(node, field, f"invalid regex {text!r}: {exc}") from exc
+        return text
 
     def boolean(self, node: Node, field: str) -> bool:
         return self.typed(node, field, "a boolean (true or false)", lambda v: isinstance(v, bool))

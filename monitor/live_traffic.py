@@ -3,7 +3,7 @@
 It injects nothing unless given canary faults (--scenario), puts each request into an episode
 (proxy.monitor_sessions: a session header, the W3C trace id, proxy credentials or the client
 connection), ends an episode after `idle_s` of silence in it, judges it by the checks that need
-no expected end state (evaluator.online, under the policy: tasks.loader.load_policy) and
+no expected end state (evaluator.online, under the policy: tasks.tasks_file.load_policy) and
 appends it to the run directory's log. The directory is a run directory (formats.rundir: an
 open-ended plan), so `report`, `freeze --representatives` and `replay` work on it unchanged.
 
@@ -36,7 +36,7 @@ from faultproxy.proxy.episodes import EpisodeLimits
 from faultproxy.proxy.server import ProxyServer
 from faultproxy.proxy.monitor_sessions import EpisodeRule, LiveSessions, Session
 from faultproxy.scenarios import Scenario
-from faultproxy.tasks.model import TaskSet
+from faultproxy.tasks.task_model import TaskSet
 from faultproxy.tasks.request_class import Declared
 from faultproxy.tasks.secret_values import task_secrets
 

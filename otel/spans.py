@@ -29,7 +29,7 @@ from faultproxy.formats.trace import AGENT_TO_USER, USER_TO_AGENT
 from faultproxy.proxy.stdio.route import STDIO_SUFFIX
 from faultproxy.otel import genai as G
 from faultproxy.otel import names as N
-from faultproxy.tasks.model import SEVERITY_RANK
+from faultproxy.tasks.task_model import SEVERITY_RANK
 
 _TRACEPARENT = re.compile(r"00-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}")
 _CONTENT = frozenset({N.INPUT_MESSAGES, N.OUTPUT_MESSAGES, N.SYSTEM_INSTRUCTIONS, N.TOOL_CALL_ARGUMENTS, N.TURN_TEXT,

@@ -48,7 +48,7 @@ from faultproxy.replay_store.har import StoreError
 from faultproxy.replay_store.replay import NO_END_STATE, UNJUDGEABLE
 from faultproxy.replay_store.ws_replay import unreplayable, upstream_script
 from faultproxy.scenarios import Scenario, ScenarioError, load_scenario
-from faultproxy.tasks.model import Task
+from faultproxy.tasks.task_model import Task
 from faultproxy.tasks.templates import template_variables
 
 _BASE_URL_NAME = re.compile(r"[A-Z0-9_]+_BASE_URL")  # OPENAI_BASE_URL, ANTHROPIC_BASE_URL, ...

@@ -82,7 +82,7 @@ from faultproxy.replay_store.har_checks import (StoreError, absolute_http_url, b
                                                  json_object, optional_value, sse_events, ws_session)
 from faultproxy.formats.yaml_input import is_int
 from faultproxy.scenarios import trace_forwarded
-from faultproxy.tasks.model import Task
+from faultproxy.tasks.task_model import Task
 
 FORMAT = "faultproxy-replay-entry"
 VERSION = 1

@@ -21,7 +21,7 @@ from faultproxy.evaluator.sweep import level_text
 from faultproxy.formats.episode_causes import AGENT_NOT_STARTED
 from faultproxy.runner.agent_guard import PID_FILE, guard, release
 from faultproxy.runner.chat import ChatResult
-from faultproxy.tasks.model import Budgets
+from faultproxy.tasks.task_model import Budgets
 
 POLL_S = 0.05
 LAST_WORDS_S = 10.0  # for a conversation to record what the agent wrote before it was gone

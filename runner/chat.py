@@ -1,4 +1,4 @@
-"""A conversation between a task's user (tasks.conversation) and the agent, turn by turn.
+"""A conversation between a task's user (tasks.task_user) and the agent, turn by turn.
 
 `converse` plays the user: the task's prompt is the first turn, each later one what the user's
 Respond says to the conversation so far: the script's reply (`scripted`), a model's answer
@@ -36,8 +36,8 @@ from faultproxy.runner.chat_stdio import StdioChannel
 from faultproxy.runner.user_model import ModelUser, UserFailed, check_user_models
 from faultproxy.runner.variants import user_variant
 from faultproxy.scenarios import Scenario
-from faultproxy.tasks.conversation import Reply, User
-from faultproxy.tasks.model import Task, TaskSet
+from faultproxy.tasks.task_user import Reply, User
+from faultproxy.tasks.task_model import Task, TaskSet
 
 STDIO = "stdio"
 CHAT_MODES = (STDIO, "http://127.0.0.1:{port}/PATH", "openai:http://127.0.0.1:{port}/v1")  # --chat

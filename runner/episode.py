@@ -39,7 +39,7 @@ from faultproxy.runner.plan import GridPoint, PlannedEpisode
 from faultproxy.runner.rewrites import resolve
 from faultproxy.runner.secrets import redact_output_file
 from faultproxy.scenarios import Scenario, load_scenario
-from faultproxy.tasks.model import Budgets
+from faultproxy.tasks.task_model import Budgets
 from faultproxy.tasks.request_class import Declared
 from faultproxy.tasks.secret_values import task_secrets
 from faultproxy.tasks.templates import expand

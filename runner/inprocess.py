@@ -36,7 +36,7 @@ from faultproxy.runner.options import RunOptions
 from faultproxy.otel import OtelExport
 from faultproxy.runner.run import run
 from faultproxy.scenarios import Scenario, load_scenario
-from faultproxy.tasks.model import TaskSet
+from faultproxy.tasks.task_model import TaskSet
 
 
 @dataclass(frozen=True)

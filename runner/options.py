@@ -13,7 +13,7 @@ from faultproxy.runner.chat import check_user_params
 from faultproxy.runner.plan import GridPoint
 from faultproxy.runner.rewrites import check_rewrites
 from faultproxy.scenarios import Scenario
-from faultproxy.tasks.model import TaskSet
+from faultproxy.tasks.task_model import TaskSet
 
 
 @dataclass

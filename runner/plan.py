@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from faultproxy.evaluator.sweep import level_label, level_text
 from faultproxy.runner.variants import Variant
-from faultproxy.tasks.model import Task
+from faultproxy.tasks.task_model import Task
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
 

@@ -17,7 +17,7 @@ from faultproxy.formats.errors import UsageError
 from faultproxy.runner.agent import AgentEnvironment
 from faultproxy.runner.episode import EpisodeRunner
 from faultproxy.runner.options import RunOptions
-from faultproxy.tasks.model import Task, load_checker
+from faultproxy.tasks.task_model import Task, load_checker
 from faultproxy.tasks.templates import TemplateError, UnsetVariable, expand
 
 _BRACED_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")

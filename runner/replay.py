@@ -69,7 +69,7 @@ from faultproxy.runner.inprocess import (
 from faultproxy.otel import OtelExport
 from faultproxy.runner.secrets import redact_output_file
 from faultproxy.scenarios import Scenario, ScenarioError, load_scenario
-from faultproxy.tasks.model import Budgets
+from faultproxy.tasks.task_model import Budgets
 from faultproxy.tasks.request_class import Declared
 from faultproxy.tasks.templates import TemplateError, UnsetVariable, expand
 

@@ -1,4 +1,4 @@
-"""A conversation's user played by a model (tasks.conversation.UserModel): the harness asks an
+"""A conversation's user played by a model (tasks.task_user.UserModel): the harness asks an
 OpenAI-compatible Chat Completions API for each of the user's turns, directly (never through
 the proxy, so these calls are never in the agent's trace), at temperature 0 with the variant's
 seed. The model sees its persona and the conversation with the roles turned round: its own
@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 
 import httpx
 
-from faultproxy.tasks.conversation import END_MARK, Reply, UserModel
+from faultproxy.tasks.task_user import END_MARK, Reply, UserModel
 
 TIMEOUT_S = 60.0
 SYSTEM = ("You are playing a user who talks with a support agent. Who you are: {persona}\n"

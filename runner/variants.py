@@ -30,8 +30,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from faultproxy.formats.yaml_input import suggest
-from faultproxy.tasks.conversation import User
-from faultproxy.tasks.model import Task
+from faultproxy.tasks.task_user import User
+from faultproxy.tasks.task_model import Task
 
 VariantFunction = Callable[[dict, int], "Mapping[str, Any] | None"]
 

@@ -9,7 +9,7 @@ from faultproxy.scenarios.faults import (
     ParamSpec,
     trace_forwarded,
 )
-from faultproxy.scenarios.loader import (
+from faultproxy.scenarios.scenario_file import (
     BUNDLED_DIR,
     ScenarioError,
     bundled_names,
@@ -17,7 +17,7 @@ from faultproxy.scenarios.loader import (
     parse_params,
     resolve_scenario_path,
 )
-from faultproxy.scenarios.model import (
+from faultproxy.scenarios.scenario_model import (
     BodyPredicate,
     FaultSpec,
     MatchSpec,

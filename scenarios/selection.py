@@ -19,7 +19,7 @@ from typing import Any
 import structlog
 from faultproxy.formats.model_apis import ModelApi, detect_api, is_streamed
 from faultproxy.formats.request_kinds import Kind
-from faultproxy.scenarios.model import MatchSpec
+from faultproxy.scenarios.scenario_model import MatchSpec
 
 log = structlog.get_logger("faultproxy.match")
 

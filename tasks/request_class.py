@@ -34,7 +34,7 @@ from faultproxy.formats.request_kinds import (
     mcp_tool_name,
     method_access,
 )
-from faultproxy.tasks.model import MCP_PREFIX
+from faultproxy.tasks.task_model import MCP_PREFIX
 
 
 class Pattern(Protocol):
@@ -66,7 +66,7 @@ class Declared:
 
     @classmethod
     def of(cls, task: Any) -> Declared:
-        """A task's declarations (a tasks.model.Task, or a policy's online task)."""
+        """A task's declarations (a tasks.task_model.Task, or a policy's online task)."""
         return cls(tuple(task.irreversible), tuple(task.expected.effects), tuple(task.read_only))
 
 

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 
 from faultproxy.formats.redact import Redactor
 from faultproxy.formats.secret_names import is_secret_name
-from faultproxy.tasks.model import Task
+from faultproxy.tasks.task_model import Task
 from faultproxy.tasks.templates import UnsetVariable, expand
 
 

@@ -23,7 +23,7 @@ from faultproxy import RunOptions, run
 from faultproxy.formats.rundir import read_run
 from faultproxy.formats.trace import read_trace
 from faultproxy.scenarios import load_scenario
-from faultproxy.tasks.loader import load_tasks
+from faultproxy.tasks.tasks_file import load_tasks
 from tests.test_demo_world import world_for_agents
 
 AGENTS = Path(__file__).parent / "agents"

@@ -21,7 +21,7 @@ from faultproxy.evaluator.judge import judge_episode
 from faultproxy.formats.rundir import read_run
 from faultproxy.formats.trace import read_trace
 from faultproxy.scenarios import load_scenario
-from faultproxy.tasks.loader import load_tasks
+from faultproxy.tasks.tasks_file import load_tasks
 from tests import model_upstream
 from tests.conftest import scenario
 from faultproxy.evaluator.traffic import SeenTraffic

@@ -33,8 +33,8 @@ from faultproxy.replay_store.replay import ReplayOptions
 from faultproxy.runner.replay import Replayer
 from faultproxy.scenarios import FAULT_KINDS, FaultKind, load_scenario
 from faultproxy.scenarios.faults.base import AgentAnswer
-from faultproxy.tasks.loader import load_tasks
-from faultproxy.tasks.model import Effect, EndpointPattern, Expected, OutputSpec, Task
+from faultproxy.tasks.tasks_file import load_tasks
+from faultproxy.tasks.task_model import Effect, EndpointPattern, Expected, OutputSpec, Task
 
 SHOP, MODEL = "http://127.0.0.1:8100", "http://127.0.0.1:8200"
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"

@@ -29,7 +29,7 @@ from faultproxy.replay_store.replay import ReplayOptions
 from faultproxy.runner.inprocess import ChatFunction
 from faultproxy.runner.plan import GridPoint
 from faultproxy.scenarios import load_scenario
-from faultproxy.tasks.loader import TaskError, load_tasks, task_set_from_json
+from faultproxy.tasks.tasks_file import TaskError, load_tasks, task_set_from_json
 from tests.processes import alive
 from tests.upstream import ServerThread
 

@@ -15,7 +15,7 @@ import pytest
 from faultproxy.evaluator.checks import parse_trace
 from faultproxy.evaluator.judge import judge_episode
 from faultproxy.formats.redact import MASK
-from faultproxy.tasks.model import Budgets, Effect, EndpointPattern, Expected, OutputSpec, Task
+from faultproxy.tasks.task_model import Budgets, Effect, EndpointPattern, Expected, OutputSpec, Task
 from faultproxy.formats.trace import TraceWriter, read_trace
 
 SHOP = "http://127.0.0.1:8100"

@@ -33,7 +33,7 @@ from faultproxy.runner.sequential import run_until_decided, sequential_options  
 from faultproxy.runner.cluster import ProcessCluster  # noqa: E402
 from faultproxy.runner.plan import build_grid  # noqa: E402
 from faultproxy import RunOptions, run  # noqa: E402
-from faultproxy.tasks.loader import load_tasks, task_set_from_json  # noqa: E402
+from faultproxy.tasks.tasks_file import load_tasks, task_set_from_json  # noqa: E402
 from faultproxy.formats.trace import AGENT_TO_USER, USER_TO_AGENT, read_trace  # noqa: E402
 from faultproxy.scenarios import load_scenario  # noqa: E402
 from tests.conftest import scenario  # noqa: E402

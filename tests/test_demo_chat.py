@@ -14,7 +14,7 @@ from examples.world import world_in_thread
 from faultproxy import RunOptions, run
 from faultproxy.formats.rundir import read_run
 from faultproxy.scenarios import load_scenario
-from faultproxy.tasks.loader import load_tasks
+from faultproxy.tasks.tasks_file import load_tasks
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 

@@ -16,7 +16,7 @@ from faultproxy.evaluator.failure_cause import explain
 from faultproxy.formats.rundir import read_run
 from faultproxy.formats.trace import read_trace
 from faultproxy.scenarios import load_scenario
-from faultproxy.tasks.loader import load_tasks
+from faultproxy.tasks.tasks_file import load_tasks
 from tests.test_demo_world import PARALLEL, committed, shop_log, trace_of, world_for_agents
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"

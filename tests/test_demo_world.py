@@ -27,8 +27,8 @@ from examples.shop import SPECS, Shop, ShopError
 from examples.world import World, running_world, world_in_thread
 from faultproxy.runner.plan import GridPoint
 from faultproxy import RunOptions, run
-from faultproxy.tasks.loader import load_tasks
-from faultproxy.tasks.model import EndpointPattern, Task
+from faultproxy.tasks.tasks_file import load_tasks
+from faultproxy.tasks.task_model import EndpointPattern, Task
 from faultproxy.runner.variants import Variant, make_variant, make_variants
 from faultproxy.formats.trace import read_trace
 from faultproxy.scenarios import Scenario, load_scenario

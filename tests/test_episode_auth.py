@@ -21,7 +21,7 @@ from faultproxy.formats.trace import read_trace, rejected_path, trace_path
 from faultproxy.proxy.auth import new_token
 from faultproxy.proxy.server import ProxyServer
 from faultproxy.scenarios import load_scenario
-from faultproxy.tasks.loader import load_tasks
+from faultproxy.tasks.tasks_file import load_tasks
 from tests.conftest import scenario
 
 INTRUDER = [sys.executable, str(Path(__file__).parent / "agents" / "intruder_agent.py")]

@@ -16,7 +16,7 @@ from faultproxy.replay_store import har
 from faultproxy.replay_store.freeze import freeze
 from faultproxy.replay_store.har import StoreError
 from faultproxy.scenarios import load_scenario
-from faultproxy.tasks.loader import load_tasks
+from faultproxy.tasks.tasks_file import load_tasks
 from tests.upstream import ServerThread, Upstream
 
 PROBE_AGENT = [sys.executable, str(Path(__file__).parent / "agents" / "probe_agent.py")]

@@ -14,7 +14,7 @@ from faultproxy.cli.main import main
 from faultproxy.evaluator.report import build_report
 from faultproxy.replay_store import har
 from faultproxy.replay_store.har import StoreError
-from faultproxy.tasks.loader import TaskError, load_tasks
+from faultproxy.tasks.tasks_file import TaskError, load_tasks
 from tests.test_har_errors import PROBE_AGENT, entry_dir  # noqa: F401 — the frozen probe entry fixture
 from tests.test_report import LOOKUP, lookup_ok, lookup_wrong, make_run
 

@@ -29,7 +29,7 @@ from faultproxy.cli.entry import main as cli
 from faultproxy.evaluator.starter import generalise
 from faultproxy.formats.rundir import read_run
 from faultproxy.scenarios import load_scenario
-from faultproxy.tasks.loader import load_tasks
+from faultproxy.tasks.tasks_file import load_tasks
 from tests import model_upstream
 from tests.upstream import ServerThread
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx
 
 from faultproxy import Episode, run_function
-from faultproxy.tasks.loader import task_set_from_json
+from faultproxy.tasks.tasks_file import task_set_from_json
 from faultproxy.scenarios import load_scenario
 from tests.conftest import scenario
 

@@ -12,7 +12,7 @@ import pytest
 
 from faultproxy.formats.yaml_input import MAX_DEPTH, MAX_DOCUMENT_CHARS
 from faultproxy.scenarios import ScenarioError, load_scenario
-from faultproxy.tasks.loader import TaskError, load_tasks
+from faultproxy.tasks.tasks_file import TaskError, load_tasks
 
 FAULTPROXY = [sys.executable, "-m", "faultproxy"]
 LEVELS = "abcdefghi"

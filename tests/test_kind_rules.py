@@ -22,7 +22,7 @@ from faultproxy.formats.rundir import read_run
 from faultproxy.formats.trace import read_trace
 from faultproxy.proxy.server import ProxyServer
 from faultproxy.scenarios import load_scenario
-from faultproxy.tasks.loader import load_tasks
+from faultproxy.tasks.tasks_file import load_tasks
 from faultproxy.tasks.request_class import Declared
 from tests.agents.asking_mcp_server import make_server as asking_server
 from tests.agents.ledger_mcp_server import make_server as ledger_server

@@ -31,7 +31,7 @@ from faultproxy.replay_store.minimize import minimize
 from faultproxy.replay_store.replay import ReplayOptions
 from faultproxy.runner.replay import Replayer
 from faultproxy.scenarios import load_scenario
-from faultproxy.tasks.loader import load_tasks
+from faultproxy.tasks.tasks_file import load_tasks
 from tests.agents.journal_mcp_server import Events, entries, make_server
 from tests.conftest import scenario
 from tests.mcp_clients import Client, HttpServer, counter_server, http_session, session, shim_parameters

@@ -22,7 +22,7 @@ from faultproxy.replay_store.freeze import freeze
 from faultproxy.replay_store.replay import ReplayOptions
 from faultproxy.runner.replay import replay_function
 from faultproxy.scenarios import load_scenario
-from faultproxy.tasks.loader import load_tasks
+from faultproxy.tasks.tasks_file import load_tasks
 from tests.mcp_clients import method, rule
 
 pytestmark = pytest.mark.timeout(60)

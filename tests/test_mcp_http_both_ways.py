@@ -27,8 +27,8 @@ from faultproxy.replay_store.freeze import freeze
 from faultproxy.replay_store.replay import ReplayOptions
 from faultproxy.runner.replay import replay_function
 from faultproxy.scenarios import load_scenario
-from faultproxy.tasks.loader import load_tasks
-from faultproxy.tasks.model import Task
+from faultproxy.tasks.tasks_file import load_tasks
+from faultproxy.tasks.task_model import Task
 from tests.agents.asking_mcp_server import make_server
 from tests.mcp_clients import (FAULTED_BOTH_WAYS, Client, HttpServer, answer_through_faults, check_fault_lines, method,
                                rule, server_messages)

@@ -17,8 +17,8 @@ from mcp.shared.exceptions import MCPError
 from faultproxy.formats.trace import read_trace
 from faultproxy.proxy.stdio.locate import locate
 from faultproxy.proxy.stdio.session import SHUTDOWN_GRACE_S
-from faultproxy.tasks.loader import TaskError, load_tasks
-from faultproxy.tasks.model import EndpointPattern
+from faultproxy.tasks.tasks_file import TaskError, load_tasks
+from faultproxy.tasks.task_model import EndpointPattern
 from tests.mcp_clients import AGENTS, RawClient, call, counter_server, session, shim_parameters
 
 pytestmark = pytest.mark.timeout(180)

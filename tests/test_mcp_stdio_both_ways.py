@@ -13,7 +13,7 @@ import pytest
 from faultproxy.evaluator.checks import check_confirmation, check_tool_calls, parse_trace
 from faultproxy.formats.trace import read_trace
 from faultproxy.proxy.episodes import EpisodeLimits
-from faultproxy.tasks.model import Task
+from faultproxy.tasks.task_model import Task
 from tests.mcp_clients import (AGENTS, FAULTED_BOTH_WAYS, Client, answer_through_faults, check_fault_lines, method,
                                rule, server_messages, session, shim_parameters)
 

@@ -26,7 +26,7 @@ from faultproxy.replay_store.stand_in import server_messages_after
 from faultproxy.runner.plan import GridPoint
 from faultproxy.runner.replay import Replayer
 from faultproxy.scenarios import load_scenario
-from faultproxy.tasks.loader import load_tasks
+from faultproxy.tasks.tasks_file import load_tasks
 from tests.mcp_clients import AGENTS
 
 pytestmark = pytest.mark.timeout(300)

@@ -23,7 +23,7 @@ from faultproxy.replay_store.replay import ReplayOptions
 from faultproxy.runner.plan import GridPoint
 from faultproxy.runner.replay import replay
 from faultproxy.scenarios import load_scenario
-from faultproxy.tasks.loader import load_tasks
+from faultproxy.tasks.tasks_file import load_tasks
 
 pytestmark = pytest.mark.timeout(600)
 

@@ -29,8 +29,8 @@ from faultproxy.formats.rundir import read_run
 from faultproxy.formats.trace import read_trace
 from faultproxy.proxy.server import ProxyServer
 from faultproxy.scenarios import load_scenario
-from faultproxy.tasks.loader import load_tasks
-from faultproxy.tasks.model import Task
+from faultproxy.tasks.tasks_file import load_tasks
+from faultproxy.tasks.task_model import Task
 from tests.agents.ledger_mcp_server import make_server
 from tests.mcp_clients import AGENTS, HttpServer
 

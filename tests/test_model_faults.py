@@ -24,7 +24,7 @@ from faultproxy.replay_store import har
 from faultproxy.replay_store.freeze import freeze
 from faultproxy.replay_store.replay import ReplayOptions
 from faultproxy.runner.replay import Replayer
-from faultproxy.tasks.loader import task_set_from_json
+from faultproxy.tasks.tasks_file import task_set_from_json
 from faultproxy.proxy.server import ProxyServer
 from faultproxy.scenarios import ScenarioError, load_scenario
 from tests.conftest import scenario

@@ -18,7 +18,7 @@ from faultproxy import RunOptions, run
 from faultproxy.formats.rundir import read_run
 from faultproxy.formats.trace import read_trace
 from faultproxy.scenarios import load_scenario
-from faultproxy.tasks.loader import load_tasks
+from faultproxy.tasks.tasks_file import load_tasks
 from tests.conftest import scenario
 from tests.upstream import ServerThread
 

@@ -15,7 +15,7 @@ from faultproxy.evaluator.judge import judge_episode
 from faultproxy.formats.rundir import read_run
 from faultproxy.formats.trace import read_trace
 from faultproxy.scenarios import load_scenario
-from faultproxy.tasks.loader import load_tasks, task_set_from_json
+from faultproxy.tasks.tasks_file import load_tasks, task_set_from_json
 from tests.conftest import scenario
 from tests.test_no_false_pass import FAULTPROXY, REFUND_AGENT, payments, tasks_file  # noqa: F401 - fixture
 

@@ -15,7 +15,7 @@ from faultproxy.formats.rundir import read_run
 from faultproxy.formats.trace import read_trace
 from faultproxy.runner.options import reverse_variables
 from faultproxy.scenarios import load_scenario
-from faultproxy.tasks.loader import task_set_from_json
+from faultproxy.tasks.tasks_file import task_set_from_json
 from tests.conftest import scenario
 from tests.node_projects import node_project
 

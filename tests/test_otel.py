@@ -38,7 +38,7 @@ from faultproxy.otel.export import FLUSH_TIMEOUT_S
 from faultproxy.otel.spans import exchange_span
 from faultproxy.runner.replay import Replayer
 from faultproxy.scenarios import load_scenario
-from faultproxy.tasks.loader import task_set_from_json
+from faultproxy.tasks.tasks_file import task_set_from_json
 from tests.otlp_receiver import ReceivedSpan, receiving
 from tests.processes import alive, wait_until
 from tests.conftest import scenario

@@ -19,7 +19,7 @@ from faultproxy.formats.rundir import read_run
 from examples.world import world_in_thread
 from faultproxy import RunOptions, run
 from faultproxy.cli.main import main as faultproxy_main
-from faultproxy.tasks.loader import load_tasks
+from faultproxy.tasks.tasks_file import load_tasks
 from faultproxy.replay_store import har
 from faultproxy.replay_store.freeze import freeze
 from faultproxy.replay_store.replay import ReplayOptions

@@ -21,7 +21,7 @@ from faultproxy.replay_store import har
 from faultproxy.replay_store.freeze import freeze
 from faultproxy.runner.options import reverse_variables
 from faultproxy.scenarios import load_scenario
-from faultproxy.tasks.loader import load_tasks, single_task
+from faultproxy.tasks.tasks_file import load_tasks, single_task
 from tests.upstream import ServerThread, Upstream
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"

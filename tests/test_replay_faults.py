@@ -24,7 +24,7 @@ import pytest
 from faultproxy.formats.rundir import read_run
 from faultproxy.cli.main import main as faultproxy_main
 from faultproxy import RunOptions, run
-from faultproxy.tasks.loader import task_set_from_json
+from faultproxy.tasks.tasks_file import task_set_from_json
 from faultproxy.formats.trace import read_trace
 from faultproxy.replay_store import har
 from faultproxy.replay_store.freeze import freeze

@@ -18,7 +18,7 @@ import pytest
 
 from examples.world import world_in_thread
 from faultproxy import Episode, run_function
-from faultproxy.tasks.loader import load_tasks
+from faultproxy.tasks.tasks_file import load_tasks
 from faultproxy.replay_store import har
 from faultproxy.replay_store.freeze import freeze
 from faultproxy.replay_store.replay import ReplayOptions

@@ -28,7 +28,7 @@ from faultproxy.evaluator.junit import JUnitWriter
 from faultproxy.evaluator.report import build_report
 from faultproxy.evaluator.sections import k_points, trajectory_consistency_grouped
 from faultproxy.formats.rundir import EpisodeLog, write_plan
-from faultproxy.tasks.model import Effect, EndpointPattern, Expected, OutputSpec, Task
+from faultproxy.tasks.task_model import Effect, EndpointPattern, Expected, OutputSpec, Task
 from faultproxy.formats.trace import read_trace, trace_path
 from tests.test_checks import REFUND_URL, SHOP, exchange, fault, model_call, record, write_trace
 
@@ -520,7 +520,7 @@ def test_one_definition_of_severities_percentages_tables_and_the_verdict_layout(
     sources = {path.relative_to(root).as_posix(): path.read_text(encoding="utf-8")
                for folder in ("faultproxy", "formats", "tasks", "scenarios", "proxy", "evaluator", "replay_store",
                               "runner") for path in (root / folder).rglob("*.py")}
-    assert [name for name, text in sources.items() if '("low", "medium", "high")' in text] == ["tasks/model.py"]
+    assert [name for name, text in sources.items() if '("low", "medium", "high")' in text] == ["tasks/task_model.py"]
     for helper in ("def _pct(", "def _table(", "def _e(", "def _esc(", "def _interval("):
         assert not [name for name, text in sources.items() if helper in text], helper
     assert [name for name, text in sources.items() if '"verdict": {' in text or "REPORT_CUT_KEY =" in text] == \

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from faultproxy.formats.request_kinds import Access, Kind
-from faultproxy.tasks.loader import TaskError, load_policy, load_tasks
-from faultproxy.tasks.model import Task
+from faultproxy.tasks.tasks_file import TaskError, load_policy, load_tasks
+from faultproxy.tasks.task_model import Task
 from faultproxy.tasks.request_class import Declared, classify, suggested_line
 
 HOST = "bookings.test"

@@ -16,7 +16,7 @@ from faultproxy.formats.rundir import read_run
 from faultproxy.runner.agent import NODE_PRELOAD
 from faultproxy.runner.plan import GridPoint
 from faultproxy import RunOptions, run
-from faultproxy.tasks.loader import load_tasks
+from faultproxy.tasks.tasks_file import load_tasks
 from faultproxy.formats.trace import read_trace
 from faultproxy.scenarios import load_scenario
 from tests.conftest import scenario

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from faultproxy.tasks.loader import TaskError, load_tasks
+from faultproxy.tasks.tasks_file import TaskError, load_tasks
 
 # Each case: id, file name, text, expected line (1-based, None if none), field (None if none), and
 # a phrase the message must contain.

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from faultproxy.tasks import loader
-from faultproxy.tasks.loader import TaskError, load_policy, load_tasks, single_task, task_set_from_json
-from faultproxy.tasks.model import Budgets, Effect, EndpointPattern, Expected, OutputSpec, Task
+from faultproxy.tasks import budget_block, expected_block, task_entry, tasks_file, user_block
+from faultproxy.tasks.tasks_file import TaskError, load_policy, load_tasks, single_task, task_set_from_json
+from faultproxy.tasks.task_model import Budgets, Effect, EndpointPattern, Expected, OutputSpec, Task
 from faultproxy.tasks.templates import TemplateError, UnsetVariable, expand, template_variables
 
 FULL = """\
@@ -406,8 +406,8 @@ def test_the_reference_names_every_field_and_its_examples_load(tmp_path: Path) -
     """docs/tasks.md is the reference of tasks and policy files: a field the loader reads and the
     page does not name, or an example the loader refuses, fails here."""
     page = (Path(__file__).resolve().parents[1] / "docs" / "tasks.md").read_text(encoding="utf-8")
-    fields = (*loader.TOP_FIELDS, *loader.TASK_FIELDS, *loader.EXPECTED_FIELDS, *loader.BUDGET_FIELDS,
-              *loader.USER_FIELDS, *loader.POLICY_FIELDS)
+    fields = (*tasks_file.TOP_FIELDS, *task_entry.TASK_FIELDS, *expected_block.EXPECTED_FIELDS,
+              *budget_block.BUDGET_FIELDS, *user_block.USER_FIELDS, *tasks_file.POLICY_FIELDS)
     assert [name for name in fields if f"`{name}`" not in page] == []
     tasks_example, policy_example = re.findall(r"```yaml\n(.*?)```", page, re.S)
     (tmp_path / "tasks.yaml").write_text(tasks_example)

@@ -24,7 +24,7 @@ from faultproxy.formats.rundir import read_run
 from faultproxy.otel import names as N
 from faultproxy.runner.inprocess import Episode, run_function
 from faultproxy.otel import OtelExport
-from faultproxy.tasks.loader import load_tasks
+from faultproxy.tasks.tasks_file import load_tasks
 from tests import model_upstream
 from tests.otlp_receiver import receiving
 from tests.upstream import ServerThread

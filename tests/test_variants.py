@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from faultproxy.tasks.model import Task
+from faultproxy.tasks.task_model import Task
 from faultproxy.runner.variants import (
     Variant,
     load_variant_function,
@@ -70,7 +70,7 @@ def test_variants_do_not_depend_on_order_or_on_other_tasks() -> None:
 def test_variants_are_the_same_in_another_process() -> None:
     code = textwrap.dedent("""\
         import json, sys
-        from faultproxy.tasks.model import Task
+        from faultproxy.tasks.task_model import Task
         from faultproxy.runner.variants import make_variant
         tasks = [Task.from_json(t) for t in json.load(sys.stdin)]
         print(json.dumps([make_variant(t, i).to_json() for t in tasks for i in range(10)]))

@@ -23,7 +23,7 @@ from faultproxy.evaluator.traced import parse_trace
 from faultproxy.formats.trace import read_trace, trace_path
 from faultproxy.otel import names as N
 from faultproxy.otel.spans import exchange_span
-from faultproxy.tasks.model import Effect, EndpointPattern, Expected, Task
+from faultproxy.tasks.task_model import Effect, EndpointPattern, Expected, Task
 from tests.conftest import scenario
 from tests.upstream import ServerThread
 

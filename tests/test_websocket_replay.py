@@ -24,7 +24,7 @@ from faultproxy.replay_store.replay import ReplayOptions
 from faultproxy.replay_store.minimize import minimize
 from faultproxy.runner.replay import Replayer, replay_function
 from faultproxy.scenarios import load_scenario
-from faultproxy.tasks.loader import task_set_from_json
+from faultproxy.tasks.tasks_file import task_set_from_json
 from tests.conftest import scenario
 from tests.test_replay_faults import PortWatch
 from tests.test_websocket import FAULTS, realtime_app

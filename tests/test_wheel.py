@@ -90,7 +90,7 @@ def test_the_installed_package_runs_from_outside_the_checkout(installed: tuple[P
     work.mkdir()
     python, faultproxy = str(venv / "bin" / "python"), str(venv / "bin" / "faultproxy")
 
-    where = _check(_run([python, "-c", "import faultproxy, faultproxy.scenarios.loader as s; "
+    where = _check(_run([python, "-c", "import faultproxy, faultproxy.scenarios.scenario_file as s; "
                                        "print(faultproxy.__file__); print(s.BUNDLED_DIR / 'rate_limit.yaml')"], work))
     package_file, bundled = (Path(line) for line in where.stdout.split())
     assert package_file.is_relative_to(site) and bundled.is_relative_to(site) and bundled.is_file()

@@ -27,7 +27,7 @@ from faultproxy.proxy.server import ProxyServer, ProxyStartError
 from faultproxy.proxy.monitor_sessions import EpisodeRule
 from faultproxy.monitor import Monitor, MonitorOptions
 from faultproxy.scenarios import load_scenario
-from faultproxy.tasks.loader import load_policy
+from faultproxy.tasks.tasks_file import load_policy
 
 OBSERVE = "observe"  # the bundled scenario that injects nothing
 MAX_EPISODES_RANGE = (1, 10_000_000)

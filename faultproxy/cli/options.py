@@ -22,7 +22,8 @@ from faultproxy.runner.plan import GridPoint
 from faultproxy.runner.rewrites import MODEL_TEMPLATE
 from faultproxy.runner.variants import load_variant_function
 from faultproxy.scenarios import Scenario, parse_params
-from faultproxy.tasks.loader import MAX_WALL_S, TaskError, load_tasks, single_task
+from faultproxy.tasks.budget_block import MAX_WALL_S
+from faultproxy.tasks.tasks_file import TaskError, load_tasks, single_task
 from faultproxy.tasks.side_channel import SideChannel
 
 # Documented ranges of the numbers a run takes (docs/reliability.md, `--help`); anything outside is refused.

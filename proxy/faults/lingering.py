@@ -38,7 +38,7 @@ from faultproxy.proxy.exchange import FlowExchange
 from faultproxy.proxy.faults.base import answer, replace_body, rewritten_documents
 from faultproxy.proxy.faults.schema_drift import apply_drift
 from faultproxy.scenarios.faults.schema_drift import DriftOp
-from faultproxy.scenarios.model import value_at
+from faultproxy.scenarios.scenario_model import value_at
 from mitmproxy import http
 
 SESSION_HEADER = "mcp-session-id"

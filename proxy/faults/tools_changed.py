@@ -7,7 +7,7 @@ from faultproxy.proxy.exchange import FlowExchange
 from faultproxy.proxy.faults.base import Fault, answer
 from faultproxy.proxy.faults.lingering import change_tool, fit_to_server, unfit_call, unknown_tool
 from faultproxy.scenarios.faults import tools_changed
-from faultproxy.scenarios.model import value_at
+from faultproxy.scenarios.scenario_model import value_at
 from mitmproxy import http
 
 

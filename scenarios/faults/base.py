@@ -51,7 +51,7 @@ class ParamProblem(ValueError):
 
 
 CrossCheck = Callable[[dict[str, Any], frozenset[str]], dict[str, Any]]
-# Given the settled parameters and the rule's match block (scenarios.model.MatchSpec): raises
+# Given the settled parameters and the rule's match block (scenarios.scenario_model.MatchSpec): raises
 # ParamProblem when the fault cannot be expressed in any request the rule can select.
 MatchCheck = Callable[[dict[str, Any], Any], None]
 

@@ -9,7 +9,7 @@ as not delivered with the reason.
 from __future__ import annotations
 
 from faultproxy.formats.model_apis import EXAMPLE_PATHS, ModelApi
-from faultproxy.scenarios.model import MatchSpec
+from faultproxy.scenarios.scenario_model import MatchSpec
 
 
 def reachable(match: MatchSpec) -> set[tuple[ModelApi, bool]]:

@@ -19,7 +19,7 @@ from typing import Any
 
 from faultproxy.formats.yaml_input import YamlReader
 from faultproxy.scenarios.faults.base import AgentAnswer, FaultKind, ParamSpec
-from faultproxy.scenarios.model import MISSING, value_at
+from faultproxy.scenarios.scenario_model import MISSING, value_at
 from yaml.nodes import Node, ScalarNode
 
 _PLACEHOLDER = re.compile(r"\{([^{}]*)\}")

@@ -2,7 +2,7 @@
 
 `Task.to_json()` / `Task.from_json()` carry a task into a run directory's plan.json and back, so
 the evaluator never needs the original file. `Task.env` and `Task.severity` are effective values:
-the file-level `env` and `severity` with the task's own entries on top. tasks/loader.py reads and
+the file-level `env` and `severity` with the task's own entries on top. tasks/tasks_file.py reads and
 validates the tasks file into this model.
 
 Objects compare by value; mappings are plain dicts (so tasks pickle for remote executors): treat
@@ -23,7 +23,7 @@ from types import MappingProxyType
 from typing import Any
 
 from faultproxy.formats.yaml_input import suggest
-from faultproxy.tasks.conversation import User
+from faultproxy.tasks.task_user import User
 from faultproxy.tasks.side_channel import SideChannel
 
 SEVERITIES = ("low", "medium", "high")
@@ -226,9 +226,9 @@ class Task:
     severity: Mapping[str, str] = field(default_factory=dict)
     env: Mapping[str, str] = field(default_factory=dict)
     line: int = 0
-    online: bool = False  # live traffic under a policy (tasks.loader.load_policy): judged by evaluator.online
+    online: bool = False  # live traffic under a policy (tasks.tasks_file.load_policy): judged by evaluator.online
     side_channels: tuple[SideChannel, ...] = ()  # requests the task does not depend on (tasks.side_channel)
-    user: User | None = None  # a conversation's user (tasks.conversation); None: one prompt, no conversation
+    user: User | None = None  # a conversation's user (tasks.task_user); None: one prompt, no conversation
     confirm_before: tuple[EndpointPattern, ...] = ()  # irreversible steps the user must agree to first
 
     def __hash__(self) -> int:  # consistent with ==, which compares every field

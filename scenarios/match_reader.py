@@ -17,7 +17,7 @@ from faultproxy.formats.errors import InputError
 from faultproxy.formats.model_apis import ModelApi
 from faultproxy.formats.request_kinds import Kind
 from faultproxy.formats.yaml_input import YamlReader, suggest
-from faultproxy.scenarios.model import BodyPredicate, MatchSpec, MessageMatch, TextPattern
+from faultproxy.scenarios.scenario_model import BodyPredicate, MatchSpec, MessageMatch, TextPattern
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 _METHOD = re.compile(r"[A-Za-z]+")

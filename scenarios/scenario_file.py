@@ -28,8 +28,8 @@ from faultproxy.formats.yaml_input import (
     suggest,
 )
 from faultproxy.scenarios.faults import FAULT_KINDS, ParamProblem, ParamSpec
-from faultproxy.scenarios.matching import read_match
-from faultproxy.scenarios.model import FaultSpec, MatchSpec, Rule, Scenario, When
+from faultproxy.scenarios.match_reader import read_match
+from faultproxy.scenarios.scenario_model import FaultSpec, MatchSpec, Rule, Scenario, When
 from yaml.nodes import MappingNode, Node, ScalarNode
 
 BUNDLED_DIR = Path(__file__).parent
