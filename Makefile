@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 INSTALLED := $(VENV)/.installed
 
-.PHONY: demo test bench install clean
+.PHONY: demo test bench docs install clean
 
 demo: $(INSTALLED)
 	$(PY) -m examples.demo
@@ -14,6 +14,10 @@ test: $(INSTALLED)
 
 bench: $(INSTALLED)
 	$(PY) bench/proxy_overhead.py
+
+# The fault tables of docs/scenarios.md and docs/mcp-stdio.md, written from the fault kinds.
+docs: $(INSTALLED)
+	$(PY) -m faultproxy.scenarios.faults.docs_table
 
 install: $(INSTALLED)
 

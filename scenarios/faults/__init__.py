@@ -1,20 +1,24 @@
 """The fault types: one module each, holding everything there is to know about the fault as data.
 
-Each module here defines `KIND`, a FaultKind: the fault's name, its parameters (types, defaults,
-documented ranges), whether the request still reaches the upstream once the fault is delivered,
-whether the proxy must remember reads for it, and its rules across parameters. The scenario
-loader validates `fault:` blocks against these (file, line and field in every error), the
-evaluator and the replay store read old traces with them, and nothing else keeps a list of fault
-names.
+Each module here defines `KIND`, a FaultKind: the fault's name, its one-line description, its
+parameters (types, defaults, documented ranges, what each does), whether the request still
+reaches the upstream once the fault is delivered, whether the proxy must remember reads for it,
+how a failure cause names an agent's answer to it, what a stdio MCP client sees, and its rules
+across parameters. The scenario loader validates `fault:` blocks against these (file, line and
+field in every error), the evaluator and the replay store read old traces and explain failures
+with them, `docs_table` writes the docs' fault tables from them, and nothing else keeps a list
+of fault names or compares with one (a test holds the product to it).
 
 The behaviour lives one layer up, in `faultproxy.proxy.faults.<name>`: a class ending in `Fault`
 whose `kind` is this module's KIND. The split follows the layers — this package sits below the
 proxy (it cannot import mitmproxy or the proxy) so `faultproxy check` validates a scenario with
-no proxy at all. `faultproxy.proxy.faults` pairs every kind with exactly one class when it is
-imported and refuses to load otherwise; tests pin the pairing both ways.
+no proxy at all. `faultproxy.proxy.faults` lists the classes in this catalogue's order and pairs
+every kind with exactly one class when it is imported, refusing to load otherwise; tests pin the
+pairing both ways.
 
-Adding a fault: a module here (its KIND, and a line in the catalogue below, which also fixes the
-order in which docs and error messages list the types), a module in `proxy/faults/`, and a test.
+Adding a fault: its KIND in a module here and a line in the catalogue below (which fixes the
+order in which docs and error messages list the types); its class in a module of
+`proxy/faults/` and a line in that package's list, at the same place; `make docs`; a test.
 """
 
 from __future__ import annotations

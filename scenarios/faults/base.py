@@ -70,7 +70,9 @@ class FaultKind:
     """One fault type as the scenario layer knows it; the proxy's class for it points here.
 
     description: what the client sees, in one line: the fault table in docs/scenarios.md shows it
-      (python -m faultproxy.scenarios.faults.docs_table writes the table from the kinds).
+      (`make docs` writes the fault tables from the kinds: scenarios.faults.docs_table).
+    over_stdio: what a client of an MCP server over stdio sees, for the faults that reach one (the
+      table in docs/mcp-stdio.md shows it); "" for the others.
     forwards: when the fault is delivered, does the request still reach the upstream? (An answer
       the proxy makes, a held or dropped request: no. A delay, a lost or cut response: yes.) The
       injector records what really happened on every trace line; this is what a trace written
@@ -110,6 +112,7 @@ class FaultKind:
     plants_instructions: bool = False
     went_on: AgentAnswer | None = None
     went_on_writing: AgentAnswer | None = None
+    over_stdio: str = ""
 
     def takes_match(self, on_messages: bool) -> bool:
         """May a rule of this kind have a match with (True) or without (False) a websocket: block?"""

@@ -30,4 +30,5 @@ KIND = FaultKind(
     },
     forwards=True,
     cross_check=_bounds_in_order,
+    over_stdio="the answer comes late (or the call reaches the server late: `at: request`)",
 )

@@ -23,4 +23,5 @@ KIND = FaultKind(
                               minimum=0, maximum=MAX_DELAY_MS),
     },
     forwards=True,
+    over_stdio="nothing: a stdio server's messages are not duplicated (recorded as not delivered, saying so)",
 )

@@ -15,4 +15,5 @@ KIND = FaultKind(
         "message": ParamSpec("string", "Internal error", "error message"),
     },
     forwards=False,
+    over_stdio="the error response, or a result with `isError: true`; the server never sees the call",
 )

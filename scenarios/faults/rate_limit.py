@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from faultproxy.scenarios.faults.base import MAX_RETRY_AFTER_S, FaultKind, ParamSpec
-from faultproxy.scenarios.faults.provider_error import MESSAGE, PROVIDER
+from faultproxy.scenarios.faults.provider_error import MESSAGE, OVER_STDIO, PROVIDER
 
 KIND = FaultKind(
     name="rate_limit",
@@ -20,4 +20,5 @@ KIND = FaultKind(
         "message": MESSAGE,
     },
     forwards=False,
+    over_stdio=OVER_STDIO,
 )

@@ -13,4 +13,5 @@ KIND = FaultKind(
         "hang_s": ParamSpec("number", 10, "seconds to hang in mode hang", minimum=0, maximum=MAX_HOLD_S),
     },
     forwards=True,
+    over_stdio="the server runs the call; its answer never comes (`504`: a JSON-RPC error instead)",
 )

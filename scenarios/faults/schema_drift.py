@@ -87,4 +87,5 @@ KIND = FaultKind(
     forwards=True,
     also_on_messages=True,
     went_on=AgentAnswer("accepted drifted field", "validate tool responses; treat a missing field as an error"),
+    over_stdio="the result rewritten (ops on `result.*` paths), on one line, with the call's id",
 )

@@ -20,4 +20,6 @@ KIND = FaultKind(
                           choices=("before", "after")),
     },
     forwards=True,
+    over_stdio=("the server is killed (SIGKILL) as the call arrives (`when: before`) or after it ran (`after`, "
+                "the default); no answer, the client's stream ends"),
 )

@@ -24,4 +24,6 @@ KIND = FaultKind(
         "message": ParamSpec("string", "Session not found", "the JSON-RPC error's message"),
     },
     forwards=False,
+    over_stdio=("nothing: a stdio session has no `Mcp-Session-Id` to forget; the fault is recorded as not "
+                "delivered, saying so"),
 )

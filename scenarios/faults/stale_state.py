@@ -73,12 +73,17 @@ KIND = FaultKind(
                  "recently used reads are kept); a JSON-RPC call its rule matches (an MCP tool, over HTTP or "
                  "stdio) counts as a read, answered with its own id"),
     params={
-        "after_write": ParamSpec("boolean", False, "stale reads only once the episode has written (read-your-writes)"),
-        "write_resources": ParamSpec("templates", (), "paths a write touches besides its own, filled from its "
-                                     "JSON body, e.g. /orders/{order_id}", read=read_templates),
+        "after_write": ParamSpec("boolean", False, "serve a read stale only once a write touched its path (one "
+                                 "path lying below the other) since its answer was kept"),
+        "write_resources": ParamSpec("templates", (), "a list of paths a write touches besides its own, filled "
+                                     "from its JSON body: [\"/orders/{order_id}\"] links POST /refunds "
+                                     "{\"order_id\": 7} to GET /orders/7 (a lone string is refused)",
+                                     read=read_templates),
     },
     forwards=False,
     remembers_reads=True,
     went_on=AgentAnswer("answered from stale state", "re-read before answering when state may have changed"),
     went_on_writing=AgentAnswer("read stale state and wrote", "re-read the resource right before writing to it"),
+    over_stdio=("the answer the same call (same tool and arguments) got earlier in the episode, with this call's "
+                "id"),
 )

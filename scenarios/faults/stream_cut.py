@@ -24,4 +24,5 @@ KIND = FaultKind(
         "end": ParamSpec("string", "clean", "the stream ends cleanly, or breaks", choices=("clean", "reset")),
     },
     forwards=True,
+    over_stdio="nothing: a stdio answer is one line, no event stream (recorded as not delivered, saying so)",
 )

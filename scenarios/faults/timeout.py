@@ -13,4 +13,6 @@ KIND = FaultKind(
         "then": ParamSpec("string", "close", "what ends the hold", choices=("close", "504")),
     },
     forwards=False,
+    over_stdio=('nothing for `hold_s`, then a JSON-RPC error naming a 504 (`then: "504"`) or never an answer '
+                "(`close`); the server never sees the call"),
 )

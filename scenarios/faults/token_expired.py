@@ -26,4 +26,5 @@ KIND = FaultKind(
         "description": ParamSpec("string", "The access token expired", "error_description"),
     },
     forwards=False,
+    over_stdio="a JSON-RPC error naming the 401 (a stdio server takes no token)",
 )

@@ -27,4 +27,6 @@ KIND = FaultKind(
     },
     forwards=True,
     plants_instructions=True,
+    over_stdio=("the `tools/list` result's tool definitions carry the instruction, on one line, with the call's "
+                "id"),
 )

@@ -45,4 +45,7 @@ KIND = FaultKind(
     },
     forwards=False,
     cross_check=_ops_for_schema,
+    over_stdio=("the call gets the unknown-tool result, or (`change: schema`) the invalid-arguments one when it "
+                "does not fit the new schema (no notification: over stdio the proxy sends the client nothing of "
+                "its own); later listings and calls change as over HTTP"),
 )

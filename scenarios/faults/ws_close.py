@@ -28,7 +28,9 @@ KIND = FaultKind(
                  "`reason`, or (abort) dropped connections, which the client sees as 1006"),
     params={
         "mode": ParamSpec("string", "close", "close frame, or a dropped connection", choices=("close", "abort")),
-        "code": ParamSpec("integer", 1011, "close code (mode close)", minimum=1000, maximum=4999),
+        "code": ParamSpec("integer", 1011, "close code (mode close); not "
+                            + ", ".join(map(str, sorted(RESERVED_CODES))) + ", never sent in a close frame",
+                            minimum=1000, maximum=4999),
         "reason": ParamSpec("string", "", f"close reason (mode close), at most {MAX_REASON_BYTES} bytes"),
     },
     forwards=True,
