@@ -259,7 +259,7 @@ def live_runs(name: str, tasks, latency_ms: float, rounds: int, folder: Path,
 
 def bench_agent(name: str, task_ids: list[str], latencies: list[float], rounds: int, folder: Path) -> list[dict]:
     from faultproxy.replay_store import har
-    from faultproxy.replay_store.replay import ReplayOptions
+    from faultproxy.replay_store.replay_proxy import ReplayOptions
 from faultproxy.runner.replay import Replayer
     from faultproxy.tasks.tasks_file import load_tasks
 

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from faultproxy.formats.errors import UserError
     from faultproxy.proxy.server import ProxyServer
     from faultproxy.replay_store.freeze import freeze
-    from faultproxy.replay_store.replay import ReplayOptions, ReplayResult
+    from faultproxy.replay_store.replay_proxy import ReplayOptions, ReplayResult
     from faultproxy.runner.inprocess import Episode, FunctionRunResult, run_function
     from faultproxy.runner.options import RunOptions, RunResult
     from faultproxy.runner.replay import replay, replay_function
@@ -38,8 +38,8 @@ _HOMES = {
     "Episode": "faultproxy.runner.inprocess",
     "FunctionRunResult": "faultproxy.runner.inprocess",
     "ProxyServer": "faultproxy.proxy.server",
-    "ReplayOptions": "faultproxy.replay_store.replay",
-    "ReplayResult": "faultproxy.replay_store.replay",
+    "ReplayOptions": "faultproxy.replay_store.replay_proxy",
+    "ReplayResult": "faultproxy.replay_store.replay_proxy",
     "RunOptions": "faultproxy.runner.options",
     "RunResult": "faultproxy.runner.options",
     "Scenario": "faultproxy.scenarios",

@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 from faultproxy.replay_store.har import EPISODE_FILE, read_entry
-from faultproxy.replay_store.replay import ReplayOptions
+from faultproxy.replay_store.replay_proxy import ReplayOptions
 from faultproxy.runner.options import parse_pairs
 from faultproxy.runner.replay import Replayer
 

@@ -43,9 +43,9 @@ from faultproxy.formats.trace import decode_body, read_trace
 from faultproxy.proxy import decide
 from faultproxy.proxy.injector import FORCE_HEADER
 from faultproxy.scenarios.selection import parse_json_body, request_matches
-from faultproxy.replay_store import har
+from faultproxy.replay_store import entry_writer, har
 from faultproxy.replay_store.har import StoreError
-from faultproxy.replay_store.replay import NO_END_STATE, UNJUDGEABLE
+from faultproxy.replay_store.replay_proxy import NO_END_STATE, UNJUDGEABLE
 from faultproxy.replay_store.ws_replay import unreplayable, upstream_script
 from faultproxy.scenarios import Scenario, ScenarioError, load_scenario
 from faultproxy.tasks.task_model import Task
@@ -148,10 +148,10 @@ def freeze(run_dir: Path, store: Path, *, failing: bool = False, representatives
         cause = causes.get(record["key"])
         if cause:
             document["cause"] = cause
-            directory = Path(store) / har.entry_name(f"cause-{cause['slug']}", scenario.name)
+            directory = Path(store) / entry_writer.entry_name(f"cause-{cause['slug']}", scenario.name)
         else:
-            directory = har.choose_entry_dir(Path(store), record["key"], scenario.name, source)
-        har.write_entry(directory, document, trace, redactor, secret_values)
+            directory = entry_writer.choose_entry_dir(Path(store), record["key"], scenario.name, source)
+        entry_writer.write_entry(directory, document, trace, redactor, secret_values)
         frozen.append(Frozen(directory, record["key"], wanted, document["expect_failed"], warnings, cause))
     return frozen + known
 

@@ -18,9 +18,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from faultproxy.replay_store import har
+from faultproxy.replay_store import entry_writer, har
 from faultproxy.replay_store.har import Decision, Entry, StoreError
-from faultproxy.replay_store.replay import ReplayResult
+from faultproxy.replay_store.replay_proxy import ReplayResult
 
 T = TypeVar("T")
 # Replays the entry with exactly these (rule, index) fault decisions forced on.
@@ -120,7 +120,7 @@ def minimize(entry: Entry, replay_forced: ReplayForced,
                          f"{', '.join(target)}: nothing to minimize (see `faultproxy replay`)")
     result.minimal = ddmin(fired, reproduces)
     if write:
-        har.update_episode(entry.path, {
+        entry_writer.update_episode(entry.path, {
             "minimal_faults": [{"rule": d.rule, "index": d.index, "type": d.type, "seq": d.seq}
                                for d in result.minimal],
             "minimize": {"checks": target, "trials": len(result.trials), "from": len(fired),

@@ -1,5 +1,5 @@
 """Replaying frozen episodes: the agent runs as in `faultproxy run` (same environment, same
-episode key, so the same URLs) behind a replay-mode proxy (replay_store.replay), as a process or
+episode key, so the same URLs) behind a replay-mode proxy (replay_store.replay_proxy), as a process or
 as a Python function in this process.
 
     with Replayer(ReplayOptions(env={"SHOP_ROOT": ...}), entries) as replayer:
@@ -31,8 +31,8 @@ from faultproxy.formats.trace import USER_TO_AGENT, read_trace, trace_path
 from faultproxy.proxy.auth import new_token
 from faultproxy.proxy.server import ProxyServer
 from faultproxy.replay_store.har import EPISODE_FILE, Entry, StoreError, read_entries
-from faultproxy.replay_store.matching import Pool
-from faultproxy.replay_store.replay import (
+from faultproxy.replay_store.replay_matching import Pool
+from faultproxy.replay_store.replay_proxy import (
     DEFAULT_WALL_S,
     NO_END_STATE,
     EpisodeReplay,

@@ -29,7 +29,7 @@ from faultproxy.evaluator.sweep import analyse_sweep
 from faultproxy.formats.rundir import EpisodeLog, write_plan
 from faultproxy.formats.trace import TraceWriter, trace_path
 from faultproxy.replay_store import har
-from faultproxy.replay_store.replay import ReplayOptions
+from faultproxy.replay_store.replay_proxy import ReplayOptions
 from faultproxy.runner.replay import Replayer
 from faultproxy.scenarios import FAULT_KINDS, FaultKind, load_scenario
 from faultproxy.scenarios.faults.base import AgentAnswer

@@ -25,7 +25,7 @@ from faultproxy.evaluator.report import build_report
 from faultproxy.formats.rundir import RunDirError, read_run, read_verdict
 from faultproxy.formats.trace import AGENT_TO_USER, USER_TO_AGENT, read_trace
 from faultproxy.replay_store.har import read_entries
-from faultproxy.replay_store.replay import ReplayOptions
+from faultproxy.replay_store.replay_proxy import ReplayOptions
 from faultproxy.runner.inprocess import ChatFunction
 from faultproxy.runner.plan import GridPoint
 from faultproxy.scenarios import load_scenario

@@ -18,7 +18,7 @@ from faultproxy.evaluator.checks import parse_trace
 from faultproxy.formats.redact import Redactor
 from faultproxy.formats.trace import read_trace, trace_path
 from faultproxy.proxy.faults import FAULT_CLASSES, FaultRegistryError, pair_kinds
-from faultproxy.replay_store import har
+from faultproxy.replay_store import entry_writer, har
 from faultproxy.scenarios import FAULT_KINDS, FaultKind, trace_forwarded
 from faultproxy.scenarios import faults as kinds_package
 from tests.conftest import scenario
@@ -259,7 +259,7 @@ def test_evaluator_reads_forwarded_from_the_trace() -> None:
 
 def test_har_entry_reads_forwarded_from_the_trace(tmp_path: Path) -> None:
     def entries(line: dict) -> dict:
-        folder = har.write_entry(tmp_path / str(len(list(tmp_path.iterdir()))), {"episode": "ep"}, [line], Redactor())
+        folder = entry_writer.write_entry(tmp_path / str(len(list(tmp_path.iterdir()))), {"episode": "ep"}, [line], Redactor())
         return json.loads((folder / har.HAR_FILE).read_text())["log"]["entries"][0]["_faultproxy"]
 
     recorded = entries(_held_then_abandoned(forwarded=False))

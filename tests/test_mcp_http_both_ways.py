@@ -24,7 +24,7 @@ from faultproxy.formats.trace import read_trace
 from faultproxy.proxy.episodes import EpisodeLimits
 from faultproxy.proxy.server import ProxyServer
 from faultproxy.replay_store.freeze import freeze
-from faultproxy.replay_store.replay import ReplayOptions
+from faultproxy.replay_store.replay_proxy import ReplayOptions
 from faultproxy.runner.replay import replay_function
 from faultproxy.scenarios import load_scenario
 from faultproxy.tasks.tasks_file import load_tasks

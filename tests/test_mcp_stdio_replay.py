@@ -20,8 +20,8 @@ from faultproxy.formats.rundir import read_run
 from faultproxy.formats.trace import read_trace
 from faultproxy.replay_store.freeze import freeze
 from faultproxy.replay_store.har import Recorded, read_entries
-from faultproxy.replay_store.matching import Pool
-from faultproxy.replay_store.replay import ReplayOptions
+from faultproxy.replay_store.replay_matching import Pool
+from faultproxy.replay_store.replay_proxy import ReplayOptions
 from faultproxy.replay_store.stand_in import server_messages_after
 from faultproxy.runner.plan import GridPoint
 from faultproxy.runner.replay import Replayer

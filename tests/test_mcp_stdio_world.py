@@ -19,7 +19,7 @@ from faultproxy.formats.rundir import read_run
 from faultproxy.formats.trace import read_trace
 from faultproxy.replay_store import har
 from faultproxy.replay_store.freeze import freeze
-from faultproxy.replay_store.replay import ReplayOptions
+from faultproxy.replay_store.replay_proxy import ReplayOptions
 from faultproxy.runner.plan import GridPoint
 from faultproxy.runner.replay import replay
 from faultproxy.scenarios import load_scenario

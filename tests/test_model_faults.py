@@ -22,7 +22,7 @@ from faultproxy.formats.rundir import read_run
 from faultproxy.formats.trace import read_trace, trace_path
 from faultproxy.replay_store import har
 from faultproxy.replay_store.freeze import freeze
-from faultproxy.replay_store.replay import ReplayOptions
+from faultproxy.replay_store.replay_proxy import ReplayOptions
 from faultproxy.runner.replay import Replayer
 from faultproxy.tasks.tasks_file import task_set_from_json
 from faultproxy.proxy.server import ProxyServer

@@ -29,7 +29,7 @@ from faultproxy.formats.rundir import read_run
 from faultproxy.formats.trace import read_trace, trace_path
 from faultproxy.replay_store import har
 from faultproxy.replay_store.freeze import freeze
-from faultproxy.replay_store.replay import ReplayOptions
+from faultproxy.replay_store.replay_proxy import ReplayOptions
 from faultproxy.otel import names as N
 from faultproxy.runner.inprocess import Episode, run_function
 from faultproxy.evaluator.traced import parse_exchange

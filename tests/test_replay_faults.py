@@ -26,10 +26,10 @@ from faultproxy.cli.main import main as faultproxy_main
 from faultproxy import RunOptions, run
 from faultproxy.tasks.tasks_file import task_set_from_json
 from faultproxy.formats.trace import read_trace
-from faultproxy.replay_store import har
+from faultproxy.replay_store import entry_writer, har
 from faultproxy.replay_store.freeze import freeze
 from faultproxy.replay_store.minimize import minimize
-from faultproxy.replay_store.replay import DIVERGED_STATUS, ReplayOptions
+from faultproxy.replay_store.replay_proxy import DIVERGED_STATUS, ReplayOptions
 from faultproxy.runner.replay import Replayer
 from faultproxy.scenarios import load_scenario
 from tests.upstream import ServerThread, Upstream
@@ -422,7 +422,7 @@ def test_pytest_plugin_collects_one_test_per_entry(world, tmp_path):
     store = tmp_path / "store"
     shutil.copytree(world["entry"].path, store / "a")
     shutil.copytree(world["entry"].path, store / "b")
-    har.update_episode(store / "b", {"expect": "pass", "expect_failed": []})  # a wrong expectation: must fail
+    entry_writer.update_episode(store / "b", {"expect": "pass", "expect_failed": []})  # a wrong expectation: must fail
     agent = f"{shlex.quote(sys.executable)} {shlex.quote(str(world['agent']))}"
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
     done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-v",

@@ -21,7 +21,7 @@ from faultproxy import Episode, run_function
 from faultproxy.tasks.tasks_file import load_tasks
 from faultproxy.replay_store import har
 from faultproxy.replay_store.freeze import freeze
-from faultproxy.replay_store.replay import ReplayOptions
+from faultproxy.replay_store.replay_proxy import ReplayOptions
 from faultproxy.runner.replay import Replayer, replay_function
 from tests.test_replay_faults import PortWatch
 

@@ -10,7 +10,7 @@ import pytest
 from faultproxy.cli.main import main as faultproxy_main
 from faultproxy.replay_store import har
 from faultproxy.replay_store.har import Recorded, StoreError
-from faultproxy.replay_store.matching import Pool, identity_of
+from faultproxy.replay_store.replay_matching import Pool, identity_of
 from faultproxy.replay_store.minimize import ddmin
 
 

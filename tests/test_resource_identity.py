@@ -23,7 +23,7 @@ from faultproxy.cli.replay import accept
 from faultproxy.formats.rundir import read_run
 from faultproxy.replay_store import har
 from faultproxy.replay_store.freeze import freeze
-from faultproxy.replay_store.replay import ReplayOptions
+from faultproxy.replay_store.replay_proxy import ReplayOptions
 from faultproxy.runner.replay import replay_function
 from tests.conftest import scenario
 from tests.upstream import ServerThread

@@ -24,7 +24,7 @@ from faultproxy.formats.rundir import read_run
 from faultproxy.formats.trace import read_trace, trace_path
 from faultproxy.replay_store import har
 from faultproxy.replay_store.freeze import episode_rewrites, freeze
-from faultproxy.replay_store.replay import ReplayOptions
+from faultproxy.replay_store.replay_proxy import ReplayOptions
 from faultproxy.runner.replay import Replayer
 from tests.conftest import scenario
 from tests.upstream import ServerThread

@@ -12,9 +12,9 @@ from faultproxy.formats.redact import Redactor
 from faultproxy.formats.trace import DEFAULT_BODY_LIMIT, read_trace, trace_path
 from faultproxy.proxy.episodes import EpisodeLimits
 from faultproxy.proxy.server import ProxyServer
-from faultproxy.replay_store import har
-from faultproxy.replay_store.matching import Pool
-from faultproxy.replay_store.replay import DIVERGED_STATUS, EpisodeReplay, ReplayInjector
+from faultproxy.replay_store import entry_writer, har
+from faultproxy.replay_store.replay_matching import Pool
+from faultproxy.replay_store.replay_proxy import DIVERGED_STATUS, EpisodeReplay, ReplayInjector
 from tests.conftest import scenario
 
 NOTHING = scenario("""
@@ -65,7 +65,7 @@ def test_replay_does_not_serve_a_cut_response(make_proxy, upstream, tmp_path):
     proxy.end_episode("live")
     document = {"episode": "live", "task": {"id": "t", "prompt": "p"}, "prompt": "p", "scenario": {"name": "s", "source": "x"},
                 "expect": "fail", "decisions": [], "command": ["agent"]}
-    entry = har.read_entry(har.write_entry(tmp_path / "store" / "e", document,
+    entry = har.read_entry(entry_writer.write_entry(tmp_path / "store" / "e", document,
                                            read_trace(trace_path(tmp_path / "flows", "live")), Redactor()))
     assert [dict(r.truncated) for r in entry.exchanges] == [{}, {"response": {"length": 5000, "sha256": hashlib.sha256(
         b"x" * 5000).hexdigest()}}]

@@ -13,7 +13,7 @@ import pytest
 
 from faultproxy.cli.main import main
 from faultproxy.formats.paths import UnsafePath, name_problem, relative_file
-from faultproxy.replay_store import har
+from faultproxy.replay_store import entry_writer, har
 from tests.test_har_errors import PROBE_AGENT, entry_dir  # noqa: F401 — the frozen probe entry fixture
 from tests.test_report import LOOKUP, lookup_ok, lookup_wrong, make_run
 
@@ -219,12 +219,12 @@ def test_an_entry_update_never_writes_through_a_planted_link(entry_dir, tmp_path
     scratch_target, entry_target = tmp_path / "scratch-target", tmp_path / "entry-target"
     scratch_target.write_text("precious")
     (folder / "episode.json.tmp").symlink_to(scratch_target)
-    har.update_episode(folder, {"expect": "fail"})
+    entry_writer.update_episode(folder, {"expect": "fail"})
     assert scratch_target.read_text() == "precious"
     assert json.loads((folder / har.EPISODE_FILE).read_text())["expect"] == "fail"
     (folder / har.EPISODE_FILE).rename(entry_target)
     (folder / har.EPISODE_FILE).symlink_to(entry_target)
-    har.update_episode(folder, {"expect": "pass"})
+    entry_writer.update_episode(folder, {"expect": "pass"})
     assert json.loads(entry_target.read_text())["expect"] == "fail"
     assert not (folder / har.EPISODE_FILE).is_symlink()
     assert json.loads((folder / har.EPISODE_FILE).read_text())["expect"] == "pass"

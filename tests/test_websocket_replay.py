@@ -20,7 +20,7 @@ from websockets.exceptions import ConnectionClosed
 from faultproxy import Episode, run_function
 from faultproxy.replay_store import har
 from faultproxy.replay_store.freeze import freeze
-from faultproxy.replay_store.replay import ReplayOptions
+from faultproxy.replay_store.replay_proxy import ReplayOptions
 from faultproxy.replay_store.minimize import minimize
 from faultproxy.runner.replay import Replayer, replay_function
 from faultproxy.scenarios import load_scenario

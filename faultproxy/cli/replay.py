@@ -22,10 +22,10 @@ from faultproxy.evaluator.markdown import replay_markdown, write_markdown
 from faultproxy.formats.redact import Redactor
 from faultproxy.formats.errors import UsageError
 from faultproxy.formats.paths import folder_option
-from faultproxy.replay_store import har
+from faultproxy.replay_store import entry_writer, har
 from faultproxy.replay_store.freeze import freeze
 from faultproxy.replay_store.minimize import minimize
-from faultproxy.replay_store.replay import ReplayOptions
+from faultproxy.replay_store.replay_proxy import ReplayOptions
 from faultproxy.runner.replay import Replayer
 
 EXIT_MISMATCH = 1
@@ -208,7 +208,7 @@ def accept(results) -> int:
             print(f"{result.entry.name}: not accepted: {result.explain()}")
             code = EXIT_MISMATCH
         elif not result.meets_expectation:
-            har.update_episode(result.entry.path, {"expect": result.status, "expect_failed": result.failed})
+            entry_writer.update_episode(result.entry.path, {"expect": result.status, "expect_failed": result.failed})
             print(f"{result.entry.name}: now expects {result.status}")
     return code
 

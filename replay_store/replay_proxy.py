@@ -3,7 +3,7 @@
 The agent (run by runner/replay.py's Replayer) sends its traffic through the same FaultInjector with the entry's scenario, seed and episode key —
 so the keyed-hash fault decisions come out the same — but where a live proxy would forward a
 request, `ReplayInjector.supply_response` answers it with the recorded upstream response
-(matching.py says which). Response-phase faults (response_lost, partial_response, schema_drift,
+(replay_matching.py says which). Response-phase faults (response_lost, partial_response, schema_drift,
 delay) then act on that response exactly as they acted on the live one. A request with nothing
 recorded gets a 599 naming it and the episode's cause becomes "diverged"; it is never
 forwarded. A recorded WebSocket upgrade goes to the session server (replay_store.ws_replay),
@@ -50,7 +50,7 @@ from faultproxy.proxy.relay import Relay
 from faultproxy.proxy.stdio.passage import SERVER_TO_CLIENT, STAND_IN_KEY
 from faultproxy.proxy.sse import is_event_stream, map_json_data, split_events
 from faultproxy.replay_store.har import Entry
-from faultproxy.replay_store.matching import Pool
+from faultproxy.replay_store.replay_matching import Pool
 from faultproxy.replay_store.ws_replay import Session, SessionServer
 from faultproxy.replay_store.stand_in import answer_difference, server_messages_after
 from faultproxy.scenarios import Scenario
