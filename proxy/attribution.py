@@ -19,19 +19,25 @@ from __future__ import annotations
 import base64
 import binascii
 import collections.abc
+import re
 import weakref
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote
 
 from faultproxy.proxy.auth import EpisodeGate
 from mitmproxy import connection, ctx, exceptions, http
+from mitmproxy.net.http import url as mitmproxy_url
 from mitmproxy.proxy.mode_specs import ReverseMode
 
 EPISODE_KEY = "faultproxy_episode"
 PASS_THROUGH_KEY = "faultproxy_pass_through"  # flow.metadata: forward untouched, record nothing (unsampled)
 DEFAULT_EPISODE = "default"
 LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})  # where the proxy's own reverse port listens
+# A path that mitmproxy's URL parsing (urllib's split and join) gives back unchanged: printable
+# ASCII without spaces, `#` or `;`, not ending in an empty query.
+_PARSED_AS_IS = re.compile(r"/[!\"$-:<-~]*(?<!\?)")
 
 
 def episode_of(flow: http.HTTPFlow) -> str:
@@ -67,6 +73,7 @@ class Attribution:
     def __init__(self, known: Callable[[str], bool] | None = None) -> None:
         self._tunnels: weakref.WeakKeyDictionary[connection.Client, str] = weakref.WeakKeyDictionary()
         self._upstreams: dict[str, str] = {}
+        self._targets: dict[str, ReverseTarget | None] = {}  # each upstream's base URL, parsed once
         self._reverse_ports: frozenset[int] = frozenset()  # found once the reverse servers listen
         self.gate = EpisodeGate(known=known)
 
@@ -91,6 +98,7 @@ class Attribution:
         if "faultproxy_upstreams" in updated:
             try:
                 self._upstreams = parse_upstreams(ctx.options.faultproxy_upstreams)
+                self._targets = {name: ReverseTarget.of(base) for name, base in self._upstreams.items()}
             except ValueError as error:
                 raise exceptions.OptionsError(str(error)) from None
 
@@ -154,8 +162,38 @@ class Attribution:
             return
         rest = parts[3] if len(parts) > 3 else parts[2][len(name):]
         flow.metadata[EPISODE_KEY] = episode
-        base = upstreams[name].rstrip("/")
-        flow.request.url = base + "/" + rest.lstrip("/") if not rest.startswith("?") else base + rest
+        tail = "/" + rest.lstrip("/") if not rest.startswith("?") else rest
+        target = self._targets[name]
+        if target is not None and _PARSED_AS_IS.fullmatch(tail):
+            # What `url = base + tail` sets, without parsing the whole URL again on each request.
+            request = flow.request
+            request.scheme, request.host, request.port, request.path = (target.scheme, target.host, target.port,
+                                                                        target.path + tail)
+        else:
+            flow.request.url = upstreams[name].rstrip("/") + tail
+
+
+@dataclass(frozen=True)
+class ReverseTarget:
+    """An upstream's base URL as mitmproxy parses it (its path without the trailing slash)."""
+
+    scheme: str
+    host: str
+    port: int
+    path: str
+
+    @classmethod
+    def of(cls, base: str) -> ReverseTarget | None:
+        """None when a path appended to `base` would not simply follow its path (a query or a
+        fragment in it), or mitmproxy refuses it (then each request's URL is set, and refused, whole)."""
+        base = base.rstrip("/")
+        if any(mark in base for mark in "?#;"):
+            return None
+        try:
+            scheme, host, port, path = mitmproxy_url.parse(base + "/")
+        except ValueError:
+            return None
+        return cls(scheme.decode(), host.decode("idna"), port, path.decode().removesuffix("/"))
 
 
 def parse_upstreams(specs: list[str]) -> dict[str, str]:

@@ -28,6 +28,7 @@ from faultproxy.proxy.ca import ca_bundle, default_confdir, ensure_ca, upstream_
 from faultproxy.proxy.addon_dispatch import handled_only
 from faultproxy.proxy.episodes import EpisodeLimits
 from faultproxy.proxy.injector import SETTLE_S, FaultInjector
+from faultproxy.proxy.lean_mitmproxy import CrlOnceTlsConfig, skip_message_type_checks
 from faultproxy.proxy.mcp_http import McpStreams
 from faultproxy.proxy.stdio.lane import StdioLane
 from faultproxy.scenarios import Scenario, load_scenario
@@ -38,7 +39,6 @@ from mitmproxy.addons import (
     disable_h2c,
     next_layer,
     proxyserver,
-    tlsconfig,
     update_alt_svc,
 )
 from mitmproxy.master import Master
@@ -256,6 +256,7 @@ class ProxyServer:
     async def _serve(self, ready: threading.Event) -> None:
         self._loop = asyncio.get_running_loop()
         self._loop.set_exception_handler(_quiet_on_cancel)
+        skip_message_type_checks()
         self._master = Master(Options())
         known = (lambda key: self.injector.episodes.peek(key) is not None) if self._only_begun else None
         attribution = Attribution(known)
@@ -302,7 +303,7 @@ def mitmproxy_addons() -> list[object]:
         disable_h2c.DisableH2C(),
         proxyserver.Proxyserver(),  # the listening servers
         next_layer.NextLayer(),  # which protocol layer a connection gets
-        tlsconfig.TlsConfig(),  # the CA, and certificates made for HTTPS clients
+        CrlOnceTlsConfig(),  # the CA, and certificates made for HTTPS clients
         update_alt_svc.UpdateAltSvc(),  # reverse mode: Alt-Svc must not lead clients around the proxy
     ]
 

@@ -189,3 +189,41 @@ def test_one_structured_event_per_injected_fault(make_proxy, upstream):
         proxy.end_episode("ep")
     faults = [entry for entry in logs if entry["event"] == "fault"]
     assert [(f["rule"], f["seq"], f["delivered"]) for f in faults] == [("limit", 2, True), ("limit", 3, True)]
+
+
+def test_reverse_mode_sets_the_upstream_url_exactly_as_mitmproxy_parses_it():
+    """The upstream's base URL is parsed once, not per request: every path a client may send
+    reaches the same scheme, host, port, path and Host header as setting the whole URL would."""
+    from mitmproxy.proxy.mode_specs import ProxyMode
+    from mitmproxy.test import taddons, tflow
+
+    from faultproxy.proxy.attribution import Attribution
+
+    bases = ["http://127.0.0.1:8080", "https://API.Example.com/v1/", "http://h:81/a;b", "http://h/x?key=1",
+             "http://xn--bcher-kva.example/v1"]
+    tails = ["", "/", "/items/1", "items/1?q=1&r=%20x", "?q=1", "/a//b", "/a?", "/a?b?", "/a;p=1", "/a#f", "/ä",
+             "/a b", "/~[x]|{y}^`\\"]
+    attribution = Attribution()
+    with taddons.context(attribution) as context:
+        context.configure(attribution, faultproxy_upstreams=[f"u{i}={base}" for i, base in enumerate(bases)])
+        for i, base in enumerate(bases):
+            for tail in tails:
+                flow = tflow.tflow()
+                flow.client_conn.proxy_mode = ProxyMode.parse("reverse:http://127.0.0.1:9")
+                flow.request.headers["host"] = "127.0.0.1:9"
+                flow.request.path = f"/ep/u{i}" + ("" if tail.startswith("?") or not tail else "/") + tail.lstrip("/")
+                expected = tflow.tflow().request
+                expected.headers["host"] = "127.0.0.1:9"
+                try:
+                    expected.url = base.rstrip("/") + ("/" + tail.lstrip("/") if not tail.startswith("?") else tail)
+                except ValueError:
+                    expected = None  # mitmproxy refuses the URL: so must the fast path (an error in the hook)
+                try:
+                    attribution.requestheaders(flow)
+                except ValueError:
+                    assert expected is None, (base, tail)
+                    continue
+                assert expected is not None, (base, tail)
+                got = flow.request
+                assert (got.scheme, got.host, got.port, got.path, got.headers["host"]) == (
+                    expected.scheme, expected.host, expected.port, expected.path, expected.headers["host"]), (base, tail)
