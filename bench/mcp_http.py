@@ -36,7 +36,7 @@ import httpx2
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp_shim import REPO, arguments, conclude, measure, report, start_listening, start_proxy
-from proxy_overhead import cpu_seconds, tool
+from child_processes import cpu_seconds, tool
 
 SERVER = REPO / "tests" / "agents" / "asking_mcp_server.py"
 MITMDUMP = "plain mitmdump"

@@ -38,7 +38,7 @@ from faultproxy.otel import ExportSummary, OtelExport  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from proxy_overhead import free_port, tool  # noqa: E402
+from child_processes import free_port, tool  # noqa: E402
 
 RATES = (5.0, 50.0)
 TARGET_RATIO = 0.95

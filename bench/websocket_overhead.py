@@ -31,7 +31,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from proxy_overhead import Child, MachineLoad, free_port, machine, median, spread, tool, wait_listening
+from child_processes import Child, free_port, tool, wait_listening
+from machine_load import MachineLoad, machine, median, spread
 from rich.console import Console
 from rich.table import Table
 
