@@ -14,7 +14,7 @@ from faultproxy.scenarios import FAULT_KINDS
 from faultproxy.scenarios.faults.docs_table import DOCS, main, regenerate, shown, tables_in
 from tests.layout import ROOT
 
-TABLES = {Path("docs/scenarios.md"): ["faults"], Path("docs/mcp-stdio.md"): ["over-stdio"]}
+TABLES = {Path("docs/scenarios.md"): ["faults"], Path("docs/mcp-stdio.md"): ["over-stdio", "over-mcp-http"]}
 
 
 @pytest.mark.parametrize("doc", DOCS, ids=[doc.name for doc in DOCS])
@@ -31,6 +31,7 @@ def test_every_fault_has_a_row_with_each_range_and_a_one_line_description() -> N
     assert list(rows) == list(FAULT_KINDS)  # catalogue order
     for kind in FAULT_KINDS.values():
         assert kind.description and "\n" not in kind.description, kind.name
+        assert bool(kind.over_mcp_http) == bool(kind.robust_client), f"{kind.name}: over HTTP, and a robust client"
         row = rows[kind.name]
         assert kind.description in row.replace("\\|", "|")
         for name, spec in kind.params.items():
@@ -62,5 +63,5 @@ def test_prose_outside_the_markers_is_kept_and_an_unknown_table_is_refused(tmp_p
     text = doc.read_text(encoding="utf-8")
     emptied = text.replace(text[text.index("| fault | over stdio |"):text.index("<!-- end of generated")], "")
     assert regenerate(emptied) == text
-    with pytest.raises(ValueError, match="no fault table named 'nope'; the tables: faults, over-stdio"):
+    with pytest.raises(ValueError, match="no fault table named 'nope'; the tables: faults, over-stdio, over-mcp-http"):
         regenerate(text.replace("fault table over-stdio", "fault table nope"))

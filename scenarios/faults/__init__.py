@@ -1,13 +1,13 @@
 """The fault types: one module each, holding everything there is to know about the fault as data.
 
 Each module here defines `KIND`, a FaultKind: the fault's name, its one-line description, its
-parameters (types, defaults, documented ranges, what each does), whether the request still
-reaches the upstream once the fault is delivered, whether the proxy must remember reads for it,
-how a failure cause names an agent's answer to it, what a stdio MCP client sees, and its rules
-across parameters. The scenario loader validates `fault:` blocks against these (file, line and
-field in every error), the evaluator and the replay store read old traces and explain failures
-with them, `docs_table` writes the docs' fault tables from them, and nothing else keeps a list
-of fault names or compares with one (a test holds the product to it).
+parameters (types, defaults, documented ranges, what each does), whether the request still reaches
+the upstream once the fault is delivered, whether the proxy must remember reads for it, how a
+failure cause names an agent's answer to it, what an MCP client sees over stdio or HTTP, and its
+rules across parameters. The scenario loader validates `fault:` blocks against these (file, line
+and field in every error), the evaluator and the replay store read old traces and explain failures
+with them, `docs_table` writes the docs' fault tables from them, and nothing else keeps a list of
+fault names or compares with one (a test holds the product to it).
 
 The behaviour lives one layer up, in `faultproxy.proxy.faults.<name>`: a class ending in `Fault`
 whose `kind` is this module's KIND. The split follows the layers — this package sits below the

@@ -73,6 +73,9 @@ class FaultKind:
       (`make docs` writes the fault tables from the kinds: scenarios.faults.docs_table).
     over_stdio: what a client of an MCP server over stdio sees, for the faults that reach one (the
       table in docs/mcp-stdio.md shows it); "" for the others.
+    over_mcp_http, robust_client: for the faults of an MCP session and the tools around the calls,
+      what a client over Streamable HTTP sees and what a robust client does about it (a table of
+      docs/mcp-stdio.md shows both); "" for the others.
     forwards: when the fault is delivered, does the request still reach the upstream? (An answer
       the proxy makes, a held or dropped request: no. A delay, a lost or cut response: yes.) The
       injector records what really happened on every trace line; this is what a trace written
@@ -113,6 +116,8 @@ class FaultKind:
     went_on: AgentAnswer | None = None
     went_on_writing: AgentAnswer | None = None
     over_stdio: str = ""
+    over_mcp_http: str = ""
+    robust_client: str = ""
 
     def takes_match(self, on_messages: bool) -> bool:
         """May a rule of this kind have a match with (True) or without (False) a websocket: block?"""

@@ -11,8 +11,10 @@ A doc holds a table between two marker comments naming it:
     <!-- end of generated fault table -->
 
 `faults` (docs/scenarios.md): every kind in catalogue order, its description, and its parameters
-with their choices or ranges, defaults and what they do. `over-stdio` (docs/mcp-stdio.md): what a
-client of a stdio MCP server sees, for each kind that says (FaultKind.over_stdio). Prose that
+with their choices or ranges, defaults and what they do. In docs/mcp-stdio.md, `over-stdio`:
+what a client of a stdio MCP server sees, for each kind that says (FaultKind.over_stdio), and
+`over-mcp-http`: what a client over Streamable HTTP sees and what a robust one does, for the
+faults of the session and the tools around the calls (over_mcp_http, robust_client). Prose that
 does not fit a table stays outside the markers.
 """
 
@@ -28,8 +30,8 @@ from faultproxy.scenarios.faults import FAULT_KINDS, FaultKind, ParamSpec
 
 DOCS = (Path("docs/scenarios.md"), Path("docs/mcp-stdio.md"))  # relative to the checkout (`make docs` runs there)
 END = "<!-- end of generated fault table -->"
-_TABLE = re.compile(r"(?P<begin><!-- generated: fault table (?P<name>[\w-]+) [^\n]*-->\n)(?P<body>.*?)" + re.escape(END),
-                    re.DOTALL)
+_TABLE = re.compile(r"(?P<begin><!-- generated: fault table (?P<name>[\w-]+) [^\n]*-->\n)(?P<body>.*?)"
+                    + re.escape(END), re.DOTALL)
 
 
 def shown(value: float) -> str:
@@ -86,8 +88,16 @@ def over_stdio_table(kinds: Mapping[str, FaultKind]) -> list[str]:
         _row(f"`{kind.name}`", _cell(kind.over_stdio)) for kind in kinds.values() if kind.over_stdio]
 
 
+def over_mcp_http_table(kinds: Mapping[str, FaultKind]) -> list[str]:
+    """What a client over Streamable HTTP sees, and what a robust one does, for the faults of an
+    MCP session and the tools around the calls."""
+    return [_row("fault", "what the client sees over HTTP", "a robust client"), "|---|---|---|"] + [
+        _row(f"`{kind.name}`", _cell(kind.over_mcp_http), _cell(kind.robust_client))
+        for kind in kinds.values() if kind.over_mcp_http]
+
+
 TABLES: Mapping[str, Callable[[Mapping[str, FaultKind]], list[str]]] = {
-    "faults": faults_table, "over-stdio": over_stdio_table}
+    "faults": faults_table, "over-stdio": over_stdio_table, "over-mcp-http": over_mcp_http_table}
 
 
 def regenerate(text: str, kinds: Mapping[str, FaultKind] = FAULT_KINDS) -> str:

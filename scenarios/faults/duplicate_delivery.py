@@ -24,4 +24,8 @@ KIND = FaultKind(
     },
     forwards=True,
     over_stdio="nothing: a stdio server's messages are not duplicated (recorded as not delivered, saying so)",
+    over_mcp_http=("one answer, the first; the server got the call twice (the second answer is in the trace's "
+                   "`fault.duplicate`)"),
+    robust_client=("nothing to do on the client's side: it tests the server, whose commit of the duplicate fails "
+                   "`effects` (\"the server committed a duplicate delivery\"), never the agent's `idempotency`"),
 )

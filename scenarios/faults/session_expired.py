@@ -26,4 +26,11 @@ KIND = FaultKind(
     forwards=False,
     over_stdio=("nothing: a stdio session has no `Mcp-Session-Id` to forget; the fault is recorded as not "
                 "delivered, saying so"),
+    over_mcp_http=("404 `Session not found` (the official SDK's server's answer) on the call and on every later "
+                   "request of that session, DELETE included, until it initializes a new session; with `when: "
+                   "after` the call ran and its answer stream ends empty first (the SDK's client: \"SSE stream "
+                   'ended without a response")'),
+    robust_client=("initializes a new session and goes on, without repeating a write whose outcome it did not "
+                   "see: a retry of the irreversible call without its idempotency argument (or with a fresh one) "
+                   "fails `idempotency` (high)"),
 )

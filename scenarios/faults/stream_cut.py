@@ -25,4 +25,9 @@ KIND = FaultKind(
     },
     forwards=True,
     over_stdio="nothing: a stdio answer is one line, no event stream (recorded as not delivered, saying so)",
+    over_mcp_http=("the answer stream ends after `events` events without the answer; the official SDK's client "
+                   "resumes with `GET` and `Last-Event-ID` when the server's events have ids, and that resumed "
+                   "stream is recorded and replayed (with the server stopped) like any exchange"),
+    robust_client=("resumes, or re-asks a read; never repeats a write it cannot know the outcome of (a blind "
+                   "repeat fails `idempotency`, high)"),
 )

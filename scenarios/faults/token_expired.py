@@ -27,4 +27,8 @@ KIND = FaultKind(
     },
     forwards=False,
     over_stdio="a JSON-RPC error naming the 401 (a stdio server takes no token)",
+    over_mcp_http=('401 with `WWW-Authenticate: Bearer error="invalid_token", error_description=..., '
+                   'resource_metadata="<origin>/.well-known/oauth-protected-resource<path>"`; the same token '
+                   "keeps getting it"),
+    robust_client="refreshes or re-authenticates once (a new token), and does not retry a write blindly",
 )

@@ -48,4 +48,14 @@ KIND = FaultKind(
     over_stdio=("the call gets the unknown-tool result, or (`change: schema`) the invalid-arguments one when it "
                 "does not fit the new schema (no notification: over stdio the proxy sends the client nothing of "
                 "its own); later listings and calls change as over HTTP"),
+    over_mcp_http=("the called tool is gone (or renamed): `Unknown tool: NAME` as the official SDK's server "
+                   "answers it, after `notifications/tools/list_changed` on the same stream; later listings no "
+                   "longer have it (or have it renamed), and the old name stays unknown. With `change: schema` "
+                   "its `inputSchema` changed (`ops`, as `schema_drift`'s): a call with the old arguments gets "
+                   "the SDK server's invalid-arguments result (`Error executing tool NAME: 1 validation error "
+                   "for NAMEArguments` ...) after the notification, later listings show the new schema, and a "
+                   "call that fits it reaches the server"),
+    robust_client=("re-lists on the notification or on the error and uses the new definition: a call of a tool "
+                   "its server no longer has, or with its old schema (answered as invalid arguments), once told, "
+                   "fails `tool_calls` (medium); every such call is counted in the verdict's `stale_tool_calls`"),
 )
