@@ -9,7 +9,8 @@ mitmproxy: the evaluator reads traces too.
 
 read_trace yields every line as the full record below, whatever the line's version ("v"):
 - version 1 wrote every field of the record.
-- version 2 (FORMAT_VERSION) writes the same record compactly; a line leaves out
+- version 2 (FORMAT_VERSION, written and read back by formats.trace_compact) writes the same
+  record compactly; a line leaves out
   - `episode` when the writer's line before gave it (a writer's first line always does);
   - `upstream`, `fault`, `perturbation`, `error` when null, `tokens` when 0; a body when null;
   - `forwarded` when it is whether the upstream answered (null: not recorded, as in lines older
@@ -85,13 +86,12 @@ from pathlib import Path
 from typing import IO, Any
 
 from faultproxy.formats import background
-from faultproxy.formats.errors import DiskFull, UserError
+from faultproxy.formats.errors import DiskFull
 from faultproxy.formats.files import append_line, cut_torn_tail, open_lines
 from faultproxy.formats.redact import Redactor
+from faultproxy.formats.trace_compact import LineContext, compact_line, expand_line
 
-FORMAT_VERSION = 2  # lines of version 1 (everything spelled out) are still read
 REJECTED_VERSION = 1
-JSON_BODY_MAX = 64 << 10  # a longer JSON body stays text: parsing it to store it as a value costs more than it saves
 CLIENT_TO_SERVER = "client to server"  # a line's `direction` (MCP): the client's message
 SERVER_TO_CLIENT = "server to client"  # the server's own request or notification: not the agent's
 USER_TO_AGENT = "user to agent"  # a conversation's turn (turn_record): what the user said
@@ -287,14 +287,14 @@ class _LineFile(ABC):
 
 class TraceWriter(_LineFile):
     """Appends one episode's exchanges (records as read_trace yields them) in the compact form of
-    FORMAT_VERSION; the file stays open for the episode's lifetime."""
+    version 2 (formats.trace_compact); the file stays open for the episode's lifetime."""
 
     def __init__(self, path: Path) -> None:
         super().__init__(path)
-        self._context = _Context()  # what this writer's last line said: its first line says everything
+        self._context = LineContext()  # what this writer's last line said: its first line says everything
 
     def _encode(self, record: dict[str, Any]) -> dict[str, Any]:
-        return _compact(record, self._context)
+        return compact_line(record, self._context)
 
 
 class RejectedLog(_LineFile):
@@ -311,176 +311,9 @@ def read_trace(path: Path) -> Iterator[dict[str, Any]]:
     background.flush()
     if not path.exists():
         return
-    context = _Context()
+    context = LineContext()
     with path.open(encoding="utf-8") as file:
         for number, line in enumerate(file, 1):
             if not line.endswith("\n"):
                 return
-            yield _expand(json.loads(line), context, f"{path}:{number}")
-
-
-# -- the compact form (version 2) ---------------------------------------------------------------
-
-_STYLES = (("json", (",", ":")), ("json_spaced", (", ", ": ")))  # a JSON body kept as a value, and its layout
-_DEFAULTS: dict[str, Any] = {"upstream": None, "fault": None, "perturbation": None, "tokens": 0, "error": None}
-_DERIVED = ("forwarded", "client")  # left out: derived from the upstream's answer (read_trace says how)
-_CONTEXT_MESSAGES = ("request", "upstream")  # whose headers a line may take from the line before
-
-
-class _Context:
-    """What the lines of one trace read so far said last: a line leaves out what it repeats."""
-
-    def __init__(self) -> None:
-        self.episode: str | None = None
-        self.headers: dict[str, list | None] = dict.fromkeys(_CONTEXT_MESSAGES)
-
-
-def _compact(record: dict[str, Any], context: _Context) -> dict[str, Any]:
-    """A record as a version 2 line: fields holding their default left out, and what the line
-    before said (the episode, unchanged headers) not said again."""
-    line: dict[str, Any] = {"v": FORMAT_VERSION}
-    upstream = record.get("upstream")
-    for key, value in record.items():
-        if key == "episode":
-            if value == context.episode:
-                continue
-            context.episode = value
-        elif key in _DEFAULTS and value == _DEFAULTS[key] and type(value) is type(_DEFAULTS[key]):
-            continue
-        elif key == "forwarded" and value == (upstream is not None):
-            continue
-        elif key == "client":
-            if upstream is not None and value == {"outcome": "response", "status": upstream["status"]}:
-                continue
-            value = _compact_message(value, None, key)
-        elif key in _CONTEXT_MESSAGES:
-            value = _compact_message(value, context, key)
-        line[key] = value
-    for key in _DERIVED:
-        if key not in record:  # not recorded (an older writer's line passed on): null, not the derived value
-            line[key] = None
-    return line
-
-
-def _compact_message(message: dict[str, Any], context: _Context | None, kind: str) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in message.items():
-        if key == "headers":
-            previous = context.headers[kind] if context else None
-            if context:
-                context.headers[kind] = value
-                if value == previous:
-                    continue
-            value = _compact_headers(value, previous)
-        elif key == "body":
-            if value is None:
-                continue
-            style = _json_style(value, message)
-            if style is not None:
-                key, value = style
-        out[key] = value
-    return out
-
-
-def _compact_headers(headers: list, previous: list | None) -> list:
-    """"Name: value" for each header; a bare "Name" where the previous line's same message had
-    the same value for this occurrence of the name; [name, value] for a name ": " would split."""
-    before = _occurrences(previous or ())
-    seen: dict[str, int] = {}
-    out: list[Any] = []
-    for name, value in headers:
-        n = seen[name] = seen.get(name, -1) + 1
-        if ": " in name:
-            out.append([name, value])
-        elif before.get((name, n)) == value:
-            out.append(name)
-        else:
-            out.append(f"{name}: {value}")
-    return out
-
-
-def _occurrences(headers) -> dict[tuple[str, int], str]:
-    seen: dict[str, int] = {}
-    out = {}
-    for name, value in headers:
-        n = seen[name] = seen.get(name, -1) + 1
-        out[name, n] = value
-    return out
-
-
-def _json_style(text: str, message: dict[str, Any]) -> tuple[str, Any] | None:
-    """(key, document) when the text body is a JSON document that one of _STYLES writes back
-    exactly as it was; bodies cut, base64 or over JSON_BODY_MAX stay text."""
-    if (text[:1] not in ("{", "[") or len(text) > JSON_BODY_MAX or "body_encoding" in message
-            or message.get("body_truncated")):
-        return None
-    try:
-        document = json.loads(text, parse_constant=_no_constant)
-        for key, separators in _STYLES:
-            if json.dumps(document, ensure_ascii=False, separators=separators) == text:
-                return key, document
-    except (ValueError, RecursionError):  # not JSON, or nested too deeply to parse
-        pass
-    return None
-
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(name)  # NaN and Infinity are not JSON: such a body stays text
-
-
-def _expand(line: dict[str, Any], context: _Context, where: str) -> dict[str, Any]:
-    """A line of any readable version as version 1's full record."""
-    version = line.get("v", 1)
-    if version == 1:
-        return line
-    if version != FORMAT_VERSION:
-        raise UserError(f"{where}: trace format version {version!r}; this faultproxy reads versions 1 to "
-                        f"{FORMAT_VERSION} (a newer faultproxy wrote it: read it with that one)")
-    record = dict(line)
-    if "episode" in line:
-        context.episode = line["episode"]
-    record["episode"] = context.episode
-    for key, default in _DEFAULTS.items():
-        record.setdefault(key, default)
-    record["request"] = _expand_message(line["request"], context, "request", where)
-    upstream = record["upstream"] = (_expand_message(line["upstream"], context, "upstream", where)
-                                     if line.get("upstream") is not None else None)
-    record.setdefault("forwarded", upstream is not None)
-    if "client" not in line:  # what the upstream answered reached the client
-        record["client"] = {"outcome": "response", "status": upstream["status"] if upstream else None}
-    elif line["client"] is not None:
-        record["client"] = _expand_message(line["client"], None, "client", where)
-    return record
-
-
-def _expand_message(message: dict[str, Any], context: _Context | None, kind: str, where: str) -> dict[str, Any]:
-    out = dict(message)
-    for key, separators in _STYLES:
-        if key in out:
-            out["body"] = json.dumps(out.pop(key), ensure_ascii=False, separators=separators)
-    previous = context.headers[kind] if context else None
-    if "headers" in out:
-        out["headers"] = _expand_headers(out["headers"], previous, f"{where}: {kind}.headers")
-    elif context:
-        if previous is None:
-            raise UserError(f"{where}: {kind}.headers: left out, but no line before gave them")
-        out["headers"] = [list(pair) for pair in previous]  # each record its own: a reader may change it
-    if context:
-        out.setdefault("body", None)
-        context.headers[kind] = out["headers"]
-    return out
-
-
-def _expand_headers(entries: list, previous: list | None, where: str) -> list[list[str]]:
-    before = _occurrences(previous or ())
-    seen: dict[str, int] = {}
-    out = []
-    for entry in entries:
-        name, sep, value = (entry[0], ": ", entry[1]) if isinstance(entry, list) else entry.partition(": ")
-        n = seen[name] = seen.get(name, -1) + 1
-        if not sep:
-            if (name, n) not in before:
-                raise UserError(f"{where}: {name!r} repeats a value the line before did not give")
-            value = before[name, n]
-        out.append([name, value])
-    return out
+            yield expand_line(json.loads(line), context, f"{path}:{number}")

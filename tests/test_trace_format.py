@@ -8,7 +8,8 @@ import json
 import pytest
 
 from faultproxy.formats.errors import UserError
-from faultproxy.formats.trace import FORMAT_VERSION, TraceWriter, read_trace, trace_time
+from faultproxy.formats.trace import TraceWriter, read_trace, trace_time
+from faultproxy.formats.trace_compact import FORMAT_VERSION
 
 # A line as version 1 wrote it (a replay store or run directory from before the compact form).
 V1_LINE = (
