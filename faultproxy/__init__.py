@@ -25,10 +25,10 @@ if TYPE_CHECKING:
     from faultproxy.replay_store.freeze import freeze
     from faultproxy.replay_store.replay_proxy import ReplayOptions, ReplayResult
     from faultproxy.runner.inprocess import Episode, FunctionRunResult, run_function
-    from faultproxy.runner.options import RunOptions, RunResult
-    from faultproxy.runner.replay import replay, replay_function
-    from faultproxy.runner.run import run
-    from faultproxy.runner.sweep import sweep
+    from faultproxy.runner.replay_agents import replay, replay_function
+    from faultproxy.runner.run_loop import run
+    from faultproxy.runner.run_options import RunOptions, RunResult
+    from faultproxy.runner.sweep_runs import sweep
     from faultproxy.scenarios import Scenario, load_scenario
     from faultproxy.tasks.tasks_file import load_tasks, task_set_from_json
     from faultproxy.tasks.task_model import TaskSet
@@ -40,8 +40,8 @@ _HOMES = {
     "ProxyServer": "faultproxy.proxy.server",
     "ReplayOptions": "faultproxy.replay_store.replay_proxy",
     "ReplayResult": "faultproxy.replay_store.replay_proxy",
-    "RunOptions": "faultproxy.runner.options",
-    "RunResult": "faultproxy.runner.options",
+    "RunOptions": "faultproxy.runner.run_options",
+    "RunResult": "faultproxy.runner.run_options",
     "Scenario": "faultproxy.scenarios",
     "TaskSet": "faultproxy.tasks.task_model",
     "UserError": "faultproxy.formats.errors",
@@ -51,11 +51,11 @@ _HOMES = {
     "freeze": "faultproxy.replay_store.freeze",
     "load_scenario": "faultproxy.scenarios",
     "load_tasks": "faultproxy.tasks.tasks_file",
-    "replay": "faultproxy.runner.replay",
-    "replay_function": "faultproxy.runner.replay",
-    "run": "faultproxy.runner.run",
+    "replay": "faultproxy.runner.replay_agents",
+    "replay_function": "faultproxy.runner.replay_agents",
+    "run": "faultproxy.runner.run_loop",
     "run_function": "faultproxy.runner.inprocess",
-    "sweep": "faultproxy.runner.sweep",
+    "sweep": "faultproxy.runner.sweep_runs",
     "task_set_from_json": "faultproxy.tasks.tasks_file",
 }
 

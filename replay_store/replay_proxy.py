@@ -1,6 +1,6 @@
 """Replay mode: the proxy answers from a frozen episode and never opens an upstream connection.
 
-The agent (run by runner/replay.py's Replayer) sends its traffic through the same FaultInjector with the entry's scenario, seed and episode key —
+The agent (run by runner/replay_agents.py's Replayer) sends its traffic through the same FaultInjector with the entry's scenario, seed and episode key —
 so the keyed-hash fault decisions come out the same — but where a live proxy would forward a
 request, `ReplayInjector.supply_response` answers it with the recorded upstream response
 (replay_matching.py says which). Response-phase faults (response_lost, partial_response, schema_drift,

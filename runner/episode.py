@@ -18,8 +18,8 @@ from typing import Any
 
 import certifi
 import httpx
-from faultproxy.evaluator.judge import judge_episode
 from faultproxy.evaluator.bypass import task_hosts
+from faultproxy.evaluator.judge import judge_episode
 from faultproxy.evaluator.sweep import level_text
 from faultproxy.formats.errors import DiskFull
 from faultproxy.formats.files import write_whole
@@ -34,9 +34,9 @@ from faultproxy.runner.agent import (
     run_agent,
 )
 from faultproxy.runner.chat import Conversation, channel_for, episode_conversation
-from faultproxy.runner.options import RunOptions
 from faultproxy.runner.plan import GridPoint, PlannedEpisode
 from faultproxy.runner.rewrites import resolve
+from faultproxy.runner.run_options import RunOptions
 from faultproxy.runner.secrets import redact_output_file
 from faultproxy.scenarios import Scenario, load_scenario
 from faultproxy.tasks.task_model import Budgets

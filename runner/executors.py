@@ -1,6 +1,6 @@
 """Where episodes run: here (`local`) or on a Dask cluster (`dask`), behind one small interface.
 
-The driver (`proxy.runner.run.drive`) hands an executor the episodes still to run, in plan
+The driver (`runner.run_loop.drive`) hands an executor the episodes still to run, in plan
 order (trial-major), and logs each `Finished` the executor yields. Only the driver writes the
 run directory, so the log's rules (append-only, resume, refusal of another plan, NotRun) are the
 same whatever runs the episodes. Another engine is one more `Executor` subclass:
@@ -55,9 +55,9 @@ from faultproxy.formats.rundir import FLOWS_DIR, EpisodeLog
 from faultproxy.formats.trace import trace_path
 from faultproxy.proxy.auth import new_token
 from faultproxy.proxy.server import ProxyServer
-from faultproxy.runner.plan import PlannedEpisode
 from faultproxy.runner.episode import EpisodeRunner, unfinished_record
-from faultproxy.runner.options import RunOptions, task_secret_names
+from faultproxy.runner.plan import PlannedEpisode
+from faultproxy.runner.run_options import RunOptions, task_secret_names
 
 log = structlog.get_logger("faultproxy.executors")
 

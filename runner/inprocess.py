@@ -8,7 +8,7 @@ The function gets an `Episode` with the proxy URL and CA bundle to route its own
 through, and the task's `env` (what a subprocess agent would find in its environment, e.g. a
 tool's per-episode URL); everything else (the log, traces, judging, resume) is the runner's,
 unchanged. A returned bool is the verdict's outcome; a dict is the agent's output, judged like
-FAULTPROXY_OUTPUT. `runner.replay.replay_function` replays frozen episodes with the same function.
+FAULTPROXY_OUTPUT. `runner.replay_agents.replay_function` replays frozen episodes with the same function.
 
 With `chat=True` the tasks are conversations with their `user:` (docs/conversations.md): the
 function is called once per user turn, `agent(episode, messages)`, with the conversation so far
@@ -28,13 +28,13 @@ from pathlib import Path
 
 from faultproxy.evaluator.report import build_report
 from faultproxy.formats.rundir import FUNCTION_PREFIX, read_run
+from faultproxy.otel import OtelExport
 from faultproxy.runner.agent import AgentEnvironment, AgentResult
 from faultproxy.runner.chat import Conversation, OpenChannel, episode_conversation
-from faultproxy.runner.plan import PlannedEpisode
 from faultproxy.runner.episode import EpisodeRunner
-from faultproxy.runner.options import RunOptions
-from faultproxy.otel import OtelExport
-from faultproxy.runner.run import run
+from faultproxy.runner.plan import PlannedEpisode
+from faultproxy.runner.run_loop import run
+from faultproxy.runner.run_options import RunOptions
 from faultproxy.scenarios import Scenario, load_scenario
 from faultproxy.tasks.task_model import TaskSet
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from faultproxy.formats.errors import UsageError
 from faultproxy.runner.agent import AgentEnvironment
 from faultproxy.runner.episode import EpisodeRunner
-from faultproxy.runner.options import RunOptions
+from faultproxy.runner.run_options import RunOptions
 from faultproxy.tasks.task_model import Task, load_checker
 from faultproxy.tasks.templates import TemplateError, UnsetVariable, expand
 

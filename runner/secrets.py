@@ -14,7 +14,7 @@ from pathlib import Path
 from faultproxy.formats.errors import DiskFull
 from faultproxy.formats.files import write_whole
 from faultproxy.formats.redact import Redactor
-from faultproxy.runner.options import RunOptions
+from faultproxy.runner.run_options import RunOptions
 from faultproxy.tasks.secret_values import task_secrets
 
 

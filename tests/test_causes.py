@@ -30,7 +30,7 @@ from faultproxy.formats.rundir import EpisodeLog, write_plan
 from faultproxy.formats.trace import TraceWriter, trace_path
 from faultproxy.replay_store import har
 from faultproxy.replay_store.replay_proxy import ReplayOptions
-from faultproxy.runner.replay import Replayer
+from faultproxy.runner.replay_agents import Replayer
 from faultproxy.scenarios import FAULT_KINDS, FaultKind, load_scenario
 from faultproxy.scenarios.faults.base import AgentAnswer
 from faultproxy.tasks.tasks_file import load_tasks

@@ -71,10 +71,10 @@ def lint_with_import(tmp_path: Path, module: str, imported: str) -> subprocess.C
     # an evaluator module importing the proxy: the two are siblings
     ("faultproxy.evaluator.checks", "faultproxy.proxy.injector"),
     # the OpenTelemetry export sits below the runner and beside the replay store
-    ("faultproxy.otel.spans", "faultproxy.runner.run"),
+    ("faultproxy.otel.spans", "faultproxy.runner.run_loop"),
     ("faultproxy.otel.export", "faultproxy.replay_store.har"),
     # ... and only its front door is for others
-    ("faultproxy.runner.run", "faultproxy.otel.spans"),
+    ("faultproxy.runner.run_loop", "faultproxy.otel.spans"),
     # the monitor is a mode beside the runner: neither imports the other, and the CLI its front door
     ("faultproxy.monitor.live_traffic", "faultproxy.runner.episode"),
     ("faultproxy.runner.episode", "faultproxy.monitor"),
@@ -83,7 +83,7 @@ def lint_with_import(tmp_path: Path, module: str, imported: str) -> subprocess.C
     # the pytest plugins are a front end beside the CLI: nothing of faultproxy imports them
     ("faultproxy.pytest_plugin.replay_collection", "faultproxy.cli.options"),
     ("faultproxy.cli.replay", "faultproxy.pytest_plugin.replay_collection"),
-    ("faultproxy.runner.replay", "faultproxy.pytest_plugin.proxy_fixtures"),
+    ("faultproxy.runner.replay_agents", "faultproxy.pytest_plugin.proxy_fixtures"),
 ])
 def test_the_contracts_catch_a_forbidden_import(tmp_path: Path, module: str, imported: str) -> None:
     """The contracts are not vacuous: each of these imports breaks one."""

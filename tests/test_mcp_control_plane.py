@@ -29,7 +29,7 @@ from faultproxy.replay_store import har
 from faultproxy.replay_store.freeze import freeze
 from faultproxy.replay_store.minimize import minimize
 from faultproxy.replay_store.replay_proxy import ReplayOptions
-from faultproxy.runner.replay import Replayer
+from faultproxy.runner.replay_agents import Replayer
 from faultproxy.scenarios import load_scenario
 from faultproxy.tasks.tasks_file import load_tasks
 from tests.agents.journal_mcp_server import Events, entries, make_server

@@ -20,7 +20,7 @@ from faultproxy import Episode, run_function
 from faultproxy.formats.trace import read_trace
 from faultproxy.replay_store.freeze import freeze
 from faultproxy.replay_store.replay_proxy import ReplayOptions
-from faultproxy.runner.replay import replay_function
+from faultproxy.runner.replay_agents import replay_function
 from faultproxy.scenarios import load_scenario
 from faultproxy.tasks.tasks_file import load_tasks
 from tests.mcp_clients import method, rule

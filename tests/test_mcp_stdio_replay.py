@@ -24,7 +24,7 @@ from faultproxy.replay_store.replay_matching import Pool
 from faultproxy.replay_store.replay_proxy import ReplayOptions
 from faultproxy.replay_store.stand_in import server_messages_after
 from faultproxy.runner.plan import GridPoint
-from faultproxy.runner.replay import Replayer
+from faultproxy.runner.replay_agents import Replayer
 from faultproxy.scenarios import load_scenario
 from faultproxy.tasks.tasks_file import load_tasks
 from tests.mcp_clients import AGENTS

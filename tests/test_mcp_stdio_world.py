@@ -21,7 +21,7 @@ from faultproxy.replay_store import har
 from faultproxy.replay_store.freeze import freeze
 from faultproxy.replay_store.replay_proxy import ReplayOptions
 from faultproxy.runner.plan import GridPoint
-from faultproxy.runner.replay import replay
+from faultproxy.runner.replay_agents import replay
 from faultproxy.scenarios import load_scenario
 from faultproxy.tasks.tasks_file import load_tasks
 

@@ -23,7 +23,7 @@ from faultproxy.formats.trace import read_trace, trace_path
 from faultproxy.replay_store import har
 from faultproxy.replay_store.freeze import freeze
 from faultproxy.replay_store.replay_proxy import ReplayOptions
-from faultproxy.runner.replay import Replayer
+from faultproxy.runner.replay_agents import Replayer
 from faultproxy.tasks.tasks_file import task_set_from_json
 from faultproxy.proxy.server import ProxyServer
 from faultproxy.scenarios import ScenarioError, load_scenario

@@ -13,7 +13,7 @@ import pytest
 from faultproxy import RunOptions, run
 from faultproxy.formats.rundir import read_run
 from faultproxy.formats.trace import read_trace
-from faultproxy.runner.options import reverse_variables
+from faultproxy.runner.run_options import reverse_variables
 from faultproxy.scenarios import load_scenario
 from faultproxy.tasks.tasks_file import task_set_from_json
 from tests.conftest import scenario

@@ -36,7 +36,7 @@ from faultproxy.evaluator.traced import parse_exchange
 from faultproxy.otel import OtelExport, resolve_endpoint
 from faultproxy.otel.export import FLUSH_TIMEOUT_S
 from faultproxy.otel.spans import exchange_span
-from faultproxy.runner.replay import Replayer
+from faultproxy.runner.replay_agents import Replayer
 from faultproxy.scenarios import load_scenario
 from faultproxy.tasks.tasks_file import task_set_from_json
 from tests.otlp_receiver import ReceivedSpan, receiving

@@ -23,7 +23,7 @@ from faultproxy.tasks.tasks_file import load_tasks
 from faultproxy.replay_store import har
 from faultproxy.replay_store.freeze import freeze
 from faultproxy.replay_store.replay_proxy import ReplayOptions
-from faultproxy.runner.replay import Replayer
+from faultproxy.runner.replay_agents import Replayer
 from faultproxy.scenarios import load_scenario
 from tests.test_replay_faults import PortWatch
 

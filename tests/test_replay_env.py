@@ -19,7 +19,7 @@ from faultproxy.cli.main import main
 from faultproxy.formats.rundir import read_run
 from faultproxy.replay_store import har
 from faultproxy.replay_store.freeze import freeze
-from faultproxy.runner.options import reverse_variables
+from faultproxy.runner.run_options import reverse_variables
 from faultproxy.scenarios import load_scenario
 from faultproxy.tasks.tasks_file import load_tasks, single_task
 from tests.upstream import ServerThread, Upstream

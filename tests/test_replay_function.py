@@ -22,7 +22,7 @@ from faultproxy.tasks.tasks_file import load_tasks
 from faultproxy.replay_store import har
 from faultproxy.replay_store.freeze import freeze
 from faultproxy.replay_store.replay_proxy import ReplayOptions
-from faultproxy.runner.replay import Replayer, replay_function
+from faultproxy.runner.replay_agents import Replayer, replay_function
 from tests.test_replay_faults import PortWatch
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"

@@ -24,7 +24,7 @@ from faultproxy.formats.rundir import read_run
 from faultproxy.replay_store import har
 from faultproxy.replay_store.freeze import freeze
 from faultproxy.replay_store.replay_proxy import ReplayOptions
-from faultproxy.runner.replay import replay_function
+from faultproxy.runner.replay_agents import replay_function
 from tests.conftest import scenario
 from tests.upstream import ServerThread
 

@@ -25,7 +25,7 @@ from faultproxy.formats.trace import read_trace, trace_path
 from faultproxy.replay_store import har
 from faultproxy.replay_store.freeze import episode_rewrites, freeze
 from faultproxy.replay_store.replay_proxy import ReplayOptions
-from faultproxy.runner.replay import Replayer
+from faultproxy.runner.replay_agents import Replayer
 from tests.conftest import scenario
 from tests.upstream import ServerThread
 

@@ -20,7 +20,7 @@ from faultproxy.evaluator.terminal import print_sweep
 from faultproxy.cli.main import main
 from faultproxy.runner.plan import build_grid, episode_key
 from faultproxy.cli.sweep import parse_levels
-from faultproxy.runner.sweep import rule_params
+from faultproxy.runner.sweep_runs import rule_params
 from faultproxy.scenarios import load_scenario
 
 SCENARIO = """\

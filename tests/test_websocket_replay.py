@@ -22,7 +22,7 @@ from faultproxy.replay_store import har
 from faultproxy.replay_store.freeze import freeze
 from faultproxy.replay_store.replay_proxy import ReplayOptions
 from faultproxy.replay_store.minimize import minimize
-from faultproxy.runner.replay import Replayer, replay_function
+from faultproxy.runner.replay_agents import Replayer, replay_function
 from faultproxy.scenarios import load_scenario
 from faultproxy.tasks.tasks_file import task_set_from_json
 from tests.conftest import scenario

@@ -17,9 +17,9 @@ from faultproxy.formats.paths import folder_option
 from faultproxy.formats.rundir import run_digest
 from faultproxy.proxy.auth import check_token, is_loopback, new_token
 from faultproxy.runner.chat import CHAT_HELP, chat_mode
-from faultproxy.runner.options import RunOptions, parse_pairs, reverse_variables
 from faultproxy.runner.plan import GridPoint
 from faultproxy.runner.rewrites import MODEL_TEMPLATE
+from faultproxy.runner.run_options import RunOptions, parse_pairs, reverse_variables
 from faultproxy.runner.variants import load_variant_function
 from faultproxy.scenarios import Scenario, parse_params
 from faultproxy.tasks.budget_block import MAX_WALL_S

@@ -24,7 +24,7 @@ on this grid. Exit status after a sweep: 0, or 1 when the scenario's expect bloc
 (or pending on a sweep not fully run) or some planned episode could not be judged by the
 harness (unless --allow-incomplete; the counts by cause are the last line), 130 when interrupted.
 
-The grid itself is the runner's (runner/sweep.py); the analysis is the evaluator's.
+The grid itself is the runner's (runner/sweep_runs.py); the analysis is the evaluator's.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ from faultproxy.evaluator.terminal import print_sweep
 from faultproxy.formats.errors import UsageError
 from faultproxy.formats.paths import folder_option
 from faultproxy.formats.rundir import read_plan
-from faultproxy.runner.sweep import plan_grid, rule_params
+from faultproxy.runner.sweep_runs import plan_grid, rule_params
 from faultproxy.scenarios import load_scenario
 
 

@@ -6,7 +6,7 @@
 
 Round j runs every task's trials below the j-th look's k (evaluator.sequential: min-k, doubling,
 max-k), with the run's executor and parallelism (a round is one batch), then the gate reads the
-log at that look. Each round is a call of runner.run.run with `upto`, so the log's rules hold: a
+log at that look. Each round is a call of runner.run_loop.run with `upto`, so the log's rules hold: a
 killed run resumes the round it had not finished (the looks stay the declared ones), and the
 plan, k = max-k and the design included, is sealed by the first round.
 """
@@ -18,10 +18,10 @@ from pathlib import Path
 
 from faultproxy.evaluator.sequential import BASELINE_KEY, Design, Outcome, evaluate_sequential
 from faultproxy.formats.rundir import PLAN_FILE
-from faultproxy.runner.episode import EpisodeRunner
-from faultproxy.runner.options import RunOptions, RunResult
 from faultproxy.otel import OtelExport
-from faultproxy.runner.run import run
+from faultproxy.runner.episode import EpisodeRunner
+from faultproxy.runner.run_loop import run
+from faultproxy.runner.run_options import RunOptions, RunResult
 
 
 def sequential_options(options: RunOptions, design: Design, baseline: Path) -> RunOptions:

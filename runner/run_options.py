@@ -22,7 +22,7 @@ class RunOptions:
     `command` as the agent, behind a proxy that follows `scenario`; logged to the run directory `out`.
 
     A plain run has one grid point (optionally with a model); a sweep has one per combination of
-    param levels and models (runner.sweep). `parallel` episodes run at once through one proxy;
+    param levels and models (runner.sweep_runs). `parallel` episodes run at once through one proxy;
     `budget_s` caps each episode's wall time over the task's own budget. `upstreams` are
     reverse-mode upstreams (name -> URL); `base_url_env` names variables (OPENAI_BASE_URL, ...)
     the agent gets set to an upstream's reverse URL (variable -> name); `no_proxy` hosts the agent reaches directly,
@@ -52,7 +52,7 @@ class RunOptions:
     show_progress: bool = True
     executor: str = "local"  # "local" (a pool of agent processes here) or "dask" (see executors.py)
     scheduler: str | None = None  # the Dask scheduler's address, tcp://HOST:PORT
-    sequential: dict[str, Any] | None = None  # a sequential gate's design, sealed in plan.json (runner.sequential)
+    sequential: dict[str, Any] | None = None  # a sequential gate's design, sealed in plan.json (runner.sequential_runs)
     chat: str | None = None  # how the agent hears its task's user (runner.chat.CHAT_MODES); None: no conversation
 
     def __post_init__(self) -> None:

@@ -26,15 +26,15 @@ from faultproxy.formats.errors import UsageError
 from faultproxy.formats.files import write_whole
 from faultproxy.formats.redact import Redactor
 from faultproxy.formats.rundir import EpisodeLog, read_plan, write_plan
+from faultproxy.otel import OtelExport
 from faultproxy.replay_store.freeze import base_url_variables
 from faultproxy.runner.agent_guard import end_leftover_agents
 from faultproxy.runner.episode import EpisodeRunner
 from faultproxy.runner.executors import Executor, make_executor
-from faultproxy.runner.options import RunOptions, RunResult
-from faultproxy.otel import OtelExport
 from faultproxy.runner.plan import PlannedEpisode, plan_episodes
 from faultproxy.runner.preflight import check_can_start
 from faultproxy.runner.progress import RunProgress
+from faultproxy.runner.run_options import RunOptions, RunResult
 from faultproxy.runner.secrets import run_redactor
 from faultproxy.runner.variants import make_variant
 
@@ -74,7 +74,7 @@ def run(options: RunOptions, runner_class: type[EpisodeRunner] | None = None,
     """Run every planned episode not yet logged; `runner_class` chooses how agents are launched,
     `options.executor` where (this machine, or a Dask cluster); `export`, when given, gets each
     episode as it is logged (OpenTelemetry spans; the caller closes it). With `upto`, only the
-    trials below it (a round of a sequential run: runner.sequential); the result counts those alone."""
+    trials below it (a round of a sequential run: runner.sequential_runs); the result counts those alone."""
     runner_class = runner_class or EpisodeRunner
     check_can_start(options, runner_class)  # nothing is written for a run that could judge nothing
     redactor = run_redactor(options)  # refuses a too-short secret before anything runs

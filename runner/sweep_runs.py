@@ -15,9 +15,9 @@ from typing import Any
 
 from faultproxy.evaluator.sweep import EPSILON, SweepError, acceptance_rules
 from faultproxy.formats.errors import UsageError
-from faultproxy.runner.options import RunOptions, RunResult
 from faultproxy.runner.plan import GridPoint, build_grid
-from faultproxy.runner.run import run
+from faultproxy.runner.run_loop import run
+from faultproxy.runner.run_options import RunOptions, RunResult
 from faultproxy.scenarios import Scenario, load_scenario
 
 

@@ -28,6 +28,8 @@ from faultproxy.formats.errors import UsageError
 from faultproxy.formats.paths import refuse_links_out, relative_file
 from faultproxy.formats.rundir import FUNCTION_PREFIX
 from faultproxy.formats.trace import USER_TO_AGENT, read_trace, trace_path
+from faultproxy.otel import OtelExport
+from faultproxy.otel import names as otel_names
 from faultproxy.proxy.auth import new_token
 from faultproxy.proxy.server import ProxyServer
 from faultproxy.replay_store.har import EPISODE_FILE, Entry, StoreError, read_entries
@@ -41,7 +43,6 @@ from faultproxy.replay_store.replay_proxy import (
     ReplayOptions,
     ReplayResult,
 )
-from faultproxy.otel import names as otel_names
 from faultproxy.runner.agent import (
     AgentEnvironment,
     AgentResult,
@@ -66,7 +67,6 @@ from faultproxy.runner.inprocess import (
     call_conversation,
     function_channel,
 )
-from faultproxy.otel import OtelExport
 from faultproxy.runner.secrets import redact_output_file
 from faultproxy.scenarios import Scenario, ScenarioError, load_scenario
 from faultproxy.tasks.task_model import Budgets
