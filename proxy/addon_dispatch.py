@@ -8,12 +8,13 @@ anything: a large part of what a request costs the proxy. `handled_only` keeps t
 and the others still run; AddonHalt stops the event) and skips the addons without a handler,
 found once per event name and found again whenever the chain changes. The `update` event that
 follows each flow event is not even made when no addon handles it (none of faultproxy's does),
-and an event's arguments are read once, not once per handler (mitmproxy reads them through
-dataclasses.fields each time).
+and an event's arguments are read once, not once per handler, by field names found once per
+event class (mitmproxy's Hook.args goes through dataclasses.fields every time).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from collections.abc import Callable
 
@@ -21,6 +22,18 @@ from mitmproxy import exceptions, flow, hooks
 from mitmproxy.addonmanager import AddonManager, safecall
 
 Handlers = list[list[Callable]]
+# event class -> its fields, the handlers' arguments in order (None: the class reads its own)
+_ARG_NAMES: dict[type, tuple[str, ...] | None] = {}
+
+
+def event_args(event: hooks.Hook) -> list:
+    """`event.args()`, its fields' names looked up once per event class."""
+    kind = type(event)
+    if kind not in _ARG_NAMES:
+        _ARG_NAMES[kind] = (tuple(field.name for field in dataclasses.fields(event))
+                            if kind.args is hooks.Hook.args else None)
+    names = _ARG_NAMES[kind]
+    return event.args() if names is None else [getattr(event, name) for name in names]
 
 
 def handled_only(manager: AddonManager) -> None:
@@ -41,7 +54,7 @@ def handled_only(manager: AddonManager) -> None:
         addons = handlers(event)
         if not addons:
             return
-        args = event.args()
+        args = event_args(event)
         for funcs in addons:
             try:
                 with safecall():

@@ -28,7 +28,7 @@ from faultproxy.proxy.ca import ca_bundle, default_confdir, ensure_ca, upstream_
 from faultproxy.proxy.addon_dispatch import handled_only
 from faultproxy.proxy.episodes import EpisodeLimits
 from faultproxy.proxy.injector import SETTLE_S, FaultInjector
-from faultproxy.proxy.lean_mitmproxy import CrlOnceTlsConfig, skip_message_type_checks
+from faultproxy.proxy.lean_mitmproxy import CrlOnceTlsConfig, skip_debug_checks
 from faultproxy.proxy.mcp_http import McpStreams
 from faultproxy.proxy.stdio.lane import StdioLane
 from faultproxy.scenarios import Scenario, load_scenario
@@ -256,7 +256,7 @@ class ProxyServer:
     async def _serve(self, ready: threading.Event) -> None:
         self._loop = asyncio.get_running_loop()
         self._loop.set_exception_handler(_quiet_on_cancel)
-        skip_message_type_checks()
+        skip_debug_checks()
         self._master = Master(Options())
         known = (lambda key: self.injector.episodes.peek(key) is not None) if self._only_begun else None
         attribution = Attribution(known)
