@@ -40,7 +40,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from examples.world import world_in_thread  # noqa: E402
-from faultproxy.evaluator.report import build_report  # noqa: E402
+from faultproxy.evaluator.aggregate import build_report  # noqa: E402
 from faultproxy.formats.model_apis import api_of_path  # noqa: E402
 from faultproxy.formats.trace import read_trace  # noqa: E402
 from tests.node_projects import PACKAGES as NODE_PACKAGES  # noqa: E402

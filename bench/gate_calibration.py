@@ -16,7 +16,7 @@ Every pair is judged by the real gate, evaluator.gate.evaluate_counts, on per-ta
 first --files pairs of every cell (and every targeted case) are also written as two run
 directories through the project's own writer (formats.rundir: write_plan and EpisodeLog, one
 episode line per trial with a medium-severity failed check on every failure), read back by
-evaluator.report.build_report and judged by evaluate_gate; the bench stops if the two paths ever
+evaluator.aggregate.report.build_report and judged by evaluate_gate; the bench stops if the two paths ever
 give different lines. evaluate_gate is gate_input(report) followed by evaluate_counts, so the
 counts path is the same computation without the file round trip (tests/test_gate.py checks it).
 """
@@ -33,8 +33,8 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from faultproxy.evaluator.aggregate import build_report
 from faultproxy.evaluator.gate import ALPHA, MARGIN, GateInput, TaskCounts, evaluate_counts, evaluate_gate
-from faultproxy.evaluator.report import build_report
 from faultproxy.formats.rundir import EpisodeLog, write_plan
 from faultproxy.tasks.task_model import Expected, Task
 

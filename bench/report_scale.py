@@ -6,7 +6,7 @@ Writes a run directory once (plan.json with 1,000 tasks, k = 1,000, and an episo
 in a fresh process and prints the seconds and that process's peak RSS
 (resource.getrusage(RUSAGE_SELF).ru_maxrss). Target: under 15 s and 1 GB.
 
-The episodes are made from verdicts of real judged traces (evaluator.judge on crafted
+The episodes are made from verdicts of real judged traces (evaluator.judging.judge on crafted
 exchanges: clean runs, retries after 429, lost responses retried with and without a key, wrong
 answers, crashes), with per-episode identity, tokens, durations and confidences varied
 deterministically; each task has its own pass probability, so some tasks are flaky, some
@@ -45,7 +45,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from faultproxy.evaluator.judge import judge_episode  # noqa: E402
+from faultproxy.evaluator.judging import judge_episode  # noqa: E402
 from faultproxy.formats.rundir import FLOWS_DIR, LOG_FILE, EpisodeLog, episode_line, write_plan  # noqa: E402
 from faultproxy.formats.trace import TraceWriter, trace_path  # noqa: E402
 from faultproxy.tasks.task_model import Effect, EndpointPattern, Expected, OutputSpec, Task  # noqa: E402
@@ -200,7 +200,7 @@ def write_trace(run_dir: Path, key: str, lines: list[dict]) -> None:
 
 
 def measure(run_dir: Path, causes: bool) -> None:
-    from faultproxy.evaluator.report import build_report
+    from faultproxy.evaluator.aggregate import build_report
 
     jobs = int(os.environ["REPORT_JOBS"]) if os.environ.get("REPORT_JOBS") else None
     with open("/proc/loadavg") if Path("/proc/loadavg").exists() else open(os.devnull) as f:

@@ -7,7 +7,7 @@ For tasks ∈ {2, 4, 12, 50} × {flaky, steady} pass rates (bench/gate_calibrati
 {8, 16, 32}, with min-k 2 (looks at 2, 4, 8, …, max-k trials per task) and a baseline of max-k
 trials per task, it draws pairs of runs and judges each twice, on the same draws (so the two
 columns differ by the design, not by luck):
-- sequentially, with evaluator.sequential.replay_looks (the gate at each look's level, stopping
+- sequentially, with evaluator.gate.sequential.replay_looks (the gate at each look's level, stopping
   at the first PASS or BLOCK), counting the run's episodes it used;
 - with the fixed-k gate at k = max-k (gate_calibration.judge_pair: evaluate_counts at α), which
   always uses max-k × tasks episodes.
@@ -29,9 +29,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.gate_calibration import PROFILES, TASKS, draw, error_bar, judge_pair, pct, rates  # noqa: E402
-from faultproxy.evaluator.gate import ALPHA, BLOCK, MARGIN, PASS, GateInput, TaskCounts  # noqa: E402
-from faultproxy.evaluator.sequential import Design, replay_looks  # noqa: E402
-from faultproxy.evaluator.stats import percentile  # noqa: E402
+from faultproxy.evaluator.gate import ALPHA, BLOCK, MARGIN, PASS, Design, GateInput, TaskCounts, replay_looks  # noqa: E402
+from faultproxy.evaluator.statistics import percentile  # noqa: E402
 
 MAX_KS = (8, 16, 32)
 MIN_K = 2

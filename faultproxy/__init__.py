@@ -17,8 +17,8 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from faultproxy.evaluator.aggregate import build_report
     from faultproxy.evaluator.gate import evaluate_gate
-    from faultproxy.evaluator.report import build_report
     from faultproxy.formats import __version__
     from faultproxy.formats.errors import UserError
     from faultproxy.proxy.server import ProxyServer
@@ -46,7 +46,7 @@ _HOMES = {
     "TaskSet": "faultproxy.tasks.task_model",
     "UserError": "faultproxy.formats.errors",
     "__version__": "faultproxy.formats",
-    "build_report": "faultproxy.evaluator.report",
+    "build_report": "faultproxy.evaluator.aggregate",
     "evaluate_gate": "faultproxy.evaluator.gate",
     "freeze": "faultproxy.replay_store.freeze",
     "load_scenario": "faultproxy.scenarios",

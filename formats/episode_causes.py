@@ -33,7 +33,7 @@ DIVERGED = "diverged"
 NOT_RUN = "NotRun"  # a planned episode not in the log (never written to it)
 USER_FAILED = "user_failed"  # the model playing a conversation's user did not answer
 NO_TRAFFIC = "no_traffic"  # the judge's: the agent exited 0, its task expects traffic, its trace is empty
-SERVER_NOT_STARTED = "server_not_started"  # the judge's: a stdio MCP server could not start (evaluator.server_start)
+SERVER_NOT_STARTED = "server_not_started"  # the judge's: a stdio MCP server could not start (evaluator.judging.server_start)
 BYPASS = "bypass"  # the judge's: the work shows as done, but a host the task depends on saw no request
 # Why an agent's traffic misses the proxy, most often, and where the fix is.
 NO_TRAFFIC_ADVICE = ("the agent's HTTP client likely ignores HTTP(S)_PROXY (Node's fetch before Node 24 does) or "

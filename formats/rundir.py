@@ -17,8 +17,8 @@ plan.json: {"faultproxy_version", "scenario": {"name", "digest", "path", "params
                episode's line has them resolved as "rewrites": {field: value}),
   "faults_possible": {grid label: bool} (could some rule fire there: a probability above zero),
   "rules_possible": [rule name, ...] the rules that could fire at some grid point (a report names
-                    those that matched no request: evaluator.unmatched),
-  "sequential": (only for `run --until-decided`) the design evaluator.sequential.Design.to_json()
+                    those that matched no request: evaluator.aggregate.unmatched),
+  "sequential": (only for `run --until-decided`) the design evaluator.gate.sequential.Design.to_json()
                 seals — method, alpha, margin, max_high, min_k, max_k, rho, looks, levels,
                 baseline_digest (run_digest of the baseline) — and "baseline", its path then}
 
@@ -49,12 +49,12 @@ An episode line: {"type": "episode", "key", "task_id", "trial", "variant", "seed
   "trace": "flows/<file>.jsonl", "log_tail": str,
   "rewrites": {field: value} the proxy set in its model API requests (plan's templates, resolved),
   "task_hosts": ["host:port", ...] the hosts the task depends on (its reset_url, state_url and the
-                URLs of its env): work shown done that one of them never saw is a bypass (evaluator.bypass),
+                URLs of its env): work shown done that one of them never saw is a bypass (evaluator.judging.bypass),
   "side_channels": ["[METHOD ]HOST[/PATH]", ...] (only when given) the run's --side-channel patterns:
-                   a failed request they name leaves the verdict standing (evaluator.side_channels),
+                   a failed request they name leaves the verdict standing (evaluator.judging.side_channels),
   "faults_possible": bool (could some rule fire at the episode's grid point; false for a function
                      agent, whose returned outcome is its own): with it, an empty trace is no_traffic,
-  "verdict": evaluator.judge's verdict}     # always the line's last key: see "The verdict's layout"
+  "verdict": evaluator.judging.judge's verdict}     # always the line's last key: see "The verdict's layout"
 
 The verdict's layout. A report over a million episodes must not decode each whole line (the
 prompt, output and end state are most of it), so EpisodeLog writes every line in one layout:

@@ -2,7 +2,7 @@
 
 A monitor told to split live traffic into episodes by a header that no request carries falls
 back to one episode per client connection; the live warning (proxy.monitor_sessions) and the report
-(evaluator.unmatched) then name the headers that do vary between requests, so the user can pick
+(evaluator.aggregate.unmatched) then name the headers that do vary between requests, so the user can pick
 the right one. Both read them here.
 """
 

@@ -3,7 +3,7 @@
 It injects nothing unless given canary faults (--scenario), puts each request into an episode
 (proxy.monitor_sessions: a session header, the W3C trace id, proxy credentials or the client
 connection), ends an episode after `idle_s` of silence in it, judges it by the checks that need
-no expected end state (evaluator.online, under the policy: tasks.tasks_file.load_policy) and
+no expected end state (evaluator.judging.online, under the policy: tasks.tasks_file.load_policy) and
 appends it to the run directory's log. The directory is a run directory (formats.rundir: an
 open-ended plan), so `report`, `freeze --representatives` and `replay` work on it unchanged.
 
@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import structlog
-from faultproxy.evaluator.judge import judge_episode
+from faultproxy.evaluator.judging import judge_episode
 from faultproxy.formats import __version__
 from faultproxy.formats.redact import Redactor
 from faultproxy.formats.rundir import FLOWS_DIR, MONITOR_KEY, EpisodeLog, write_plan
@@ -63,7 +63,7 @@ class MonitorOptions:
     upstream_ca: Path | None = None
     insecure_upstream: bool = False
     secret_env: Sequence[str] = ()
-    side_channels: Sequence[str] = ()  # --side-channel patterns (evaluator.side_channels)
+    side_channels: Sequence[str] = ()  # --side-channel patterns (evaluator.judging.side_channels)
     token: str | None = None
     show_live: bool = True
 

@@ -11,7 +11,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from faultproxy.evaluator.traced import TracedExchange, documents
+from faultproxy.evaluator.traces import TracedExchange, documents
 from faultproxy.formats.model_answers import Api, dig, read_answer, read_usage
 from faultproxy.formats.model_apis import ModelApi, is_streamed, request_model
 from faultproxy.otel import names as N

@@ -20,8 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from faultproxy.evaluator.conversation import Turn, parse_turns
-from faultproxy.evaluator.traced import TracedExchange, parse_trace
+from faultproxy.evaluator.traces import TracedExchange, Turn, parse_trace, parse_turns
 from faultproxy.formats.model_answers import dig
 from faultproxy.formats.model_apis import LiveApi, detect_api
 from faultproxy.formats.redact import MASK, Redactor

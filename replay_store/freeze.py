@@ -13,7 +13,7 @@ the verdict and, for a failure, the failed checks that can be judged from the tr
 fired on its messages are decisions of the upgrade's exchange; a server message the replay
 cannot send again (binary, or cut by the trace body limit) is a warning.
 
-With `representatives`, one entry per failure cause (evaluator.causes): the cluster's
+With `representatives`, one entry per failure cause (evaluator.aggregate.causes): the cluster's
 representative episode, in a folder named after the cause (`cause-<slug>--<scenario>`), its
 episode.json labelled with the cause ({"id", "slug", "line", "episodes", "tasks"}). A cause the
 store already holds (an entry with the same cause id) is not frozen again, so freezing after
@@ -33,8 +33,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from faultproxy.evaluator.judge import judge_episode
-from faultproxy.evaluator.report import build_report
+from faultproxy.evaluator.aggregate import build_report
+from faultproxy.evaluator.judging import judge_episode
 from faultproxy.formats.redact import Redactor
 from faultproxy.formats.paths import refuse_links_out
 from faultproxy.formats.rundir import read_run, trace_file

@@ -1,10 +1,10 @@
 """Which recorded response answers this request? Request identity and the pool of recordings.
 
-A request's identity (method, host, path, query, canonical body) is evaluator.identity's, the
+A request's identity (method, host, path, query, canonical body) is evaluator.traces.identity's, the
 same the checks use to tell a retry.
 
 The pool serves each recording once, in three tiers — after one rule first: a request carrying
-an idempotency key (evaluator.identity.idempotency_key_of) that this episode already sent to the
+an idempotency key (evaluator.traces.identity.idempotency_key_of) that this episode already sent to the
 same endpoint gets the answer that key got ("idempotent"), as an upstream that honours keys
 answers; the recording's next commit is not served for it. Then:
 1. exact: the oldest unserved recording with the same identity;
@@ -33,8 +33,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from faultproxy.evaluator.identity import Endpoint, Identity, identity_of, idempotency_key_of, rpc_operation
-from faultproxy.evaluator.traced import mcp_tool_hints, parse_trace
+from faultproxy.evaluator.traces import (Endpoint, Identity, idempotency_key_of, identity_of, mcp_tool_hints,
+                                         parse_trace, rpc_operation)
 from faultproxy.formats.redact import Redactor
 from faultproxy.proxy.stdio.passage import SERVER_TO_CLIENT
 from faultproxy.replay_store.har import Recorded

@@ -11,7 +11,7 @@ which plays the recorded upstream's side of the session while the injector re-ap
 message faults. As a second guard, the `NoUpstream` addon refuses every server connection mitmproxy
 would open and counts the attempts (there should be none).
 
-The replayed trace is judged by evaluator.judge.judge_episode with no end state (the tool
+The replayed trace is judged by evaluator.judging.judge.judge_episode with no end state (the tool
 service is not there), so effects, idempotency, policy, retry etiquette, outcome and escalation
 are judged; end_state is not.
 

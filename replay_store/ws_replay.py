@@ -10,7 +10,7 @@ ws_inject sends its message again and a ws_delay holds its message again.
 The server plays the session as the upstream lived it (`upstream_script`): the messages the
 upstream sent, and between them the messages it received. It sends what the upstream sent up to
 the next message it received, waits for the client's, compares it with the recorded one (text:
-the canonical JSON of evaluator.identity after redaction, as HTTP bodies are matched; binary: by
+the canonical JSON of evaluator.traces.identity after redaction, as HTTP bodies are matched; binary: by
 sha256), and goes on. A message the recording does not hold ends the session with close code
 DIVERGED_CLOSE and a reason naming the message and what differed; the episode is reported
 diverged, as an unrecorded HTTP request is.
@@ -30,7 +30,7 @@ from typing import Any
 
 import aiohttp
 from aiohttp import web
-from faultproxy.evaluator.identity import canonical_body
+from faultproxy.evaluator.traces import canonical_body
 from faultproxy.formats.redact import Redactor
 from faultproxy.formats.trace import encode_ws_message
 from mitmproxy import http

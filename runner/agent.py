@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from faultproxy.evaluator.sweep import level_text
+from faultproxy.evaluator.sweeps import level_text
 from faultproxy.formats.episode_causes import AGENT_NOT_STARTED
 from faultproxy.runner.agent_guard import PID_FILE, guard, release
 from faultproxy.runner.chat import ChatResult

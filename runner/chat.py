@@ -24,8 +24,8 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from faultproxy.evaluator.check_result import clip
-from faultproxy.evaluator.conversation import Turn
+from faultproxy.evaluator.checks import clip
+from faultproxy.evaluator.traces import Turn
 from faultproxy.formats.episode_causes import BUDGET_REPLY, USER_FAILED
 from faultproxy.formats.errors import UsageError
 from faultproxy.formats.trace import AGENT_TO_USER, TURN_METHOD, TURN_URLS, USER_TO_AGENT

@@ -18,9 +18,8 @@ from typing import Any
 
 import certifi
 import httpx
-from faultproxy.evaluator.bypass import task_hosts
-from faultproxy.evaluator.judge import judge_episode
-from faultproxy.evaluator.sweep import level_text
+from faultproxy.evaluator.judging import judge_episode, task_hosts
+from faultproxy.evaluator.sweeps import level_text
 from faultproxy.formats.errors import DiskFull
 from faultproxy.formats.files import write_whole
 from faultproxy.formats.rundir import FLOWS_DIR, EpisodeLog

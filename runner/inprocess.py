@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from faultproxy.evaluator.report import build_report
+from faultproxy.evaluator.aggregate import build_report
 from faultproxy.formats.rundir import FUNCTION_PREFIX, read_run
 from faultproxy.otel import OtelExport
 from faultproxy.runner.agent import AgentEnvironment, AgentResult

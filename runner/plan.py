@@ -11,7 +11,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from faultproxy.evaluator.sweep import level_label, level_text
+from faultproxy.evaluator.sweeps import level_label, level_text
 from faultproxy.runner.variants import Variant
 from faultproxy.tasks.task_model import Task
 

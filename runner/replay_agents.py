@@ -21,9 +21,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from faultproxy.evaluator.conversation import Turn, parse_turns
-from faultproxy.evaluator.judge import judge_episode
-from faultproxy.evaluator.sweep import level_text
+from faultproxy.evaluator.judging import judge_episode
+from faultproxy.evaluator.sweeps import level_text
+from faultproxy.evaluator.traces import Turn, parse_turns
 from faultproxy.formats.errors import UsageError
 from faultproxy.formats.paths import refuse_links_out, relative_file
 from faultproxy.formats.rundir import FUNCTION_PREFIX

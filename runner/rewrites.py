@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
-from faultproxy.evaluator.sweep import level_text
+from faultproxy.evaluator.sweeps import level_text
 from faultproxy.formats.errors import UsageError
 from faultproxy.proxy.models import field_value, rewrite_field
 from faultproxy.runner.plan import GridPoint

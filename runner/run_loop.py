@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import structlog
-from faultproxy.evaluator.sequential import PLAN_KEY, Design
+from faultproxy.evaluator.gate import PLAN_KEY, Design
 from faultproxy.formats import __version__
 from faultproxy.formats.errors import UsageError
 from faultproxy.formats.files import write_whole

@@ -26,7 +26,7 @@ class RunOptions:
     `budget_s` caps each episode's wall time over the task's own budget. `upstreams` are
     reverse-mode upstreams (name -> URL); `base_url_env` names variables (OPENAI_BASE_URL, ...)
     the agent gets set to an upstream's reverse URL (variable -> name); `no_proxy` hosts the agent reaches directly,
-    `side_channels` requests the tasks do not depend on (evaluator.side_channels), `variant_function` your own honest rewording of a task's prompt, `secret_env` variables whose
+    `side_channels` requests the tasks do not depend on (evaluator.judging.side_channels), `variant_function` your own honest rewording of a task's prompt, `secret_env` variables whose
     values are redacted from everything written. `rewrites` (field -> template, runner.rewrites)
     are fields the proxy sets in every model API request, resolved per grid point; a template that
     cannot be resolved at some grid point raises UsageError here, before anything runs.
@@ -66,7 +66,7 @@ class RunOptions:
 
     def rules_possible(self) -> list[str]:
         """The names of the rules that could fire at some grid point: one that matched nothing in
-        the whole run is named in its report (evaluator.unmatched)."""
+        the whole run is named in its report (evaluator.aggregate.unmatched)."""
         firing = {name for point in self.grid for name in self._rules_firing(point)}
         return [rule.name for rule in self.scenario.rules if rule.name in firing]
 

@@ -13,7 +13,7 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-from faultproxy.evaluator.sweep import EPSILON, SweepError, acceptance_rules
+from faultproxy.evaluator.sweeps import EPSILON, SweepError, acceptance_rules
 from faultproxy.formats.errors import UsageError
 from faultproxy.runner.plan import GridPoint, build_grid
 from faultproxy.runner.run_loop import run
@@ -66,6 +66,6 @@ def plan_grid(scenario: Scenario, levels: dict[str, list[float | str]], models: 
 
 def sweep(options: RunOptions, levels: dict[str, list[float | str]], models: Sequence[str] = ()) -> RunResult:
     """Run `options` at every combination of param `levels` and `models`, as one resumable run
-    (the grid in `options` is replaced); analyse it with evaluator.sweep.analyse_sweep."""
+    (the grid in `options` is replaced); analyse it with evaluator.sweeps.sweep.analyse_sweep."""
     grid = plan_grid(options.scenario, levels, list(models))
     return run(dataclasses.replace(options, grid=grid))

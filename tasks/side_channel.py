@@ -5,7 +5,7 @@
 The form is `[METHOD ]HOST[:PORT][/PATH]`: HOST and PATH are globs (fnmatch, `*` crosses `/`),
 no METHOD means any method, no PORT any port, no PATH any path on the host. A failed request is
 kept off the task's path (the verdict stands) only when such a pattern names it
-(evaluator.side_channels); tasks files and policies declare them under `side_channels:`, the
+(evaluator.judging.side_channels); tasks files and policies declare them under `side_channels:`, the
 commands take `--side-channel`.
 """
 

@@ -30,9 +30,9 @@ SEVERITIES = ("low", "medium", "high")
 SEVERITY_RANK = MappingProxyType({severity: rank for rank, severity in enumerate(SEVERITIES)})
 OUTPUT_KINDS = ("regex", "json", "checker")
 # The evaluator's checks, by the names a tasks file's `severity:` gives them (evaluator.checks runs them;
-# crash and budget are also the findings of an agent that crashed or overran a budget: evaluator.check_ending).
+# crash and budget are also the findings of an agent that crashed or overran a budget: evaluator.checks.check_run_end).
 CHECK_NAMES = ("outcome", "end_state", "effects", "idempotency", "policy", "tool_calls", "retry", "escalation",
-               "claimed_success", "injection_followed", "confirmation", "secrets", "budget", "crash")  # secrets, budget: live traffic's (evaluator.online)
+               "claimed_success", "injection_followed", "confirmation", "secrets", "budget", "crash")  # secrets, budget: live traffic's (evaluator.judging.online)
 DEFAULT_SHAPE = "unclassified"
 METHOD = re.compile(r"[A-Za-z]+|\*")  # an HTTP method, or * for any
 MCP_PREFIX = "mcp:"  # "mcp:refund_order": a tools/call of that MCP tool, over stdio or HTTP
@@ -226,7 +226,7 @@ class Task:
     severity: Mapping[str, str] = field(default_factory=dict)
     env: Mapping[str, str] = field(default_factory=dict)
     line: int = 0
-    online: bool = False  # live traffic under a policy (tasks.tasks_file.load_policy): judged by evaluator.online
+    online: bool = False  # live traffic under a policy (tasks.tasks_file.load_policy): judged by evaluator.judging.online
     side_channels: tuple[SideChannel, ...] = ()  # requests the task does not depend on (tasks.side_channel)
     user: User | None = None  # a conversation's user (tasks.task_user); None: one prompt, no conversation
     confirm_before: tuple[EndpointPattern, ...] = ()  # irreversible steps the user must agree to first

@@ -17,15 +17,15 @@ from aiohttp import web
 
 from faultproxy import RunOptions, build_report, run
 from faultproxy.cli.main import main
-from faultproxy.evaluator.judge import judge_episode
+from faultproxy.evaluator.aggregate.traffic import SeenTraffic
+from faultproxy.evaluator.aggregate.unmatched import nearest, unmatched_alerts
+from faultproxy.evaluator.judging import judge_episode
 from faultproxy.formats.rundir import read_run
 from faultproxy.formats.trace import read_trace
 from faultproxy.scenarios import load_scenario
 from faultproxy.tasks.tasks_file import load_tasks
 from tests import model_upstream
 from tests.conftest import scenario
-from faultproxy.evaluator.traffic import SeenTraffic
-from faultproxy.evaluator.unmatched import nearest, unmatched_alerts
 from faultproxy.proxy.monitor_sessions import WATCHED_REQUESTS
 from tests.processes import wait_until
 from tests.test_monitor import MonitorProcess

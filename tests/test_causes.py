@@ -19,13 +19,13 @@ import pytest
 from examples.world import world_in_thread
 from faultproxy import RunOptions, run
 from faultproxy.cli.main import main as faultproxy_main
-from faultproxy.evaluator.checks import parse_trace
-from faultproxy.evaluator.failure_cause import explain
+from faultproxy.evaluator.aggregate import build_report
+from faultproxy.evaluator.aggregate.failure_cause import explain
 from faultproxy.evaluator.gate import evaluate_gate
-from faultproxy.evaluator.html import render
-from faultproxy.evaluator.judge import judge_episode
-from faultproxy.evaluator.report import build_report
-from faultproxy.evaluator.sweep import analyse_sweep
+from faultproxy.evaluator.judging import judge_episode
+from faultproxy.evaluator.rendering.html import render
+from faultproxy.evaluator.sweeps import analyse_sweep
+from faultproxy.evaluator.traces import parse_trace
 from faultproxy.formats.rundir import EpisodeLog, write_plan
 from faultproxy.formats.trace import TraceWriter, trace_path
 from faultproxy.replay_store import har

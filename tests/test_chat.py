@@ -18,10 +18,10 @@ from aiohttp import web
 
 from examples.world import world_in_thread
 from faultproxy import Episode, RunOptions, freeze, replay, replay_function, run, run_function
-from faultproxy.evaluator.conversation import parse_turns
+from faultproxy.evaluator.aggregate import build_report
+from faultproxy.evaluator.traces import parse_turns
 from faultproxy.cli.main import main
 from faultproxy.formats.errors import UsageError
-from faultproxy.evaluator.report import build_report
 from faultproxy.formats.rundir import RunDirError, read_run, read_verdict
 from faultproxy.formats.trace import AGENT_TO_USER, USER_TO_AGENT, read_trace
 from faultproxy.replay_store.har import read_entries

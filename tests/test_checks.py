@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from faultproxy.evaluator.checks import parse_trace
-from faultproxy.evaluator.judge import judge_episode
+from faultproxy.evaluator.judging import judge_episode
+from faultproxy.evaluator.traces import parse_trace
 from faultproxy.formats.redact import MASK
 from faultproxy.tasks.task_model import Budgets, Effect, EndpointPattern, Expected, OutputSpec, Task
 from faultproxy.formats.trace import TraceWriter, read_trace

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from bench.gate_calibration import write_run
 from faultproxy.cli.entry import main as cli
-from faultproxy.evaluator.markdown import LIMIT, write_markdown
+from faultproxy.evaluator.rendering import write_markdown
+from faultproxy.evaluator.rendering.markdown import LIMIT
 from tests.test_report import LOOKUP, REFUND, lookup_ok, make_run, refund_ok, refund_twice, worker_lost
 
 

@@ -5,11 +5,11 @@ from itertools import combinations, product
 
 import pytest
 
-from faultproxy.evaluator.compare import diagnostic_selection, disagreement, pass_at_M, pass_hat_M
-from faultproxy.evaluator.stats import (binary_entropy, brier_score, calibration_buckets,
-                             coefficient_of_variation, detectable_drop, fisher_exact_less,
-                             least_attainable_less, mean_rate_change, percentile, smoothed_rate,
-                             stratified_exact_less, weighted_holm, wilson_interval)
+from faultproxy.evaluator.statistics import (brier_score, calibration_buckets, coefficient_of_variation,
+                                             detectable_drop, diagnostic_selection, disagreement, fisher_exact_less,
+                                             least_attainable_less, mean_rate_change, pass_at_M, pass_hat_M, percentile,
+                                             stratified_exact_less, weighted_holm, wilson_interval)
+from faultproxy.evaluator.statistics.stats import binary_entropy, smoothed_rate
 
 T, F = True, False
 

@@ -26,8 +26,7 @@ pytest.importorskip("distributed")
 from distributed import Client  # noqa: E402
 
 from bench.gate_calibration import write_run  # noqa: E402
-from faultproxy.evaluator.gate import ALPHA, MARGIN  # noqa: E402
-from faultproxy.evaluator.sequential import Design, evaluate_sequential  # noqa: E402
+from faultproxy.evaluator.gate import ALPHA, MARGIN, Design, evaluate_sequential  # noqa: E402
 from faultproxy.formats.rundir import read_run, run_digest  # noqa: E402
 from faultproxy.runner.sequential_runs import run_until_decided, sequential_options  # noqa: E402
 from faultproxy.runner.cluster import ProcessCluster  # noqa: E402

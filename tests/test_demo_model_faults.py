@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from faultproxy.evaluator.failure_cause import explain
+from faultproxy.evaluator.aggregate.failure_cause import explain
 from faultproxy.scenarios import load_scenario
 from tests.test_demo_world import failures, run_agent, trace_of, world_for_agents
 

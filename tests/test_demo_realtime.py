@@ -12,7 +12,7 @@ import pytest
 
 from examples.world import World
 from faultproxy import RunOptions, run
-from faultproxy.evaluator.failure_cause import explain
+from faultproxy.evaluator.aggregate.failure_cause import explain
 from faultproxy.formats.rundir import read_run
 from faultproxy.formats.trace import read_trace
 from faultproxy.scenarios import load_scenario

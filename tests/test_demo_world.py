@@ -19,7 +19,10 @@ from typing import Any
 import httpx
 import pytest
 
-from faultproxy.evaluator.checks import TracedExchange, check_end_state, check_escalation, check_outcome, committed_effects, parse_trace
+from faultproxy.evaluator.checks import committed_effects
+from faultproxy.evaluator.checks.check_answer import check_escalation, check_outcome
+from faultproxy.evaluator.checks.check_effects import check_end_state
+from faultproxy.evaluator.traces import TracedExchange, parse_trace
 from faultproxy.formats.rundir import read_run
 from examples.agent_common import SYSTEM, Reply, tool_message
 from examples.planner import Final, decide, intent_of

@@ -2,7 +2,7 @@
 
 import pytest
 
-from faultproxy.evaluator.equivalence import canonical_json, subset_equal
+from faultproxy.evaluator.checks.equivalence import canonical_json, subset_equal
 
 
 def test_subset_allows_extra_keys_and_compares_recursively():

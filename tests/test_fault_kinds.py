@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from faultproxy.evaluator.checks import parse_trace
+from faultproxy.evaluator.traces import parse_trace
 from faultproxy.formats.redact import Redactor
 from faultproxy.formats.trace import read_trace, trace_path
 from faultproxy.proxy.faults import FAULT_CLASSES, FaultRegistryError, pair_kinds

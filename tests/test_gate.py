@@ -11,8 +11,8 @@ import pytest
 
 from bench.gate_calibration import draw, rates, write_run
 from faultproxy.cli.main import main as cli
+from faultproxy.evaluator.aggregate import build_report
 from faultproxy.evaluator.gate import GateInput, TaskCounts, evaluate_counts, evaluate_gate
-from faultproxy.evaluator.report import build_report
 from tests.test_checks import SHOP, exchange, model_call
 from tests.test_report import LOOKUP, REFUND, lookup_ok, lookup_wrong, make_run, refund_ok, refund_twice
 

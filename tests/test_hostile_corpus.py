@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from faultproxy.cli.main import main
-from faultproxy.evaluator.report import build_report
+from faultproxy.evaluator.aggregate import build_report
 from faultproxy.replay_store import har
 from faultproxy.replay_store.har import StoreError
 from faultproxy.tasks.tasks_file import TaskError, load_tasks

@@ -26,7 +26,7 @@ from aiohttp import web
 from examples.world import world_in_thread
 from faultproxy import Episode, run_function
 from faultproxy.cli.entry import main as cli
-from faultproxy.evaluator.starter import generalise
+from faultproxy.evaluator.proposals.starter import generalise
 from faultproxy.formats.rundir import read_run
 from faultproxy.scenarios import load_scenario
 from faultproxy.tasks.tasks_file import load_tasks

@@ -12,7 +12,8 @@ import httpx
 import pytest
 
 from faultproxy.cli.main import main
-from faultproxy.evaluator.checks import check_injection_followed, parse_trace
+from faultproxy.evaluator.checks.check_injection import check_injection_followed
+from faultproxy.evaluator.traces import parse_trace
 from faultproxy.formats.trace import read_trace, trace_path
 from tests.conftest import scenario
 from tests.mcp_clients import counter_server, session, shim_parameters

@@ -69,7 +69,7 @@ def lint_with_import(tmp_path: Path, module: str, imported: str) -> subprocess.C
 
 @pytest.mark.parametrize("module, imported", [
     # an evaluator module importing the proxy: the two are siblings
-    ("faultproxy.evaluator.checks", "faultproxy.proxy.injector"),
+    ("faultproxy.evaluator.checks.registry", "faultproxy.proxy.injector"),
     # the OpenTelemetry export sits below the runner and beside the replay store
     ("faultproxy.otel.spans", "faultproxy.runner.run_loop"),
     ("faultproxy.otel.export", "faultproxy.replay_store.har"),

@@ -10,7 +10,7 @@ import textwrap
 from pathlib import Path
 
 import faultproxy
-from faultproxy.evaluator.report import build_report
+from faultproxy.evaluator.aggregate import build_report
 from tests.layout import ROOT
 from tests.test_report import LOOKUP, lookup_ok, lookup_wrong, make_run
 
@@ -87,7 +87,7 @@ def test_report_gate_and_scan_start_without_the_proxy(tmp_path: Path) -> None:
                 main(argv)
             except SystemExit as exit:
                 assert exit.code == 0, argv
-        assert "faultproxy.evaluator.report" not in sys.modules  # --help parses, it does not judge
+        assert "faultproxy.evaluator.aggregate.report" not in sys.modules  # --help parses, it does not judge
         # nor does it set up logging or read package metadata (together about 200 ms of imports)
         assert "structlog" not in sys.modules and "importlib.metadata" not in sys.modules
         assert main(["report", sys.argv[1]]) == 0

@@ -20,8 +20,7 @@ from mcp.shared.exceptions import MCPError
 
 from faultproxy import Episode, run_function
 from faultproxy.cli.main import main as faultproxy_main
-from faultproxy.evaluator.stale_tools import stale_tool_calls
-from faultproxy.evaluator.traced import parse_trace
+from faultproxy.evaluator.traces import parse_trace, stale_tool_calls
 from faultproxy.formats.rundir import read_run
 from faultproxy.formats.trace import read_trace
 from faultproxy.proxy.server import ProxyServer

@@ -19,7 +19,8 @@ from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
 from faultproxy import Episode, run_function
-from faultproxy.evaluator.checks import check_confirmation, parse_trace
+from faultproxy.evaluator.checks.check_confirmation import check_confirmation
+from faultproxy.evaluator.traces import parse_trace
 from faultproxy.formats.trace import read_trace
 from faultproxy.proxy.episodes import EpisodeLimits
 from faultproxy.proxy.server import ProxyServer

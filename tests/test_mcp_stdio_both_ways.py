@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from faultproxy.evaluator.checks import check_confirmation, check_tool_calls, parse_trace
+from faultproxy.evaluator.checks import check_tool_calls
+from faultproxy.evaluator.checks.check_confirmation import check_confirmation
+from faultproxy.evaluator.traces import parse_trace
 from faultproxy.formats.trace import read_trace
 from faultproxy.proxy.episodes import EpisodeLimits
 from faultproxy.tasks.task_model import Task

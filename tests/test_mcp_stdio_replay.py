@@ -14,8 +14,8 @@ from collections.abc import Iterator
 import pytest
 
 from faultproxy import RunOptions, run
-from faultproxy.evaluator.html import render
-from faultproxy.evaluator.report import build_report
+from faultproxy.evaluator.aggregate import build_report
+from faultproxy.evaluator.rendering.html import render
 from faultproxy.formats.rundir import read_run
 from faultproxy.formats.trace import read_trace
 from faultproxy.replay_store.freeze import freeze

@@ -13,8 +13,10 @@ import pytest
 
 from examples.world import world_in_thread
 from faultproxy import RunOptions, run
-from faultproxy.evaluator.checks import check_effects, check_policy, parse_trace
-from faultproxy.evaluator.report import build_report
+from faultproxy.evaluator.aggregate import build_report
+from faultproxy.evaluator.checks import check_policy
+from faultproxy.evaluator.checks.check_effects import check_effects
+from faultproxy.evaluator.traces import parse_trace
 from faultproxy.formats.rundir import read_run
 from faultproxy.formats.trace import read_trace
 from faultproxy.replay_store import har

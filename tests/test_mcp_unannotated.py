@@ -23,8 +23,9 @@ from mcp.client.streamable_http import streamable_http_client
 from starlette.responses import PlainTextResponse
 
 from faultproxy import Episode, run_function
-from faultproxy.evaluator.checks import check_retry, parse_trace
-from faultproxy.evaluator.report import build_report
+from faultproxy.evaluator.aggregate import build_report
+from faultproxy.evaluator.checks import check_retry
+from faultproxy.evaluator.traces import parse_trace
 from faultproxy.formats.rundir import read_run
 from faultproxy.formats.trace import read_trace
 from faultproxy.proxy.server import ProxyServer

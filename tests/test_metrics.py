@@ -5,9 +5,9 @@ from itertools import combinations
 
 import pytest
 
-from faultproxy.evaluator.metrics import (SEVERITY_WEIGHTS, TaskTally, endpoint_class, mean_pass_rate,
-                               pass_at_k, pass_hat_k, pass_k_curve, safety_score,
-                               trajectory_consistency)
+from faultproxy.evaluator.statistics import (TaskTally, endpoint_class, mean_pass_rate, pass_at_k, pass_hat_k,
+                                             pass_k_curve, safety_score, trajectory_consistency)
+from faultproxy.evaluator.statistics.metrics import SEVERITY_WEIGHTS
 
 
 def brute_force(n: int, c: int, k: int) -> tuple[float, float]:

@@ -11,7 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from faultproxy import RunOptions, build_report, run
-from faultproxy.evaluator.judge import judge_episode
+from faultproxy.evaluator.judging import judge_episode
 from faultproxy.formats.rundir import read_run
 from faultproxy.formats.trace import read_trace
 from faultproxy.scenarios import load_scenario

@@ -11,7 +11,7 @@ import textwrap
 from pathlib import Path
 
 import faultproxy
-from faultproxy.evaluator.report import build_report
+from faultproxy.evaluator.aggregate import build_report
 from tests.layout import ROOT
 
 

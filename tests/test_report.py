@@ -20,13 +20,13 @@ from typing import Any
 
 import pytest
 
-from faultproxy.evaluator import metrics
+from faultproxy.evaluator.aggregate import build_report
+from faultproxy.evaluator.aggregate.sections import k_points, trajectory_consistency_grouped
+from faultproxy.evaluator.judging import judge_episode
+from faultproxy.evaluator.rendering import JUnitWriter
+from faultproxy.evaluator.rendering.html import render
+from faultproxy.evaluator.statistics import metrics
 from faultproxy.cli.main import main as cli
-from faultproxy.evaluator.html import render
-from faultproxy.evaluator.judge import judge_episode
-from faultproxy.evaluator.junit import JUnitWriter
-from faultproxy.evaluator.report import build_report
-from faultproxy.evaluator.sections import k_points, trajectory_consistency_grouped
 from faultproxy.formats.rundir import EpisodeLog, write_plan
 from faultproxy.tasks.task_model import Effect, EndpointPattern, Expected, OutputSpec, Task
 from faultproxy.formats.trace import read_trace, trace_path
@@ -354,8 +354,8 @@ def test_report_bad_input_is_one_line_and_exit_2(tmp_path, complete_run, capsys,
 PARALLEL_AND_SEQUENTIAL = """
 import sys
 from pathlib import Path
-from faultproxy.evaluator import report, scan
-from faultproxy.evaluator.junit import JUnitWriter
+from faultproxy.evaluator.aggregate import report, scan
+from faultproxy.evaluator.rendering import JUnitWriter
 
 assert scan._can_fork(), "this child has one thread, so it must read the log with forked workers"
 run_dir, out = Path(sys.argv[1]), Path(sys.argv[2])
@@ -410,8 +410,8 @@ def test_fast_path_survives_awkward_text_and_agrees_with_json(tmp_path):
 def test_resource_summary_equals_the_stats_functions_on_sorted_values():
     from array import array
 
-    from faultproxy.evaluator import stats
-    from faultproxy.evaluator.sections import _summary
+    from faultproxy.evaluator.aggregate.sections import _summary
+    from faultproxy.evaluator.statistics import stats
 
     rng = random.Random(5)
     for values in (array("d", [rng.randint(1, 9) for _ in range(20000)]),
@@ -467,8 +467,8 @@ def test_every_reader_of_a_plan_gets_the_same_one_line_error(tmp_path, setup, me
 
 
 def test_the_accumulator_takes_the_same_record_from_the_fast_reader_and_from_json(complete_run):
-    from faultproxy.evaluator.scan import complete_verdict, verdict_fields
-    from faultproxy.evaluator.tally import TaskAccumulator
+    from faultproxy.evaluator.aggregate.scan import complete_verdict, verdict_fields
+    from faultproxy.evaluator.aggregate.tally import TaskAccumulator
     from faultproxy.formats.rundir import read_verdict
 
     lines = (complete_run / "episodes.jsonl").read_bytes().splitlines(keepends=True)[1:]
@@ -490,7 +490,7 @@ def test_the_accumulator_takes_the_same_record_from_the_fast_reader_and_from_jso
 
 
 def test_html_tables_escape_text_once_and_keep_html_fragments():
-    from faultproxy.evaluator.render import Html, html_table, pct
+    from faultproxy.evaluator.rendering.render import Html, html_table, pct
 
     table = html_table(["a<b", "n"], [["<script>", Html('<span class="pass">✓</span>'), None, 3, pct(0.5)]],
                        numeric=(3,))
@@ -504,7 +504,7 @@ def test_the_terminal_summary_prints_names_from_the_data_as_text(tmp_path):
 
     from rich.console import Console
 
-    from faultproxy.evaluator.terminal import print_summary
+    from faultproxy.evaluator.rendering import print_summary
 
     odd = Task(id="cancel[x]", prompt="Cancel order 1006.", shape="writes_state",
                expected=Expected(output=OutputSpec("regex", "(?i)cancel")))

@@ -12,11 +12,12 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from faultproxy.evaluator import compare, metrics, stats
+from faultproxy.evaluator.rendering import print_sweep
+from faultproxy.evaluator.statistics import compare, metrics, stats
+from faultproxy.evaluator.sweeps import SweepError, acceptance_rules, analyse_sweep, exit_status, is_sweep
+from faultproxy.evaluator.sweeps.outcomes import OutcomeSink, Outcomes
+from faultproxy.evaluator.sweeps.sweep import analyse
 from faultproxy.formats.rundir import EpisodeLog, write_plan
-from faultproxy.evaluator.sweep import (OutcomeSink, Outcomes, SweepError, acceptance_rules, analyse, analyse_sweep,
-                             exit_status, is_sweep)
-from faultproxy.evaluator.terminal import print_sweep
 from faultproxy.cli.main import main
 from faultproxy.runner.plan import build_grid, episode_key
 from faultproxy.cli.sweep import parse_levels

@@ -17,9 +17,8 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
 from faultproxy.cli.main import main
-from faultproxy.evaluator.final_answer import final_answer
-from faultproxy.evaluator.judge import judge_episode
-from faultproxy.evaluator.traced import parse_trace
+from faultproxy.evaluator.judging import judge_episode
+from faultproxy.evaluator.traces import final_answer, parse_trace
 from faultproxy.formats.trace import read_trace, trace_path
 from faultproxy.otel import names as N
 from faultproxy.otel.spans import exchange_span

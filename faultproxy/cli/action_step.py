@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from faultproxy.cli import entry
-from faultproxy.evaluator.markdown import bounded
+from faultproxy.evaluator.rendering import bounded
 from faultproxy.formats.errors import UsageError
 
 COMMANDS = ("replay", "run", "gate")

@@ -19,7 +19,7 @@ from faultproxy.evaluator.gate import ALPHA, MARGIN
 from faultproxy.formats.paths import folder_option
 
 if TYPE_CHECKING:  # the evaluator's report machinery loads only when a command runs
-    from faultproxy.evaluator.sequential import Design
+    from faultproxy.evaluator.gate import Design
 
 COMMANDS = "faultproxy.cli.evaluate_commands"
 

@@ -8,15 +8,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from faultproxy.evaluator import html, sweep, sweep_html
-from faultproxy.evaluator.gate import GateResult, evaluate_gate
-from faultproxy.evaluator.junit import JUnitWriter
-from faultproxy.evaluator.markdown import gate_markdown, report_markdown, write_markdown
+from faultproxy.evaluator.aggregate import build_report, write_json
+from faultproxy.evaluator.gate import (Design, GateResult, check_design, evaluate_gate, evaluate_sequential,
+                                       report_section, sealed_design)
+from faultproxy.evaluator.rendering import (JUnitWriter, gate_markdown, print_summary, report_markdown,
+                                            sequential_section, sweep_section, write_html, write_markdown)
+from faultproxy.evaluator.sweeps import analyse_sweep, is_sweep
 from faultproxy.cli.evaluate import gate_options
-from faultproxy.evaluator.report import build_report, write_json
-from faultproxy.evaluator.sequential_html import sequential_section
-from faultproxy.evaluator.sequential import Design, check_design, evaluate_sequential, report_section, sealed_design
-from faultproxy.evaluator.terminal import print_summary
 from faultproxy.formats.errors import UsageError
 from faultproxy.formats.files import no_space
 from faultproxy.formats.rundir import PLAN_FILE, read_plan, run_digest
@@ -58,7 +56,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     write_json(out / "report.json", report)
     if not args.no_html:
         sections = _sweep_sections(run_dir) + ([sequential_section(sequential)] if sequential else [])
-        html.write_html(out / "report.html", report, run_dir, sections)
+        write_html(out / "report.html", report, run_dir, sections)
         written.append(out / "report.html")
     if not args.no_junit:
         written.append(out / "junit.xml")
@@ -79,9 +77,9 @@ def cmd_report(args: argparse.Namespace) -> int:
 def _sweep_sections(run_dir: Path) -> list[str]:
     """A sweep's curves, surface and model matrix belong in its report.html too."""
 
-    if not sweep.is_sweep(read_plan(run_dir).document):
+    if not is_sweep(read_plan(run_dir).document):
         return []
-    return [sweep_html.sweep_section(sweep.analyse_sweep(run_dir))]
+    return [sweep_section(analyse_sweep(run_dir))]
 
 
 def cmd_gate(args: argparse.Namespace) -> int:

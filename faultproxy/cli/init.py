@@ -1,6 +1,6 @@
 """`faultproxy init RUN --to DIR`: a starting point (tasks file, scenarios, README) from what an
-observe run saw; its options. The proposals are the evaluator's (evaluator.starter,
-evaluator.starter_files); cli/init_commands.py runs them and says what was written, loaded only
+observe run saw; its options. The proposals are the evaluator's (evaluator.proposals.starter,
+evaluator.proposals.init_files); cli/init_commands.py runs them and says what was written, loaded only
 when init runs (the handler is named "module:function", as cli/evaluate.py's are).
 
     faultproxy run --scenario observe --k 1 --out runs/observe -- python my_agent.py

@@ -5,8 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from faultproxy.evaluator.starter import observe_run
-from faultproxy.evaluator.starter_files import starter_files, write_starter
+from faultproxy.evaluator.proposals import observe_run, starter_files, write_starter
 from faultproxy.formats.episode_causes import NO_TRAFFIC, NO_TRAFFIC_ADVICE
 
 EXIT_NO_TRAFFIC = 1  # nothing to propose from: not bad input, but nothing was done

@@ -11,7 +11,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from faultproxy.cli.evaluate import add_design_options, gate_options
-from faultproxy.evaluator.sequential import MAX_K, MIN_K, Design
+from faultproxy.evaluator.gate import MAX_K, MIN_K, Design
 from faultproxy.formats.errors import UsageError
 from faultproxy.formats.paths import folder_option
 from faultproxy.formats.rundir import run_digest

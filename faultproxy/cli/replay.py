@@ -18,7 +18,7 @@ from pathlib import Path
 from faultproxy.cli.evaluate import add_markdown_option
 from faultproxy.cli.options import check_budget_s, parse_pairs, parse_upstreams
 from faultproxy.cli.otel import add_otlp_options, close_export, open_export, run_attributes
-from faultproxy.evaluator.markdown import replay_markdown, write_markdown
+from faultproxy.evaluator.rendering import replay_markdown, write_markdown
 from faultproxy.formats.redact import Redactor
 from faultproxy.formats.errors import UsageError
 from faultproxy.formats.paths import folder_option

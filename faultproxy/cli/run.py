@@ -19,8 +19,8 @@ from typing import Any
 from faultproxy.cli.evaluate_commands import print_gate
 from faultproxy.cli.options import proxy_params, run_options, sequential_design
 from faultproxy.cli.otel import close_export, open_export, run_attributes
-from faultproxy.evaluator.report import build_report
-from faultproxy.evaluator.sequential import Design, evaluate_sequential
+from faultproxy.evaluator.aggregate import build_report
+from faultproxy.evaluator.gate import Design, evaluate_sequential
 from faultproxy.formats.errors import UsageError
 from faultproxy.formats.files import LineFile
 from faultproxy.formats.logs import configure_logging
@@ -91,7 +91,7 @@ def alerts_status(options: RunOptions, allow_unexercised: bool, run: Mapping[str
 
 def incomplete_status(scope: Mapping[str, Any], allow_incomplete: bool) -> int:
     """1, with the counts by cause as the last line printed, when some planned episode of a report
-    scope (evaluator.sections) was not judged; 0 when all were, or with --allow-incomplete."""
+    scope (evaluator.aggregate.sections) was not judged; 0 when all were, or with --allow-incomplete."""
     causes = scope["incomplete_by_cause"]
     if not causes:
         return 0

@@ -40,10 +40,9 @@ from typing import Any
 from faultproxy.cli.options import add_run_options, run_options, sequential_design
 from faultproxy.cli.otel import add_otlp_options
 from faultproxy.cli.run import incomplete_status, run_and_tell, run_sequential
-from faultproxy.evaluator import sweep_html
-from faultproxy.evaluator.report import build_report, write_json
-from faultproxy.evaluator.sweep import SWEEP_FILE, SWEEP_HTML, analyse_sweep, exit_status, is_sweep
-from faultproxy.evaluator.terminal import print_sweep
+from faultproxy.evaluator.aggregate import build_report, write_json
+from faultproxy.evaluator.rendering import print_sweep, write_sweep_html
+from faultproxy.evaluator.sweeps import SWEEP_FILE, SWEEP_HTML, analyse_sweep, exit_status, is_sweep
 from faultproxy.formats.errors import UsageError
 from faultproxy.formats.paths import folder_option
 from faultproxy.formats.rundir import read_plan
@@ -211,7 +210,7 @@ def report_sweep(run_dir: Path, scenario: Any, out: Path, html: bool = True, con
         written = [out / SWEEP_FILE]
         write_json(out / SWEEP_FILE, analysis)
         if html:
-            sweep_html.write_sweep_html(out / SWEEP_HTML, analysis)
+            write_sweep_html(out / SWEEP_HTML, analysis)
             written.append(out / SWEEP_HTML)
     except OSError as error:
         raise UsageError(f"{out}: cannot write: {error.strerror or error}") from None

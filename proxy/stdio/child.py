@@ -4,7 +4,7 @@ Its stdin and stdout are pipes the shim makes itself, so that their ends can be 
 episode's proxy (proxy/stdio/lane.py), which then talks to the server directly. Its stderr stays
 with the shim and goes on to the shim's own as it comes (the MCP client logs a server's stderr);
 the last lines are kept to say why it exited (with the command: a server that exits before
-answering initialize is reported as one that did not start, evaluator.server_start).
+answering initialize is reported as one that did not start, evaluator.judging.server_start).
 """
 
 from __future__ import annotations

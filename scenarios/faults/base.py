@@ -58,7 +58,7 @@ MatchCheck = Callable[[dict[str, Any], Any], None]
 
 @dataclass(frozen=True)
 class AgentAnswer:
-    """How a failure cause (evaluator.failure_cause) names one answer of the agent to a fault, its
+    """How a failure cause (evaluator.aggregate.failure_cause) names one answer of the agent to a fault, its
     `response` part, and what to do instead: the second half of the cause's line."""
 
     response: str

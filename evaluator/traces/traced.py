@@ -1,0 +1,437 @@
+"""The trace of one episode, parsed once: each line as a TracedExchange with what the checks ask
+of it (model or tool call, MCP tool, committed, failed, idempotency key, identity, Retry-After).
+
+Vocabulary (the checks' own, see evaluator.checks):
+- what a request is (model call, read, write, irreversible, MCP plumbing, MCP tool call read /
+  write / unclassified) is tasks.request_class's word (`request_class`); every exchange that is
+  no model call and no MCP plumbing (initialize, notifications, lists, the GET stream, DELETE) is
+  a tool call;
+- committed: the upstream answered 2xx (the trace's `upstream` is not null) and did not say it
+  replayed an earlier answer (Idempotent-Replayed: true);
+- maybe committed: the request was forwarded (the trace's `forwarded`) and ended in a way that
+  leaves its commit unknown (evaluator.traces.ambiguity: no answer, 408 or 5xx, an MCP error);
+- failed (from the client's view): reset, cut, error or an injected answer, a status >= 400, or
+  client_gone (the episode ended while the proxy still held the exchange);
+- the same request: the same identity (evaluator.traces.identity, the definition replay matching
+  uses too): method, host, path, query and canonical body, volatile keys such as timestamps,
+  request ids and idempotency keys removed.
+
+MCP: the trace's tools/list answers give each tool's annotations (mcp_tool_hints). Endpoint
+patterns name an MCP tool call only when their glob contains "tools/" (matches_any). An MCP tool
+nobody annotated and no pattern names is unclassified: not a write (unclassified_tools).
+
+Live model sessions (OpenAI Realtime, Gemini Live over a WebSocket): parse_trace adds the model
+calls (one per turn) and the function calls of each session as exchanges of their own
+(evaluator.traces.sessions); a function call is named by tool patterns as an MCP tool call is.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
+from functools import cached_property
+from typing import Any
+from urllib.parse import urlsplit
+
+from faultproxy.evaluator.statistics import endpoint_class
+from faultproxy.evaluator.traces.ambiguity import ambiguous_outcome
+from faultproxy.evaluator.traces.identity import Identity, idempotency_key_of, identity_of
+from faultproxy.evaluator.traces.resources import resource_of
+from faultproxy.evaluator.traces.sessions import session_api, session_lines
+from faultproxy.formats.model_apis import is_model_call
+from faultproxy.formats.request_kinds import Access, is_mcp_plumbing, listed_tools, mcp_tool_name, rpc_method
+from faultproxy.formats.trace import SERVER_TO_CLIENT, is_turn
+from faultproxy.scenarios import trace_forwarded
+from faultproxy.tasks.request_class import MODEL_CALL, PLUMBING, Declared, RequestClass, http_class, naming, tool_class
+
+_FAILED_OUTCOMES = frozenset({"reset", "cut", "error", "injected", "client_gone"})
+
+_NOT_JSON = object()
+_CLOCK_SLACK_S = 0.001  # trace times are rounded to the microsecond, and two clocks measure them
+
+
+@dataclass(frozen=True)
+class TracedExchange:
+    """One trace line, with what the checks ask of it precomputed (the proxy's live exchange,
+    FlowExchange, wrote it)."""
+
+    seq: int
+    started: float
+    duration_s: float
+    method: str
+    url: str
+    host: str  # lower-case host name, no port
+    netloc: str  # host[:port], lower-case
+    path: str  # path with ?query
+    route: str  # path without query
+    headers: Mapping[str, tuple[str, ...]]  # request headers, lower-case names
+    body: str | None
+    body_json: Any
+    upstream_status: int | None
+    upstream_headers: Mapping[str, tuple[str, ...]]
+    client_outcome: str
+    client_status: int | None
+    client_headers: Mapping[str, tuple[str, ...]]  # what the client saw
+    forwarded: bool  # the request reached the upstream (scenarios.trace_forwarded)
+    fault: Mapping[str, Any] | None
+    tokens: int
+    error: str | None
+    raw: Mapping[str, Any]
+
+    @cached_property
+    def session_kind(self) -> str | None:
+        """For an exchange derived from a live session (evaluator.traces.sessions): model_call or function_call."""
+        session = self.raw.get("session")
+        return session.get("kind") if isinstance(session, dict) else None
+
+    @property
+    def from_server(self) -> bool:
+        """An MCP server's own request or notification (with the client's answer): not the agent's."""
+        return self.raw.get("direction") == SERVER_TO_CLIENT
+
+    @property
+    def is_request(self) -> bool:
+        """One of the agent's requests, as a `requests` budget counts them: not a live session's
+        turn or call (they travel on its one upgrade), nor an MCP server's own message, nor the
+        MCP session's plumbing."""
+        return self.session_kind is None and not self.from_server and not self.mcp_plumbing
+
+    @cached_property
+    def is_model(self) -> bool:
+        if self.session_kind is not None:
+            return self.session_kind == "model_call"
+        return is_model_call(self.route)
+
+    @property
+    def function_call(self) -> str | None:
+        """The function a live session's function call names, else None."""
+        return str(self.raw["session"].get("name") or "?") if self.session_kind == "function_call" else None
+
+    @property
+    def tool_name(self) -> str | None:
+        """The tool an MCP tools/call or a live session's function call names, else None."""
+        return self.mcp_tool or self.function_call
+
+    @cached_property
+    def rpc_method(self) -> str | None:
+        """The JSON-RPC method of an MCP request, else None."""
+        return rpc_method(self.body_json)
+
+    @cached_property
+    def mcp_plumbing(self) -> bool:
+        """MCP session plumbing (formats.request_kinds): initialize, notifications, lists, the
+        client's answers, the GET stream and DELETE of a session, however answered."""
+        return self.session_kind is None and is_mcp_plumbing(self.headers, self.body_json)
+
+    @property
+    def is_protocol(self) -> bool:
+        """MCP plumbing, or the upgrade of a live model session (its turns and function calls
+        are exchanges of their own)."""
+        return self.mcp_plumbing or (self.session_kind is None and session_api(self.raw) is not None)
+
+    @property
+    def _reported_failure(self) -> bool:
+        """An MCP answer that is an error, or a function call whose output reports one."""
+        if self.session_kind == "function_call":
+            return self.raw["session"].get("failed") is True
+        return self.mcp_tool is not None and self.rpc_failed
+
+    @property
+    def is_tool_call(self) -> bool:
+        return not self.is_model and not self.is_protocol
+
+    @cached_property
+    def mcp_tool(self) -> str | None:
+        """The tool an MCP tools/call names, else None."""
+        return mcp_tool_name(self.body_json) if self.session_kind is None else None
+
+    def request_class(self, declared: Declared, hints: Mapping[str, Mapping[str, Any]]) -> RequestClass:
+        """What this exchange is (tasks.request_class), given what the task declares and the
+        tools' annotations (mcp_tool_hints)."""
+        if self.is_model:
+            return MODEL_CALL
+        if self.is_protocol:
+            return PLUMBING
+        if self.tool_name is not None:
+            return tool_class(self.tool_name, self.method, self.host, self.route, declared, hints)
+        return http_class(self.method, self.host, self.path, declared)
+
+    @cached_property
+    def rpc_answer(self) -> dict | None:
+        """The JSON-RPC message the upstream answered an MCP request with (body or SSE), or None."""
+        upstream = self.raw.get("upstream") or {}
+        for document in documents(upstream):
+            if isinstance(document, dict) and document.get("jsonrpc") == "2.0" and ("result" in document
+                                                                                 or "error" in document):
+                return document
+        return None
+
+    @property
+    def rpc_failed(self) -> bool:
+        """An MCP answer that is a JSON-RPC error or a tool result flagged isError."""
+        answer = self.rpc_answer
+        if answer is None:
+            return False
+        result = answer.get("result")
+        return "error" in answer or (isinstance(result, dict) and result.get("isError") is True)
+
+    @property
+    def committed(self) -> bool:
+        status = self.upstream_status
+        if status is None or not 200 <= status < 300:
+            return False
+        if self._reported_failure:
+            return False
+        return not any(v.strip().lower() == "true" for v in self.upstream_headers.get("idempotent-replayed", ()))
+
+    @cached_property
+    def ambiguity(self) -> str | None:
+        """How this request ended if it may have committed unseen (evaluator.traces.ambiguity), else None."""
+        return ambiguous_outcome(self)
+
+    @property
+    def maybe_committed(self) -> bool:
+        return self.ambiguity is not None
+
+    @property
+    def infra_error(self) -> str | None:
+        """The proxy's own failure to reach the upstream (refused, DNS, TLS, reset), no fault's."""
+        reason = self.raw.get("infra_error")
+        return str(reason) if reason else None
+
+    @property
+    def failed(self) -> bool:
+        status = self.client_status
+        if self.client_outcome == "client_gone" and self._answered_before_gone:
+            return status is None or status >= 400 or self._reported_failure
+        if self.client_outcome in _FAILED_OUTCOMES or status is None or status >= 400:
+            return True
+        return self._reported_failure
+
+    @property
+    def _answered_before_gone(self) -> bool:
+        """Did the JSON-RPC answer to this MCP request reach the client before it left? The SDK
+        closes a call's event stream once it has the result, and the trace then says the client
+        disconnected: the answer was delivered, and the next call is no retry of this one."""
+        client = self.raw.get("client") or {}
+        gone, headers_after = client.get("gone_after_s"), self.raw.get("response_after_s")
+        request_id = self.body_json.get("id") if self.rpc_method is not None else None
+        if gone is None or headers_after is None or request_id is None:
+            return False
+        sent = client if client.get("sse") else (self.raw.get("upstream") or {})  # the client's, when it differs
+        for offset, event in sent.get("sse") or ():
+            if headers_after + offset > gone + _CLOCK_SLACK_S:
+                return False
+            if any(isinstance(document, dict) and document.get("id") == request_id
+                   and ("result" in document or "error" in document) for document in documents({"sse": [[offset, event]]})):
+                return True
+        return False
+
+    def resource(self, id_path: str | None = None) -> str:
+        """The resource the upstream's answer names (evaluator.traces.resources): at `id_path` when the
+        irreversible pattern declares one, else the usual id fields, else the answer itself."""
+        answer = self.rpc_answer
+        if answer is not None:  # the result, without the JSON-RPC id that differs per call
+            body = json.dumps(answer.get("result", answer.get("error")), sort_keys=True)
+        else:
+            upstream = self.raw.get("upstream") or {}
+            body = upstream.get("body") if isinstance(upstream.get("body"), str) else None
+        return resource_of(self._answer_documents, body, id_path)
+
+    @cached_property
+    def _answer_documents(self) -> list[Any]:
+        answer = self.rpc_answer
+        if answer is None:
+            return documents(self.raw.get("upstream") or {})
+        result = answer.get("result")
+        content = result.get("content") if isinstance(result, dict) else None
+        texts = [c.get("text") for c in content if isinstance(c, dict)] if isinstance(content, list) else []
+        parsed = []
+        for text in texts:
+            try:
+                parsed.append(json.loads(text))
+            except (TypeError, ValueError):
+                pass
+        return parsed
+
+    @cached_property
+    def idempotency_key(self) -> str | None:
+        return idempotency_key_of(self.headers, self.body_json)
+
+    @cached_property
+    def identity(self) -> Identity:
+        """What makes two sends the same request: evaluator.traces.identity's, as replay matches them."""
+        request = self.raw.get("request") or {}
+        body = request.get("body")
+        if isinstance(body, str):
+            raw = base64.b64decode(body) if request.get("body_encoding") == "base64" else body.encode("utf-8")
+        else:
+            raw = None
+        content_type = self.headers.get("content-type", ("",))[0]
+        # a live session's function calls share the upgrade's URL: the function's name tells them apart
+        url = self.url if self.function_call is None else f"{self.url.split('?')[0]}/tools/{self.function_call}"
+        return identity_of(self.method, url, (("content-type", content_type),), raw)
+
+    def endpoint(self, episode: str | None = None) -> str:
+        """The endpoint class (metrics.endpoint_class) of this call, for trajectory consistency.
+        A path segment equal to the episode's key (worlds that give each episode its own tenant
+        put it in the URL) becomes {episode}, so trials of one task compare as the same calls."""
+        route = self.route
+        if episode and episode in route:
+            route = "/".join("{episode}" if part == episode else part for part in route.split("/"))
+        cls = endpoint_class(self.method, route)
+        if self.mcp_tool is not None:
+            return f"{cls} tools/call:{self.mcp_tool}"
+        if self.function_call is not None:
+            return f"{cls} function_call:{self.function_call}"
+        return f"{cls} {self.rpc_method}" if self.rpc_method else cls
+
+    @property
+    def retry_after_s(self) -> float | None:
+        """The wait the response the client saw asked for: retry-after-ms, then Retry-After
+        (seconds or an HTTP date, relative to the response's Date or else this send)."""
+        headers = self.client_headers
+        for value in headers.get("retry-after-ms", ()):
+            try:
+                return float(value) / 1000
+            except ValueError:
+                pass
+        for value in headers.get("retry-after", ()):
+            try:
+                return float(value)
+            except ValueError:
+                pass
+            try:
+                when = parsedate_to_datetime(value).timestamp()
+            except (TypeError, ValueError, IndexError):
+                continue
+            base = self.started
+            for date in headers.get("date", ()):
+                try:
+                    base = parsedate_to_datetime(date).timestamp()
+                    break
+                except (TypeError, ValueError, IndexError):
+                    pass
+            return max(0.0, when - base)
+        return None
+
+
+def _header_map(pairs: Any) -> dict[str, tuple[str, ...]]:
+    result: dict[str, list[str]] = defaultdict(list)
+    for pair in pairs or ():
+        if isinstance(pair, (list, tuple)) and len(pair) == 2:
+            result[str(pair[0]).lower()].append(str(pair[1]))
+    return {k: tuple(v) for k, v in result.items()}
+
+
+def parse_exchange(line: Mapping[str, Any]) -> TracedExchange:
+    request = line.get("request") or {}
+    url = request.get("url") or ""
+    parts = urlsplit(url)
+    route = parts.path or "/"
+    path = route + (f"?{parts.query}" if parts.query else "")
+    body = request.get("body")
+    body_json: Any = _NOT_JSON
+    if isinstance(body, str) and request.get("body_encoding") != "base64":
+        try:
+            body_json = json.loads(body)
+        except ValueError:
+            pass
+    else:
+        body = None if request.get("body_encoding") == "base64" else body
+    upstream = line.get("upstream")
+    client = line.get("client") or {}
+    upstream_headers = _header_map(upstream.get("headers")) if upstream else {}
+    client_headers = _header_map(client["headers"]) if client.get("headers") is not None else upstream_headers
+    host = (parts.hostname or "").lower()
+    return TracedExchange(
+        seq=int(line.get("seq") or 0),
+        started=float(line.get("started") or 0.0),
+        duration_s=float(line.get("duration_s") or 0.0),
+        method=str(request.get("method") or "GET").upper(),
+        url=url,
+        host=host,
+        netloc=parts.netloc.rsplit("@", 1)[-1].lower(),
+        path=path,
+        route=route,
+        headers=_header_map(request.get("headers")),
+        body=body,
+        body_json=body_json,
+        upstream_status=upstream.get("status") if upstream else None,
+        upstream_headers=upstream_headers,
+        client_outcome=str(client.get("outcome") or ("response" if upstream else "error")),
+        client_status=client.get("status"),
+        client_headers=client_headers,
+        forwarded=trace_forwarded(line),
+        fault=line.get("fault"),
+        tokens=int(line.get("tokens") or 0),
+        error=line.get("error"),
+        raw=line,
+    )
+
+
+def parse_trace(trace: Iterable[Mapping[str, Any]]) -> list[TracedExchange]:
+    """The trace's exchanges in the order they started, a live session's turns and function
+    calls among them (evaluator.traces.sessions); a conversation's turns are not exchanges
+    (evaluator.traces.conversation reads them)."""
+    exchanges = [parse_exchange(derived) for line in trace if not is_turn(line)
+                 for derived in (line, *session_lines(line))]
+    exchanges.sort(key=lambda ex: (ex.started, ex.seq))
+    return exchanges
+
+
+def matches_any(patterns: Iterable[Any], ex: TracedExchange) -> Any:
+    """The first pattern naming this call. An MCP tool call (always POST to one URL) is named
+    only by tool patterns — globs containing "tools/", tried on <path>/tools/<name>, e.g.
+    "POST */tools/refund_order" — so that "POST *" keeps meaning HTTP writes."""
+    return naming(patterns, ex.method, ex.host, ex.path if ex.tool_name is None else ex.route, ex.tool_name)
+
+
+def documents(message: Mapping[str, Any]) -> list[Any]:
+    """The JSON documents of a recorded response: its body, or each SSE event's data."""
+    documents = []
+    if message.get("sse"):
+        for _, event in message["sse"]:
+            for line in str(event).splitlines():
+                if line.startswith("data:"):
+                    try:
+                        documents.append(json.loads(line[5:].strip()))
+                    except ValueError:
+                        pass
+    elif isinstance(message.get("body"), str) and message.get("body_encoding") != "base64":
+        try:
+            documents.append(json.loads(message["body"]))
+        except ValueError:
+            pass
+    return documents
+
+
+def mcp_tool_hints(exchanges: Sequence[TracedExchange]) -> dict[str, Mapping[str, Any]]:
+    """{tool: annotations} from every MCP tools/list answer in the trace (readOnlyHint,
+    destructiveHint, ...: the MCP spec's own way for a server to say what a tool does)."""
+    return listed_tools(ex.rpc_answer for ex in exchanges if ex.rpc_method == "tools/list")
+
+
+def is_irreversible(task: Any, ex: TracedExchange, hints: Mapping[str, Mapping[str, Any]]) -> bool:
+    """Named by the task's irreversible patterns, or an MCP tool its server marks destructive."""
+    return ex.request_class(Declared.of(task), hints).irreversible
+
+
+def unclassified_tools(task: Any, exchanges: Sequence[TracedExchange],
+                       hints: Mapping[str, Mapping[str, Any]] | None = None) -> list[str]:
+    """The MCP tools the agent called that no annotation and no pattern of the task classifies
+    (tasks.request_class): neither reads nor writes, shown so that the user can say which."""
+    hints = mcp_tool_hints(exchanges) if hints is None else hints
+    declared = Declared.of(task)
+    return sorted({ex.tool_name for ex in exchanges if ex.mcp_tool is not None
+                   and ex.request_class(declared, hints).access is Access.UNCLASSIFIED})
+
+
+def seqs(exchanges: Iterable[TracedExchange], limit: int = 6) -> str:
+    seqs = [str(ex.seq) for ex in exchanges]
+    return ", ".join(seqs[:limit]) + (", …" if len(seqs) > limit else "")
+
