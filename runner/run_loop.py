@@ -30,7 +30,9 @@ from faultproxy.otel import OtelExport
 from faultproxy.replay_store.freeze import base_url_variables
 from faultproxy.runner.agent_guard import end_leftover_agents
 from faultproxy.runner.episode import EpisodeRunner
-from faultproxy.runner.executors import Executor, make_executor
+from faultproxy.runner.dask_executor import DaskExecutor
+from faultproxy.runner.executors import EXECUTORS, Executor, ExecutorError
+from faultproxy.runner.local_executor import LocalExecutor
 from faultproxy.runner.plan import PlannedEpisode, plan_episodes
 from faultproxy.runner.preflight import check_can_start
 from faultproxy.runner.progress import RunProgress
@@ -117,6 +119,18 @@ def check_sealed_design(out: Path, plan: dict[str, Any]) -> None:
     if differ:
         raise UsageError(f"{out} was sealed with another sequential design ({'; '.join(differ)}); resume it with "
                          "the same --baseline, --alpha, --margin, --max-high, --min-k and --max-k")
+
+
+def make_executor(options: RunOptions, runner_class: type[EpisodeRunner] = EpisodeRunner,
+                  episode_log: EpisodeLog | None = None, counts: Counter | None = None) -> Executor:
+    """Where the episodes run: `options.executor` by name (runner/executors.py)."""
+    if options.executor == "local":
+        if options.scheduler:
+            raise ExecutorError("--scheduler is for --executor dask")
+        return LocalExecutor(options, runner_class, episode_log, counts)
+    if options.executor == "dask":
+        return DaskExecutor(options, runner_class, options.scheduler)
+    raise ExecutorError(f"unknown executor {options.executor!r}; choose one of: {', '.join(EXECUTORS)}")
 
 
 async def drive(options: RunOptions, executor: Executor, todo: list[PlannedEpisode], planned: int,

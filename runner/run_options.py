@@ -50,7 +50,7 @@ class RunOptions:
     upstream_ca: Path | None = None
     rewrites: dict[str, str] = field(default_factory=dict)  # e.g. {"reasoning_effort": "{effort}"}
     show_progress: bool = True
-    executor: str = "local"  # "local" (a pool of agent processes here) or "dask" (see executors.py)
+    executor: str = "local"  # "local" (a pool of agent processes here) or "dask" (see runner/executors.py)
     scheduler: str | None = None  # the Dask scheduler's address, tcp://HOST:PORT
     sequential: dict[str, Any] | None = None  # a sequential gate's design, sealed in plan.json (runner.sequential_runs)
     chat: str | None = None  # how the agent hears its task's user (runner.chat.CHAT_MODES); None: no conversation
