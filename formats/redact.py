@@ -68,6 +68,8 @@ _FORM = re.compile(r"[\w.~%+\[\]-]+=[^&\s]*(?:&[\w.~%+\[\]-]*=?[^&\s]*)*")
 _SSE_DATA = re.compile(r"(?m)^data:")
 _EVENT_BOUNDARY = re.compile(r"(\r\n\r\n|\n\n|\r\r)")
 _MULTIPART_NAME = re.compile(r'(?i)content-disposition:[^\r\n]*?\bname="([^"]*)"')
+_REMEMBERED_VALUES = 1024  # header values whose redaction a Redactor keeps
+_REMEMBERED_VALUE_CHARS = 256  # longer ones (tokens, cookies, ...) are redacted each time
 # How many encodings deep the redaction of this context is (base64 in gzip in base64 ...): bounded.
 _DEPTH: ContextVar[int] = ContextVar("redact_depth", default=0)
 
@@ -97,6 +99,7 @@ class Redactor:
         # contains another is masked whole.
         forms = {form for value in values for form in _written_forms(value)}
         self._values = sorted(forms, key=len, reverse=True)
+        self._header_values: dict[str, str] = {}  # a header value -> as redacted (see headers())
 
     @classmethod
     def from_env(cls, names: Iterable[str], environ: Mapping[str, str] | None = None) -> Redactor:
@@ -163,7 +166,19 @@ class Redactor:
             _DEPTH.reset(token)
 
     def headers(self, headers: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
-        return [(k, MASK if is_secret_name(k) else self.text(v)) for k, v in headers]
+        return [(k, MASK if is_secret_name(k) else self._header_value(v)) for k, v in headers]
+
+    def _header_value(self, value: str) -> str:
+        """text(value), remembered: most header values come again on every request (content
+        types, hosts, agents, lengths); redacting each as free text was half of what a trace line cost."""
+        redacted = self._header_values.get(value)
+        if redacted is None:
+            redacted = self.text(value)
+            if len(value) <= _REMEMBERED_VALUE_CHARS:
+                if len(self._header_values) >= _REMEMBERED_VALUES:
+                    self._header_values.clear()  # bounded: a stream of ever new values starts over
+                self._header_values[value] = redacted
+        return redacted
 
     def url(self, url: str) -> str:
         """Secret-named query parameters and userinfo (proxy credentials) go, then values and shapes."""

@@ -184,3 +184,13 @@ def test_the_secret_field_gate_answers_as_its_regex(text):
 @settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow], deadline=None)
 def test_the_secret_field_gate_answers_as_its_regex_on_any_text(text):
     assert _has_secret_field(text) == _gate_reference(text)
+
+
+def test_a_header_value_seen_before_is_redacted_by_each_redactor_as_its_own():
+    """Header values are remembered once redacted (they repeat on every request): per redactor,
+    so one that knows a secret value masks it even after another let it pass."""
+    headers = [("x-note", "hunter2hunter2"), ("x-auth-hint", "Bearer abcdefghijklmnopqrstuvwxyz012345")]
+    plain, knowing = Redactor(), Redactor(["hunter2hunter2"])
+    for _ in range(2):
+        assert plain.headers(headers) == [("x-note", "hunter2hunter2"), ("x-auth-hint", MASK)]
+        assert knowing.headers(headers) == [("x-note", MASK), ("x-auth-hint", MASK)]
