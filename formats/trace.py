@@ -100,7 +100,8 @@ TURN_DIRECTIONS = (USER_TO_AGENT, AGENT_TO_USER)
 TURN_METHOD = "TURN"
 TURN_URLS = ("chat:user", "chat:agent")  # a turn's request url: who spoke
 # On the 502 of a stdio MCP exchange whose server is gone: "start" (it could not start, or exited
-# before answering anything: the body says why) or "exit" (it died after serving).
+# before answering anything: the body says why), "exit" (it died after serving) or "restart" (a
+# server_restart fault replaced it before it answered: the answer is lost).
 STDIO_EXITED_HEADER = "x-faultproxy-stdio-exited"
 DEFAULT_BODY_LIMIT = 1 << 20  # 1 MiB per body: a model request with a long conversation fits
 _SAFE_NAME = re.compile(r"[^A-Za-z0-9_.-]")

@@ -177,6 +177,9 @@ PROBES: dict[str, tuple[str, list[tuple[str, str, dict | None]]]] = {
     "server_exit": ("{type: server_exit}",  # when: after — the server executed the call, then died
                     [("POST", "/mcp", {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
                                        "params": {"name": "refund", "arguments": {}}})]),
+    "server_restart": ("{type: server_restart}",  # when: after — the call ran, then the session was gone
+                       [("POST", "/mcp", {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                                          "params": {"name": "refund", "arguments": {}}})]),
     "session_expired": ("{type: session_expired}",
                         [("POST", "/mcp", {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
                                            "params": {"name": "refund", "arguments": {}}})]),

@@ -77,6 +77,9 @@ SEEN = {  # what the client saw of the faulted call, of its next request in the 
     "{type: session_expired}": ("Session not found", "Session not found", 404, False),
     "{type: session_expired, when: after}": ("SSE stream ended without a response", "Session not found", 404, True),
     "{type: token_expired}": ("Server returned an error response", "Server returned an error response", 401, False),
+    # over HTTP a restarted server has forgotten its sessions (over stdio: tests/test_mcp_server_restart.py)
+    "{type: server_restart, when: before}": ("Session not found", "Session not found", 404, False),
+    "{type: server_restart}": ("SSE stream ended without a response", "Session not found", 404, True),
 }
 
 
@@ -332,6 +335,9 @@ def obeyed(tools) -> dict:
 JUDGED = {  # a fault (on the first request of a method) -> the checks the naive agent fails (the careful one
     # passes), how often it posted, and what one finding says (a pattern)
     "{type: session_expired, when: after}": (
+        "tools/call", {"idempotency": "high", "effects": "high", "claimed_success": "high"}, 2,
+        ("idempotency", r"post_entry #\d+ repeats #\d+, which committed, without an idempotency key")),
+    "{type: server_restart}": (  # the answer lost with the restart, then the session 404s
         "tools/call", {"idempotency": "high", "effects": "high", "claimed_success": "high"}, 2,
         ("idempotency", r"post_entry #\d+ repeats #\d+, which committed, without an idempotency key")),
     "{type: token_expired}": (  # it gave up, saying nothing

@@ -36,6 +36,7 @@ from faultproxy.proxy.faults.response_lost import ResponseLostFault
 from faultproxy.proxy.faults.schema_drift import SchemaDriftFault
 from faultproxy.proxy.faults.server_error import ServerErrorFault
 from faultproxy.proxy.faults.server_exit import ServerExitFault
+from faultproxy.proxy.faults.server_restart import ServerRestartFault
 from faultproxy.proxy.faults.session_expired import SessionExpiredFault
 from faultproxy.proxy.faults.slow_stream import SlowStreamFault
 from faultproxy.proxy.faults.stale_state import StaleStateFault
@@ -86,8 +87,8 @@ FAULT_CLASSES: Mapping[str, type[Fault]] = pair_kinds(FAULT_KINDS, [
     DelayFault, TimeoutFault, ResetFault,
     ResponseLostFault, PartialResponseFault, SlowStreamFault, SchemaDriftFault,
     StaleStateFault, JsonRpcErrorFault, ElicitationDeclinedFault, ServerExitFault,
-    SessionExpiredFault, TokenExpiredFault, ToolPoisoningFault, ToolsChangedFault, DuplicateDeliveryFault,
-    StreamCutFault,
+    SessionExpiredFault, ServerRestartFault, TokenExpiredFault, ToolPoisoningFault, ToolsChangedFault,
+    DuplicateDeliveryFault, StreamCutFault,
     TruncatedFault, MalformedToolCallFault, RefusalFault, EmptyResponseFault, PromptInjectionFault,
     WsDropFault, WsDelayFault, WsCloseFault, WsInjectFault,
 ])

@@ -13,6 +13,9 @@ from mitmproxy import http
 
 class SessionExpiredFault(Fault):
     kind = session_expired.KIND
+    # what the trace's fault detail says happened to the session (server_restart says it restarted)
+    ended_before = "the server had forgotten the session; the call never ran"
+    ended_after = "then the session ended before the client heard"
 
     async def request(self, flow: http.HTTPFlow, ex: FlowExchange) -> None:
         session = session_of(flow)
@@ -22,7 +25,7 @@ class SessionExpiredFault(Fault):
             gone = session_gone(self.params["message"])
             end_session(ex, session, gone)
             answer(flow, ex, *gone)
-            ex.deliver("the server had forgotten the session; the call never ran")
+            ex.deliver(self.ended_before)
 
     def event_shaper(self, ex: FlowExchange) -> Callable[[bytes], bytes | None] | None:
         """when: after, on an answer stream: the session ends as the call runs, and the server
@@ -49,4 +52,4 @@ class SessionExpiredFault(Fault):
             end_session(ex, session, session_gone(self.params["message"]))
             flow.kill()
             ex.outcome = "reset"
-        ex.deliver(f"the server answered {ex.upstream['status']}, then the session ended before the client heard")
+        ex.deliver(f"the server answered {ex.upstream['status']}, {self.ended_after}")

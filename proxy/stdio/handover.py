@@ -1,6 +1,6 @@
 """The shim's end of the stdio lane (proxy/stdio/lane.py has the proxy's end and the protocol):
 hand the session's pipes to the episode's proxy, then look after the server until it says the
-session is over."""
+session is over: kill it, or restart it and hand the new server's pipes over too."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from typing import Any
 
 import aiohttp
 import structlog
-from faultproxy.proxy.stdio.child import ChildServer
+from faultproxy.proxy.stdio.child import ChildServer, ServerStartError
 from faultproxy.proxy.stdio.lane import LANE_URL, encode
 
 log = structlog.get_logger("faultproxy.mcp")
@@ -45,11 +45,10 @@ async def hand_over(child: ChildServer, proxy_url: str, server: str, start_error
         os.close(fd)
     _let_go_of_stdio()
     reader, writer = await asyncio.open_unix_connection(sock=lane)
-    watching = asyncio.create_task(_report_exit(child, writer)) if child.process else None
-    status = await _obey(reader, child)
-    await child.close()
-    if watching:
-        watching.cancel()
+    keeper = _Keeper(child, where["socket"], writer)
+    status = await keeper.obey(reader)
+    await keeper.child.close()
+    keeper.stop_watching()
     writer.close()
     return status
 
@@ -91,21 +90,66 @@ def _let_go_of_stdio() -> None:
     os.close(null)
 
 
-async def _obey(reader: asyncio.StreamReader, child: ChildServer) -> int:
-    """Do what the proxy says until it ends the session; if it goes away first, so does the server."""
-    with contextlib.suppress(ValueError, ConnectionError):
-        while line := await reader.readline():
-            said = json.loads(line)
-            if "kill" in said:
-                await child.kill(str(said["kill"]))
-            elif "end" in said:
-                return int(said["end"])
-    log.warning("proxy_gone", why="the proxy closed the lane without ending the session")
-    await child.kill("the faultproxy proxy has gone")
-    return PROXY_GONE_STATUS
+class _Keeper:
+    """The server process, on the proxy's word, and the proxy told when it exits; `child` is the
+    server now (a restart replaces it), `start` its number."""
 
+    def __init__(self, child: ChildServer, lane_path: str, writer: asyncio.StreamWriter) -> None:
+        self.child = child
+        self.lane_path = lane_path
+        self.writer = writer
+        self.start = 0
+        self._watching = asyncio.create_task(self._report_exit()) if child.process else None
 
-async def _report_exit(child: ChildServer, writer: asyncio.StreamWriter) -> None:
-    status = await child.wait_exit()
-    if not writer.is_closing():
-        writer.write(encode({"exited": child.exit_reason(), "status": status}))
+    async def obey(self, reader: asyncio.StreamReader) -> int:
+        """Do what the proxy says until it ends the session; if it goes away first, so does the server."""
+        with contextlib.suppress(ValueError, ConnectionError):
+            while line := await reader.readline():
+                said = json.loads(line)
+                if "kill" in said:
+                    await self.child.kill(str(said["kill"]))
+                elif "restart" in said:
+                    await self._restart(str(said["restart"]), str(said.get("ticket")), int(said.get("start", 0)))
+                elif "end" in said:
+                    return int(said["end"])
+        log.warning("proxy_gone", why="the proxy closed the lane without ending the session")
+        await self.child.kill("the faultproxy proxy has gone")
+        return PROXY_GONE_STATUS
+
+    def stop_watching(self) -> None:
+        if self._watching:
+            self._watching.cancel()
+
+    async def _restart(self, why: str, ticket: str, start: int) -> None:
+        """Kill the server (its exit is no news: the proxy asked) and start the command again,
+        fresh; its pipes go to the proxy on a connection of their own, with the proxy's ticket."""
+        self.stop_watching()
+        await self.child.kill(why)
+        await self.child.close()
+        self.child, self.start = ChildServer(self.child.command), start
+        start_error = None
+        try:
+            await self.child.start()
+        except ServerStartError as error:
+            start_error = str(error)
+        pipes = list(self.child.give_pipes()) if self.child.process else []
+        hello = encode({"ticket": ticket, "restarted": True, "start_error": start_error})
+        try:
+            lane = _connect(self.lane_path)
+            with lane:
+                if pipes:
+                    socket.send_fds(lane, [hello], pipes)
+                else:
+                    lane.sendall(hello)
+        except (LaneError, OSError) as error:  # the proxy's wait for the new server runs out
+            log.warning("restart_not_handed_over", error=str(error))
+        for fd in pipes:
+            os.close(fd)
+        if self.child.process:
+            self._watching = asyncio.create_task(self._report_exit())
+
+    async def _report_exit(self) -> None:
+        child, start = self.child, self.start
+        status = await child.wait_exit()
+        if not self.writer.is_closing():
+            self.writer.write(encode({"exited": child.exit_reason(), "status": status, "start": start}))

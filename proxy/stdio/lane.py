@@ -14,11 +14,17 @@ enter) and a one-time ticket. Then, one JSON document per line:
 
     shim -> proxy  {"ticket": T, "server": NAME, "start_error": ...}   with the pipes, once
     proxy -> shim  {"kill": WHY}                                        server_exit: kill it now
-    shim -> proxy  {"exited": REASON, "status": S}                      the server has exited
+    proxy -> shim  {"restart": WHY, "ticket": T2, "start": N}           server_restart: kill it, start
+                                                                        the command again
+    shim -> proxy  {"exited": REASON, "status": S, "start": N}          the server has exited
     proxy -> shim  {"end": STATUS}                                      the session is over
 
 The pipes come in the order client stdin, client stdout, server stdin, server stdout (the last
-two absent when no server runs: it could not start, or replay answers from a recording).
+two absent when no server runs: it could not start, or replay answers from a recording). After a
+restart the shim opens a new connection to the lane for the new server's pipes, with the one-time
+ticket T2 the proxy gave it: `{"ticket": T2, "restarted": true, "start_error": ...}` and the
+server's stdin and stdout (none if it could not start), then closes it. Starts are numbered (the
+first is 0), so the exit of a server that was restarted away is not taken for the new one's.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ import secrets
 import shutil
 import socket
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -51,10 +58,12 @@ LANE_HOST = "lane" + STDIO_SUFFIX
 LANE_URL = f"http://{LANE_HOST}/"
 HELLO_LIMIT = 64 * 1024
 PIPES = 4
+Restarted = tuple[list[int], str | None]  # a restarted server's stdin and stdout, or why it did not start
 NO_SERVER_IN_REPLAY = "faultproxy replay: no server runs in replay; nothing was recorded to answer"
 _SOCKET_PARENT_MAX = 64  # bytes: with the folder and socket names (about 35 more) under the 104 AF_UNIX allows
 _HELLO_WAIT_S = 10.0  # how long a connection to the lane is given to say who it is
 _EXIT_WAIT_S = 10.0  # after the server's stdout closed or a kill, how long its exit is awaited
+_RESTART_WAIT_S = 30.0  # for the shim to start the server again and hand over its pipes (a slow start)
 
 
 def encode(document: dict[str, Any]) -> bytes:
@@ -69,6 +78,7 @@ class StdioLane:
         self.injector = injector
         self.gate = gate
         self._tickets: dict[str, tuple[str, Naming | None]] = {}  # ticket -> the episode, and how to renew it
+        self._restarts: dict[str, asyncio.Future[Restarted]] = {}  # ticket -> the session awaiting a new server
         self._folder: Path | None = None
         self._listener: socket.socket | None = None
         self._accepting: asyncio.Task | None = None
@@ -125,6 +135,12 @@ class StdioLane:
         fds: list[int] = []
         try:
             hello, fds = await _receive_hello(connection)
+            restarted = self._restarts.pop(str(hello.get("ticket")), None)
+            if restarted is not None:
+                if len(fds) in (0, 2) and not restarted.done():
+                    restarted.set_result((fds, hello.get("start_error")))
+                    fds = []
+                return
             given = self._tickets.pop(str(hello.get("ticket")), None)
             if given is None or len(fds) not in (2, PIPES):
                 return  # not a ticket we gave: nothing is said to whoever it is
@@ -147,7 +163,7 @@ class StdioLane:
             server = ServerSide(await pipes.writer(fds[2]), await pipes.reader(fds[3]))
         else:
             server = ServerSide(None, None, hello.get("start_error") or NO_SERVER_IN_REPLAY)
-        process = RemoteServer(writer)
+        process = RemoteServer(writer, self._expect_restart)
         passage = Passage(self.injector, self.gate, episode, str(hello.get("server") or "server"), naming=naming)
         session = StdioSession(pipes, client_in, client_out, server, process if len(fds) == PIPES else None, passage)
         listening = asyncio.create_task(process.listen(reader, session))
@@ -158,6 +174,13 @@ class StdioLane:
                 await writer.drain()
         listening.cancel()
         writer.close()
+
+    def _expect_restart(self) -> tuple[str, asyncio.Future[Restarted]]:
+        """A one-time ticket for the connection that brings a restarted server's pipes."""
+        ticket = secrets.token_urlsafe(16)
+        waiting = self._restarts[ticket] = asyncio.get_running_loop().create_future()
+        waiting.add_done_callback(lambda _: self._restarts.pop(ticket, None))
+        return ticket, waiting
 
 
 def _socket_parent() -> str:
@@ -187,9 +210,12 @@ async def _receive_hello(connection: socket.socket) -> tuple[dict[str, Any], lis
 class RemoteServer:
     """The server process as the proxy sees it: through the shim that supervises it."""
 
-    def __init__(self, writer: asyncio.StreamWriter) -> None:
+    def __init__(self, writer: asyncio.StreamWriter,
+                 expect_restart: Callable[[], tuple[str, asyncio.Future[Restarted]]]) -> None:
         self.writer = writer
+        self.expect_restart = expect_restart
         self.killed_by: str | None = None
+        self.start = 0
         self._exited: asyncio.Future[tuple[str, int | None]] = asyncio.get_running_loop().create_future()
 
     async def listen(self, reader: asyncio.StreamReader, session: StdioSession) -> None:
@@ -197,7 +223,7 @@ class RemoteServer:
         with contextlib.suppress(ValueError, ConnectionError):
             while line := await reader.readline():
                 said = json.loads(line)
-                if "exited" in said and not self._exited.done():
+                if "exited" in said and said.get("start", 0) == self.start and not self._exited.done():
                     self._exited.set_result((str(said["exited"]), said.get("status")))
         if not self._exited.done():
             self._exited.set_result(("the faultproxy mcp shim that ran the server has gone", None))
@@ -208,6 +234,20 @@ class RemoteServer:
         if not self.writer.is_closing():
             self.writer.write(encode({"kill": why}))
         await self.wait_exit()
+
+    async def restart(self, why: str) -> Restarted:
+        """Have the shim kill the server and start it again; the new one's pipes, or why not."""
+        if self.writer.is_closing():
+            return [], "the faultproxy mcp shim that ran the server has gone"
+        ticket, restarted = self.expect_restart()
+        self.start += 1
+        self.killed_by = None
+        self._exited = asyncio.get_running_loop().create_future()
+        self.writer.write(encode({"restart": why, "ticket": ticket, "start": self.start}))
+        try:
+            return await asyncio.wait_for(restarted, _RESTART_WAIT_S)
+        except TimeoutError:
+            return [], f"the MCP server was not started again within {_RESTART_WAIT_S:g} s"
 
     async def wait_exit(self) -> int | None:
         with contextlib.suppress(TimeoutError):

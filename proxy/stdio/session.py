@@ -10,6 +10,11 @@ What the client sees for each answer the proxy gives:
   no answer (dropped: response_lost, timeout then close) -> nothing: it waits
   a server_exit fault, or the server died                -> nothing; the server is killed and
                                                             the stream closed (EOF)
+  a server_restart fault                                 -> the shim starts the server again and
+                                                            the session goes on with it: `before`,
+                                                            the call reaches the new server; `after`,
+                                                            nothing (the answer is lost); other
+                                                            calls in flight get nothing either
 The server's own requests (elicitation/create, sampling/createMessage, roots/list) pass the
 injector the other way (direction "server to client"): the client's answer is the upstream's,
 and what the injector makes of it goes to the server, as the rules above with the roles swapped.
@@ -29,6 +34,7 @@ from typing import Protocol
 
 import structlog
 from faultproxy.proxy.faults.server_exit import SERVER_EXIT_HEADER
+from faultproxy.proxy.faults.server_restart import RESTART_KEY
 from faultproxy.proxy.stdio.messages import SERVER_GONE, Message, answer_for, error_line, parse_line
 from faultproxy.proxy.stdio.child import ServerGone
 from faultproxy.proxy.stdio.passage import CLIENT_TO_SERVER, SERVER_TO_CLIENT, Passage
@@ -49,6 +55,11 @@ class ServerProcess(Protocol):
     killed_by: str | None
 
     async def kill(self, why: str) -> None: ...
+
+    async def restart(self, why: str) -> tuple[list[int], str | None]:
+        """Kill the server and start its command again: the new server's stdin and stdout, or why
+        it could not start."""
+        ...
 
     async def wait_exit(self) -> int | None: ...
 
@@ -77,9 +88,13 @@ class StdioSession:
         self.exit_status = 0
         self._closing = False
         self._standing_in = asyncio.Lock()  # replay: the server's recorded messages go out in order
+        self.starts = 0  # server_restart: how many times the server was started again
+        self._server_ready = asyncio.Event()  # cleared while it restarts: nothing is sent to it meanwhile
+        self._server_ready.set()
+        self._pumps: set[asyncio.Task] = set()
 
     async def run(self) -> int:
-        pump = asyncio.create_task(self._pump_server()) if self.server.stdout is not None else None
+        self._pump(self.server)
         clients = asyncio.create_task(self._read_client())
         try:
             await self.done.wait()
@@ -88,11 +103,18 @@ class StdioSession:
             for task in (clients, *self.inflight):
                 task.cancel()
             self.pipes.close()
-            if pump:
+            for pump in set(self._pumps):
                 pump.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await pump
         return self.exit_status
+
+    def _pump(self, server: ServerSide) -> None:
+        """Relay what `server` writes, as long as it is this session's server."""
+        if server.stdout is not None:
+            pump = asyncio.create_task(self._pump_server(server, self.starts))
+            self._pumps.add(pump)
+            pump.add_done_callback(self._pumps.discard)
 
     def end(self, why: str) -> None:
         """End the session from outside (the shim that supervises the server has gone)."""
@@ -161,14 +183,16 @@ class StdioSession:
 
     async def _through_proxy(self, message: Message, direction: str) -> None:
         to_server = direction == CLIENT_TO_SERVER
-        receiver, give = (self.server, self._give_client) if to_server else (self.client, self._give_server)
+        give = self._give_client if to_server else self._give_server
         stand_in = functools.partial(self._stand_in, message) if to_server else None
         flow, unchanged = await self.passage.begin(message.raw, direction, stand_in)
         if unchanged is None:  # a fault (or the replay) answered, or dropped it
             await give(message, self.passage.final(flow))
             return
         try:
-            delivered = await receiver.deliver(message)
+            if flow.metadata.get(RESTART_KEY) == "before":
+                await self._restart("server_restart fault, before the call")
+            delivered = await (await self._server() if to_server else self.client).deliver(message)
         except asyncio.CancelledError:  # the session ended first
             self.passage.abandon(flow)
             raise
@@ -177,7 +201,35 @@ class StdioSession:
             await self.passage.complete(flow, delivered)
             return
         await self.passage.complete(flow, delivered)
+        if flow.metadata.get(RESTART_KEY) == "after":  # the answer is lost with the old server
+            await self._restart("server_restart fault, after the call")
         await give(message, self.passage.final(flow))
+
+    async def _server(self) -> ServerSide:
+        """The server to send to now: once a restart in progress has its new one."""
+        await self._server_ready.wait()
+        return self.server
+
+    async def _restart(self, why: str) -> None:
+        """server_restart: the old server is killed and forgets everything; the answers it owed
+        are lost. The session goes on with a new one, started from the same command, never
+        initialized (or, if it could not start, gone as a server that never started is)."""
+        if self.process is None:  # replay runs no server: the recording answers as the new one did
+            return
+        await self._server_ready.wait()  # one restart at a time
+        self._server_ready.clear()
+        try:
+            log.info("server_restart", why=why)
+            self.starts += 1
+            self.server.replaced(f"the MCP server was restarted ({why})")
+            fds, start_error = await self.process.restart(why)
+            if fds:
+                self.server = ServerSide(await self.pipes.writer(fds[0]), await self.pipes.reader(fds[1]))
+            else:
+                self.server = ServerSide(None, None, start_error or "the MCP server did not start again")
+            self._pump(self.server)
+        finally:
+            self._server_ready.set()
 
     async def _stand_in(self, message: Message, lines: list[bytes]) -> None:
         """Replay: the recorded server's messages that followed the client's `message`, to the
@@ -206,6 +258,8 @@ class StdioSession:
         answered = {name.lower(): value for name, value in headers}
         if SERVER_EXIT_HEADER in answered:
             await self._crash("server_exit fault", answered[SERVER_EXIT_HEADER])
+        elif answered.get(EXITED_HEADER) == "restart":
+            log.info("answer_lost", method=message.method, why="the server was restarted")
         elif EXITED_HEADER in answered:
             await self._server_gone(message, answered[EXITED_HEADER], body)
         elif message.kind == "request":
@@ -227,35 +281,37 @@ class StdioSession:
 
     # -- server -> client --------------------------------------------------------------------
 
-    async def _pump_server(self) -> None:
-        async for line in self.server.lines():
+    async def _pump_server(self, server: ServerSide, start: int) -> None:
+        async for line in server.lines():
             message = parse_line(line)
             if message.kind == "response" and message.id_key in self.unanswered:
                 self.unanswered.discard(message.id_key)
                 if not self.unanswered:
                     self.all_answered.set()
             if message.kind == "stray":
-                self.server.note_stray(line)
-            elif message.kind == "response" and self.server.take_answer(message.id_key, line):
+                server.note_stray(line)
+            elif message.kind == "response" and server.take_answer(message.id_key, line):
                 continue
             elif self.passage and message.kind == "notification" and not self.passage.records(message.method):
-                self.server.unrecorded += 1
+                server.unrecorded += 1
                 await self._write(line + b"\n")
             elif self.passage and message.kind in ("request", "notification"):
                 await self._pass(message, SERVER_TO_CLIENT)
             else:
                 await self._write(line + b"\n")
+        if start != self.starts:
+            return  # a restart ended this server's output; the session goes on with the new one
         self.server_finished.set()
         status = await self.process.wait_exit()
         on_its_own = self.process.killed_by is None and not self._closing
-        if on_its_own and not self.server.served and self.passage:
+        if on_its_own and not server.served and self.passage:
             # It exited before answering initialize: the client's requests, the first in flight or
             # still to come, are answered as a server that cannot start (_server_gone), recorded.
             log.warning("server_not_started", reason=self.process.exit_reason())
             self.exit_status = status
-            self.server.never_started(f"the MCP server exited before answering: {self.process.exit_reason()}")
+            server.never_started(f"the MCP server exited before answering: {self.process.exit_reason()}")
             return
-        self.server.ended(self.process.exit_reason())
+        server.ended(self.process.exit_reason())
         if on_its_own:
             # It died on its own: as from a crashed server, the client gets EOF once the
             # exchanges in flight have been recorded.

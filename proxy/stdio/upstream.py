@@ -2,10 +2,10 @@
 
 Each forwarded message is written to the server's stdin; a request waits for the line the
 server answers it with (matched by JSON-RPC id), which is recorded as the upstream's HTTP
-response (200, or 202 for a notification; 502 when the server is gone or never started). Lines
-the server writes that are not JSON-RPC would corrupt the client's stream: they are kept off it,
-logged, and reported on the next answer in `x-faultproxy-stdio-stray` headers, so the trace
-shows them too. So are the notifications past the episode's recording cap the server sent since
+response (200, or 202 for a notification; 502 when the server is gone, never started, or was
+restarted before it answered: EXITED_HEADER says which). Lines the server writes that are not
+JSON-RPC would corrupt the client's stream: they are kept off it, logged, and reported on the
+next answer in `x-faultproxy-stdio-stray` headers, so the trace shows them too. So are the notifications past the episode's recording cap the server sent since
 the last answer: counted in `x-faultproxy-stdio-unrecorded`.
 
 The client's side of the session is one too, for the requests a server sends the client: each
@@ -44,6 +44,7 @@ class ServerSide:
         self.stdout = stdout
         self.start_error = start_error
         self.gone: str | None = start_error  # why nothing more can be sent, once so
+        self.restarted = False  # a server_restart replaced this server with a new one
         self.served = False  # it has answered a request
         self.pending: dict[str, asyncio.Future[bytes]] = {}
         self.stray_lines = 0
@@ -71,7 +72,7 @@ class ServerSide:
             answer = await waiting
         except ServerGone as gone:
             self.pending.pop(message.id_key, None)
-            how = "start" if self.start_error else "exit"
+            how = "start" if self.start_error else "restart" if self.restarted else "exit"
             return 502, [("content-type", "text/plain"), (EXITED_HEADER, how)], f"{gone}\n".encode()
         return 200, [("content-type", "application/json"), *self._notes()], answer
 
@@ -114,6 +115,13 @@ class ServerSide:
             if not waiting.done():
                 waiting.set_exception(ServerGone(self.gone))
         self.pending.clear()
+
+    def replaced(self, why: str) -> None:
+        """The server is being restarted: the answers it owed are lost, and its input closes."""
+        self.restarted = True
+        self.ended(why)
+        if self.stdin is not None:
+            self.stdin.close()
 
     def _notes(self) -> list[tuple[str, str]]:
         """What the server did off the record since the last answer, as headers on this one."""

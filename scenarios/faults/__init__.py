@@ -43,6 +43,7 @@ from faultproxy.scenarios.faults import (
     schema_drift,
     server_error,
     server_exit,
+    server_restart,
     session_expired,
     slow_stream,
     stale_state,
@@ -75,8 +76,8 @@ FAULT_KINDS: Mapping[str, FaultKind] = _catalogue(
     delay.KIND, timeout.KIND, reset.KIND,
     response_lost.KIND, partial_response.KIND, slow_stream.KIND, schema_drift.KIND,
     stale_state.KIND, jsonrpc_error.KIND, elicitation_declined.KIND, server_exit.KIND,
-    session_expired.KIND, token_expired.KIND, tool_poisoning.KIND, tools_changed.KIND, duplicate_delivery.KIND,
-    stream_cut.KIND,
+    session_expired.KIND, server_restart.KIND, token_expired.KIND, tool_poisoning.KIND, tools_changed.KIND,
+    duplicate_delivery.KIND, stream_cut.KIND,
     truncated.KIND, malformed_tool_call.KIND, refusal.KIND, empty_response.KIND, prompt_injection.KIND,
     ws_drop.KIND, ws_delay.KIND, ws_close.KIND, ws_inject.KIND,
 )

@@ -3,11 +3,14 @@ path: a journal whose `post_entry` is irreversible (it says nothing of it: no an
 tasks file names it) and deduplicates on an `idempotency_key` argument, and `list_entries`, a
 read. Entries are kept in a JSON file the test reads: it shows whether a call ran, even one whose
 answer the client never got. `Events` makes its streams resumable.
+
+    python tests/agents/journal_mcp_server.py STATE_FILE     # over stdio
 """
 
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 from mcp.server.mcpserver import MCPServer
@@ -61,3 +64,7 @@ class Events(EventStore):
             if stream_id == stream and message is not None:
                 await send_callback(EventMessage(message, event_id))
         return stream
+
+
+if __name__ == "__main__":
+    make_server(Path(sys.argv[1])).run("stdio")

@@ -1,0 +1,41 @@
+"""server_restart: the MCP server restarts and forgets everything it held.
+
+Over stdio the session restarts the server on this fault's word (RESTART_KEY; proxy/stdio/session.py
+has the shim kill it and start the command again): `before` forwarding the call, which then meets
+the new, never-initialized server; or `after` it answered, the answer lost with the old server.
+Over Streamable HTTP the proxy cannot restart a remote server: the session is gone, as
+session_expired's (404 until the client initializes again). In replay no server runs: the
+recording answers as the new server did, and the fault loses the same answer again.
+"""
+
+from __future__ import annotations
+
+from faultproxy.proxy.exchange import FlowExchange
+from faultproxy.proxy.faults.session_expired import SessionExpiredFault
+from faultproxy.proxy.stdio.route import STDIO_SUFFIX
+from faultproxy.scenarios.faults import server_restart
+from mitmproxy import http
+
+RESTART_KEY = "faultproxy_server_restart"  # flow.metadata of a stdio message: "before" or "after" it reaches the server
+
+
+class ServerRestartFault(SessionExpiredFault):
+    kind = server_restart.KIND
+    ended_before = "the server restarted and forgot the session; the call never ran"
+    ended_after = "then the server restarted and forgot the session before the client heard"
+
+    async def request(self, flow: http.HTTPFlow, ex: FlowExchange) -> None:
+        if not flow.request.host.endswith(STDIO_SUFFIX):
+            await super().request(flow, ex)
+        elif self.params["when"] == "before":
+            flow.metadata[RESTART_KEY] = "before"
+            ex.deliver("the server restarted before the call came; the new one was never initialized")
+
+    async def response(self, flow: http.HTTPFlow, ex: FlowExchange) -> None:
+        if not flow.request.host.endswith(STDIO_SUFFIX):
+            await super().response(flow, ex)
+        elif self.params["when"] == "after" and ex.upstream is not None:
+            flow.metadata[RESTART_KEY] = "after"
+            flow.kill()  # the answer dies with the old server: the client gets nothing
+            ex.outcome = "reset"
+            ex.deliver(f"the server answered {ex.upstream['status']}, then restarted before the client heard")
