@@ -7,7 +7,7 @@ For tasks ∈ {2, 4, 12, 50} × {flaky, steady} pass rates (bench/gate_calibrati
 {8, 16, 32}, with min-k 2 (looks at 2, 4, 8, …, max-k trials per task) and a baseline of max-k
 trials per task, it draws pairs of runs and judges each twice, on the same draws (so the two
 columns differ by the design, not by luck):
-- sequentially, with evaluator.gate.sequential.replay_looks (the gate at each look's level, stopping
+- sequentially, with evaluator.gate.sequential_looks.replay_looks (the gate at each look's level, stopping
   at the first PASS or BLOCK), counting the run's episodes it used;
 - with the fixed-k gate at k = max-k (gate_calibration.judge_pair: evaluate_counts at α), which
   always uses max-k × tasks episodes.

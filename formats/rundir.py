@@ -18,7 +18,7 @@ plan.json: {"faultproxy_version", "scenario": {"name", "digest", "path", "params
   "faults_possible": {grid label: bool} (could some rule fire there: a probability above zero),
   "rules_possible": [rule name, ...] the rules that could fire at some grid point (a report names
                     those that matched no request: evaluator.aggregate.unmatched),
-  "sequential": (only for `run --until-decided`) the design evaluator.gate.sequential.Design.to_json()
+  "sequential": (only for `run --until-decided`) the design evaluator.gate.sequential_looks.Design.to_json()
                 seals — method, alpha, margin, max_high, min_k, max_k, rho, looks, levels,
                 baseline_digest (run_digest of the baseline) — and "baseline", its path then}
 

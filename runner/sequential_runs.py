@@ -4,7 +4,7 @@
     result = run_until_decided(options, baseline_dir)
     outcome = evaluate_sequential(options.out, baseline_dir, design)   # what the gate says, from the log
 
-Round j runs every task's trials below the j-th look's k (evaluator.gate.sequential: min-k, doubling,
+Round j runs every task's trials below the j-th look's k (evaluator.gate.sequential_looks: min-k, doubling,
 max-k), with the run's executor and parallelism (a round is one batch), then the gate reads the
 log at that look. Each round is a call of runner.run_loop.run with `upto`, so the log's rules hold: a
 killed run resumes the round it had not finished (the looks stay the declared ones), and the

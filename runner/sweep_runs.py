@@ -66,6 +66,6 @@ def plan_grid(scenario: Scenario, levels: dict[str, list[float | str]], models: 
 
 def sweep(options: RunOptions, levels: dict[str, list[float | str]], models: Sequence[str] = ()) -> RunResult:
     """Run `options` at every combination of param `levels` and `models`, as one resumable run
-    (the grid in `options` is replaced); analyse it with evaluator.sweeps.sweep.analyse_sweep."""
+    (the grid in `options` is replaced); analyse it with evaluator.sweeps.sweep_analysis.analyse_sweep."""
     grid = plan_grid(options.scenario, levels, list(models))
     return run(dataclasses.replace(options, grid=grid))

@@ -40,7 +40,7 @@ def test_each_public_name_loads_from_its_module_on_first_use() -> None:
     done = subprocess.run([sys.executable, "-c", """
 import importlib, sys
 from faultproxy.evaluator.gate import ALPHA
-assert "faultproxy.evaluator.gate.sequential" not in sys.modules
+assert "faultproxy.evaluator.gate.sequential_looks" not in sys.modules
 assert not any(name.startswith("faultproxy.evaluator.aggregate") for name in sys.modules)
 from faultproxy.evaluator.front_door import public_names
 for package in sys.argv[1:]:

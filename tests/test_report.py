@@ -354,10 +354,10 @@ def test_report_bad_input_is_one_line_and_exit_2(tmp_path, complete_run, capsys,
 PARALLEL_AND_SEQUENTIAL = """
 import sys
 from pathlib import Path
-from faultproxy.evaluator.aggregate import report, scan
+from faultproxy.evaluator.aggregate import log_scan, report
 from faultproxy.evaluator.rendering import JUnitWriter
 
-assert scan._can_fork(), "this child has one thread, so it must read the log with forked workers"
+assert log_scan._can_fork(), "this child has one thread, so it must read the log with forked workers"
 run_dir, out = Path(sys.argv[1]), Path(sys.argv[2])
 for jobs, name in ((1, "one"), (3, "two")):
     report.write_json(out / f"{name}.json", report.build_report(run_dir, jobs=jobs, sinks=[JUnitWriter(out / f"{name}.xml")]))
@@ -467,7 +467,7 @@ def test_every_reader_of_a_plan_gets_the_same_one_line_error(tmp_path, setup, me
 
 
 def test_the_accumulator_takes_the_same_record_from_the_fast_reader_and_from_json(complete_run):
-    from faultproxy.evaluator.aggregate.scan import complete_verdict, verdict_fields
+    from faultproxy.evaluator.aggregate.log_scan import complete_verdict, verdict_fields
     from faultproxy.evaluator.aggregate.tally import TaskAccumulator
     from faultproxy.formats.rundir import read_verdict
 

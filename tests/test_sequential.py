@@ -20,7 +20,7 @@ from bench.gate_calibration import draw, rates, write_run
 from bench.sequential_gate import design, sequential_pair
 from faultproxy.cli.main import main as cli
 from faultproxy.evaluator.gate import ALPHA, BLOCK, PASS, Design, evaluate_sequential, sealed_design
-from faultproxy.evaluator.gate.sequential import doubling_looks
+from faultproxy.evaluator.gate.sequential_looks import doubling_looks
 from faultproxy.evaluator.statistics import fixed_k_equivalent, look_levels
 from faultproxy.evaluator.statistics.stats import null_se, power_spending
 from faultproxy.formats.rundir import read_log, run_digest, write_plan

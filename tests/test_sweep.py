@@ -16,7 +16,7 @@ from faultproxy.evaluator.rendering import print_sweep
 from faultproxy.evaluator.statistics import compare, metrics, stats
 from faultproxy.evaluator.sweeps import SweepError, acceptance_rules, analyse_sweep, exit_status, is_sweep
 from faultproxy.evaluator.sweeps.outcomes import OutcomeSink, Outcomes
-from faultproxy.evaluator.sweeps.sweep import analyse
+from faultproxy.evaluator.sweeps.sweep_analysis import analyse
 from faultproxy.formats.rundir import EpisodeLog, write_plan
 from faultproxy.cli.main import main
 from faultproxy.runner.plan import build_grid, episode_key

@@ -1,4 +1,4 @@
-"""Aggregating a run: one streaming pass over the episode log (scan) into per-task tallies (tally),
+"""Aggregating a run: one streaming pass over the episode log (log_scan) into per-task tallies (tally),
 the report's sections per scope (sections), one episode's failure cause (failure_cause), the run's
 clusters (causes) and where a failing trial parted from the passing ones (parting), the
 traffic that reached the proxy (traffic) and configuration that never matched (unmatched), put
@@ -16,6 +16,6 @@ from faultproxy.evaluator.front_door import front_door
 
 if TYPE_CHECKING:
     from faultproxy.evaluator.aggregate.report import build_report, write_json
-    from faultproxy.evaluator.aggregate.scan import EpisodeSink
+    from faultproxy.evaluator.aggregate.log_scan import EpisodeSink
 
 __all__, __getattr__, __dir__ = front_door(__name__, __file__)

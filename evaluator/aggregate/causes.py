@@ -35,7 +35,7 @@ from typing import Any
 
 from faultproxy.evaluator.aggregate.failure_cause import NOT_JUDGED, Cause, explain, harness_cause
 from faultproxy.evaluator.aggregate.parting import PassingTrials, parting_summary
-from faultproxy.evaluator.aggregate.scan import EpisodeSink
+from faultproxy.evaluator.aggregate.log_scan import EpisodeSink
 from faultproxy.evaluator.traces import parse_trace
 from faultproxy.formats.rundir import Plan, VerdictFields, decode_name, trace_file
 from faultproxy.formats.trace import read_trace

@@ -3,7 +3,7 @@
     report = build_report(run_dir, sinks=[JUnitWriter(run_dir / "junit.xml")])   # a JSON-able dict
     write_json(run_dir / "report.json", report); html.write_html(run_dir / "report.html", report, run_dir)
 
-The work is split by concern: evaluator.aggregate.scan reads the log once, fast (in forked chunks when
+The work is split by concern: evaluator.aggregate.log_scan reads the log once, fast (in forked chunks when
 it is large), into per-task accumulators (evaluator.aggregate.tally); evaluator.aggregate.sections turns them
 into the report's sections, for the whole run and, when the plan has several grid points, per
 grid label; this module puts the report together with its drill-down of episodes.
@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from faultproxy.evaluator.aggregate.causes import CauseSink
-from faultproxy.evaluator.aggregate.scan import EpisodeSink, LineError, Scan, complete_verdict, read_log
+from faultproxy.evaluator.aggregate.log_scan import EpisodeSink, LineError, Scan, complete_verdict, read_log
 from faultproxy.evaluator.aggregate.sections import scope_report
 from faultproxy.evaluator.aggregate.tally import TaskAccumulator
 from faultproxy.evaluator.aggregate.traffic import seen_traffic, unexercised_reason

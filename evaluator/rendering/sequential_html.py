@@ -1,6 +1,6 @@
 """report.html's section for a sequential run (`--until-decided`): where the gate stopped and why.
 
-    fragment = sequential_section(report["sequential"])     # evaluator.gate.sequential.report_section's
+    fragment = sequential_section(report["sequential"])     # evaluator.gate.sequential_looks.report_section's
 
 A table of the looks (trials per task, the α each look may spend, the α spent up to it, and what
 happened there) and a bar chart of what the decision cost: the episodes it rests on beside the

@@ -3,7 +3,7 @@
     write_sweep_html(run_dir / "sweep.html", analysis)     # a page of its own
     fragment = sweep_section(analysis)                      # the same content, to embed in report.html
 
-The analysis is evaluator.sweeps.sweep's. Charts: per param, mean success (solid, with its Wilson band)
+The analysis is evaluator.sweeps.sweep_analysis's. Charts: per param, mean success (solid, with its Wilson band)
 and pass^k (dashed, with its interval over tasks) against the level, one colour per series (the
 other params' levels and the model); with two params, the surface as heat maps; with several
 models, each model's mean and pass^k beside pass@M and pass^M, and the tasks the models disagree

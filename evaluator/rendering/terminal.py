@@ -1,7 +1,7 @@
 """The report and the sweep as terminal tables (rich), for `faultproxy report`, `sweep` and `sweep-report`.
 
     print_summary(report)        # evaluator.aggregate.report's report
-    print_sweep(analysis)        # evaluator.sweeps.sweep's analysis
+    print_sweep(analysis)        # evaluator.sweeps.sweep_analysis's analysis
 
 Escaping follows evaluator.rendering.render: values from the data go through markup().
 """

@@ -1,6 +1,6 @@
 """Reading one episode's trace: each line as a TracedExchange (traced), request identity (identity),
-what a commit made (resources), maybe-committed outcomes (ambiguity), live model sessions (sessions),
-a conversation's turns (conversation), tokens and their cost (usage), the final answer, the
+what a commit made (resources), maybe-committed outcomes (ambiguity), live model sessions (model_sessions),
+a conversation's turns (conversation_turns), tokens and their cost (token_usage), the final answer, the
 harness's duplicate deliveries and stale tool calls.
 
 This front door names what the evaluator's other packages and the layers above may import
@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from faultproxy.evaluator.front_door import front_door
 
 if TYPE_CHECKING:
-    from faultproxy.evaluator.traces.conversation import Turn, parse_turns, turns_of, with_turns
+    from faultproxy.evaluator.traces.conversation_turns import Turn, parse_turns, turns_of, with_turns
     from faultproxy.evaluator.traces.duplicates import committed_duplicates
     from faultproxy.evaluator.traces.final_text import final_answer
     from faultproxy.evaluator.traces.identity import (Endpoint, Identity, canonical_body, idempotency_key_of,
@@ -22,6 +22,6 @@ if TYPE_CHECKING:
     from faultproxy.evaluator.traces.stale_tools import stale_tool_calls
     from faultproxy.evaluator.traces.traced import (TracedExchange, documents, is_irreversible, matches_any,
                                                     mcp_tool_hints, parse_trace, seqs, unclassified_tools)
-    from faultproxy.evaluator.traces.usage import episode_cost, model_usage
+    from faultproxy.evaluator.traces.token_usage import episode_cost, model_usage
 
 __all__, __getattr__, __dir__ = front_door(__name__, __file__)

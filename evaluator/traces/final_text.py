@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from faultproxy.evaluator.traces.traced import TracedExchange, documents
-from faultproxy.evaluator.traces.usage import model_api
+from faultproxy.evaluator.traces.token_usage import model_api
 from faultproxy.formats.model_answers import read_answer
 
 

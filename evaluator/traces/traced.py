@@ -22,7 +22,7 @@ nobody annotated and no pattern names is unclassified: not a write (unclassified
 
 Live model sessions (OpenAI Realtime, Gemini Live over a WebSocket): parse_trace adds the model
 calls (one per turn) and the function calls of each session as exchanges of their own
-(evaluator.traces.sessions); a function call is named by tool patterns as an MCP tool call is.
+(evaluator.traces.model_sessions); a function call is named by tool patterns as an MCP tool call is.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from faultproxy.evaluator.statistics import endpoint_class
 from faultproxy.evaluator.traces.ambiguity import ambiguous_outcome
 from faultproxy.evaluator.traces.identity import Identity, idempotency_key_of, identity_of
 from faultproxy.evaluator.traces.resources import resource_of
-from faultproxy.evaluator.traces.sessions import session_api, session_lines
+from faultproxy.evaluator.traces.model_sessions import session_api, session_lines
 from faultproxy.formats.model_apis import is_model_call
 from faultproxy.formats.request_kinds import Access, is_mcp_plumbing, listed_tools, mcp_tool_name, rpc_method
 from faultproxy.formats.trace import SERVER_TO_CLIENT, is_turn
@@ -84,7 +84,7 @@ class TracedExchange:
 
     @cached_property
     def session_kind(self) -> str | None:
-        """For an exchange derived from a live session (evaluator.traces.sessions): model_call or function_call."""
+        """For an exchange derived from a live session (evaluator.traces.model_sessions): model_call or function_call."""
         session = self.raw.get("session")
         return session.get("kind") if isinstance(session, dict) else None
 
@@ -376,8 +376,8 @@ def parse_exchange(line: Mapping[str, Any]) -> TracedExchange:
 
 def parse_trace(trace: Iterable[Mapping[str, Any]]) -> list[TracedExchange]:
     """The trace's exchanges in the order they started, a live session's turns and function
-    calls among them (evaluator.traces.sessions); a conversation's turns are not exchanges
-    (evaluator.traces.conversation reads them)."""
+    calls among them (evaluator.traces.model_sessions); a conversation's turns are not exchanges
+    (evaluator.traces.conversation_turns reads them)."""
     exchanges = [parse_exchange(derived) for line in trace if not is_turn(line)
                  for derived in (line, *session_lines(line))]
     exchanges.sort(key=lambda ex: (ex.started, ex.seq))
