@@ -4,13 +4,21 @@ VENV := .venv
 PY := $(VENV)/bin/python
 INSTALLED := $(VENV)/.installed
 
-.PHONY: demo test bench docs install clean
+.PHONY: demo test unit bench docs install clean
 
 demo: $(INSTALLED)
 	$(PY) -m examples.demo
 
+PYTEST := $(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadfile
+
+# The unit tests first (quick, no proxy or agent), the end-to-end tests only once they pass.
 test: $(INSTALLED)
-	$(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadfile
+	$(PYTEST) tests/unit
+	$(PYTEST) tests/e2e
+
+# One layer's unit tests: `make unit LAYER=proxy` runs tests/unit/proxy; without LAYER, all of them.
+unit: $(INSTALLED)
+	$(PYTEST) tests/unit$(if $(LAYER),/$(LAYER))
 
 bench: $(INSTALLED)
 	$(PY) bench/proxy_overhead.py

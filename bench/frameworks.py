@@ -9,7 +9,7 @@ The Python frameworks (OpenAI Agents SDK, pydantic-ai, langgraph with langchain-
 are heavy, so `make test` does not install them: this script installs them into a virtualenv of
 its own, `.cache/bench-frameworks` (git-ignored), and runs their agents with its interpreter,
 while faultproxy runs from the project's. The npm packages (undici, openai) come from the cache
-the Node tests use (tests/node_projects.py). Everything listens on 127.0.0.1; the frameworks'
+the Node tests use (tests/support/node_projects.py). Everything listens on 127.0.0.1; the frameworks'
 side channels are switched off with the variables docs/agents.md names (this machine has no
 other network), and each row says so.
 
@@ -43,8 +43,8 @@ from examples.world import world_in_thread  # noqa: E402
 from faultproxy.evaluator.aggregate import build_report  # noqa: E402
 from faultproxy.formats.model_apis import api_of_path  # noqa: E402
 from faultproxy.formats.trace import read_trace  # noqa: E402
-from tests.node_projects import PACKAGES as NODE_PACKAGES  # noqa: E402
-from tests.node_projects import installed_packages  # noqa: E402
+from tests.support.node_projects import PACKAGES as NODE_PACKAGES  # noqa: E402
+from tests.support.node_projects import installed_packages  # noqa: E402
 
 STACKS = Path(__file__).resolve().parent / "stacks"
 VENV = ROOT / ".cache" / "bench-frameworks"

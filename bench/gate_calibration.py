@@ -18,7 +18,7 @@ directories through the project's own writer (formats.rundir: write_plan and Epi
 episode line per trial with a medium-severity failed check on every failure), read back by
 evaluator.aggregate.report.build_report and judged by evaluate_gate; the bench stops if the two paths ever
 give different lines. evaluate_gate is gate_input(report) followed by evaluate_counts, so the
-counts path is the same computation without the file round trip (tests/test_gate.py checks it).
+counts path is the same computation without the file round trip (tests/unit/evaluator/test_gate.py checks it).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 """What the proxy adds to each MCP request over Streamable HTTP.
 
 The official SDK's Streamable HTTP client lists the tools of a server on the official SDK
-(tests/agents/asking_mcp_server.py --http, a process of its own) one request at a time. Each
+(tests/support/agents/asking_mcp_server.py --http, a process of its own) one request at a time. Each
 request's answer comes on an SSE stream, which passes the proxy's loopback relay so that a
 server's own messages on it can pass the fault injector (proxy/mcp_http.py): that hop is what
 this measures. Three configurations, each its own session:

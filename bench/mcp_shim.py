@@ -2,7 +2,7 @@
 """What `faultproxy mcp` adds to each tools/call of a stdio MCP server.
 
 The official SDK's stdio client calls a read-only tool of a server on the official SDK
-(tests/agents/counter_mcp_server.py) one call at a time, in four configurations, each its own
+(tests/support/agents/counter_mcp_server.py) one call at a time, in four configurations, each its own
 session with its own processes:
 
   direct        the client starts the server itself

@@ -27,7 +27,7 @@ MAX_CUT_EVENTS = 1_000_000
 class ParamSpec:
     """One fault parameter. kind: number | integer | string | boolean, or the name of a structured
     value that `read` parses (schema_drift's `ops`). `minimum` and `maximum` bound numbers and
-    integers (every number a fault takes has both: tests/test_fault_bounds.py); `doc` says what
+    integers (every number a fault takes has both: tests/unit/proxy/test_fault_bounds.py); `doc` says what
     the parameter does and the rules it takes part in."""
 
     kind: str

@@ -1,0 +1,163 @@
+"""server_restart over stdio (issue 34): `faultproxy mcp` in front of the journal server on the
+official SDK, driven by the SDK's stdio client. The shim kills the server and starts its command
+again, replaying nothing: the client's next request meets a server that was never initialized
+and refuses it, as the SDK's server does, until the client initializes again on the same stream.
+What the client sees, with the server's state file saying what really ran; a naive agent that
+repeats the lost write without its idempotency key failing, a careful one passing; the frozen
+failure replayed with no server, and minimized. (Over Streamable HTTP the fault is the session's
+404: tests/e2e/mcp/test_mcp_control_plane.py's tables hold its rows.)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import sys
+from pathlib import Path
+
+import pytest
+from mcp import ClientSession, StdioServerParameters, types
+from mcp.client.stdio import stdio_client
+from mcp.shared.exceptions import MCPError
+
+from faultproxy import Episode, run_function
+from faultproxy.formats.rundir import read_run
+from faultproxy.formats.trace import read_trace
+from faultproxy.replay_store import har
+from faultproxy.replay_store.freeze import freeze
+from faultproxy.replay_store.minimize import minimize
+from faultproxy.replay_store.replay_proxy import ReplayOptions
+from faultproxy.runner.replay_agents import Replayer
+from faultproxy.scenarios import load_scenario
+from faultproxy.tasks.tasks_file import load_tasks
+from tests.support.agents.journal_mcp_server import entries
+from tests.support.fixtures import scenario
+from tests.support.mcp_clients import AGENTS, session, shim_parameters
+
+pytestmark = pytest.mark.timeout(180)
+
+JOURNAL = AGENTS / "journal_mcp_server.py"
+NOT_INITIALIZED = "Invalid request parameters"  # the SDK's server, to a request before initialize
+LOST_AFTER_S = 2  # how long the agents wait for a call's answer
+
+
+def restart_on_first_post(when: str) -> str:
+    return scenario("- name: restart\n  match: {body: {method: tools/call, params.name: post_entry}}\n"
+                    f"  when: {{calls: [1]}}\n  fault: {{type: server_restart, when: {when}}}\n")
+
+
+async def initialize_again(mcp: ClientSession) -> types.InitializeResult:
+    """What a client does for a server that restarted: initialize on the same stream. The SDK's
+    ClientSession.initialize() answers from its cache once it has run, so the request is sent as is."""
+    params = types.InitializeRequestParams(protocol_version="2025-06-18", capabilities=types.ClientCapabilities(),
+                                           client_info=types.Implementation(name="journal-agent", version="1"))
+    result = await mcp.send_request(types.InitializeRequest(params=params), types.InitializeResult)
+    await mcp.send_notification(types.InitializedNotification())
+    return result
+
+
+def rpc(line: dict) -> str:
+    return json.loads(line["request"]["body"])["method"]
+
+
+@pytest.mark.parametrize("when", ["before", "after"])
+async def test_the_next_request_meets_a_new_server_never_initialized(when: str, tmp_path: Path) -> None:
+    state = tmp_path / "journal.json"
+    (tmp_path / "scenario.yaml").write_text(restart_on_first_post(when))
+    parameters = shim_parameters([sys.executable, str(JOURNAL), str(state)], "--scenario",
+                                 str(tmp_path / "scenario.yaml"), "--trace-dir", str(tmp_path / "flows"))
+    post = {"account": "ops", "cents": 700, "idempotency_key": "ops-700"}
+    async with session(parameters) as mcp:
+        if when == "before":  # the call reaches the new server, which refuses it: it never ran
+            with pytest.raises(MCPError, match=NOT_INITIALIZED):
+                await mcp.call_tool("post_entry", post)
+        else:  # the call ran; its answer went with the old server: none ever comes
+            with pytest.raises(MCPError, match="timed out"):
+                await mcp.call_tool("post_entry", post, read_timeout_seconds=LOST_AFTER_S)
+        assert len(entries(state)) == int(when == "after")
+        with pytest.raises(MCPError, match=NOT_INITIALIZED):  # carrying on with the old session
+            await mcp.list_tools()
+        assert (await initialize_again(mcp)).server_info.name == "journal"
+        assert {tool.name for tool in (await mcp.list_tools()).tools} == {"post_entry", "list_entries"}
+        again = json.loads((await mcp.call_tool("post_entry", post)).content[0].text)
+    assert [entry["id"] for entry in entries(state)] == ["E1"] and again["id"] == "E1"  # the key held across it
+
+    lines = sorted(read_trace(next((tmp_path / "flows").iterdir())), key=lambda line: line["seq"])
+    [restart] = [line for line in lines if line["fault"]]
+    assert restart["fault"]["delivered"] and restart["forwarded"] and rpc(restart) == "tools/call"
+    answer = json.loads(restart["upstream"]["body"])
+    if when == "before":  # the new server's own refusal, recorded as the upstream's answer
+        assert answer["error"]["code"] == -32602 and restart["client"]["outcome"] == "response"
+    else:  # the old server's answer, which the client never got
+        assert json.loads(answer["result"]["content"][0]["text"])["id"] == "E1"
+        assert restart["client"]["outcome"] == "reset"
+    after = [line for line in lines if line["seq"] > restart["seq"] and rpc(line) != "notifications/cancelled"]
+    assert [(rpc(line), line["upstream"]["status"]) for line in after[:3]] == [
+        ("tools/list", 200), ("initialize", 200), ("notifications/initialized", 202)]
+    assert json.loads(after[0]["upstream"]["body"])["error"]["code"] == -32602  # the new server's, to the old session
+
+
+TASKS = """tasks:
+  - id: post
+    prompt: post 7.00 to the ops account
+    irreversible: ["mcp:post_*"]
+    expected: {effects: [{mcp: "post_*", count: 1}]}
+"""
+
+
+def journal_agent(state: Path, careful: bool):
+    """Posts one entry over stdio; when no answer comes or the server refuses, initializes again on
+    the same stream and posts once more. The careful agent re-lists the tools and carries an
+    idempotency key; the naive one neither."""
+    arguments = {"account": "ops", "cents": 700} | ({"idempotency_key": "ops-700"} if careful else {})
+
+    async def post(episode: Episode) -> str:
+        server = StdioServerParameters(  # the episode's variables passed on, so `faultproxy mcp` finds its proxy
+            command=sys.executable, args=["-m", "faultproxy", "mcp", "--", sys.executable, str(JOURNAL), str(state)],
+            env={"FAULTPROXY_EPISODE": episode.key, "HTTP_PROXY": episode.proxy_url})
+        async with stdio_client(server) as (read, write), ClientSession(read, write) as mcp:
+            await mcp.initialize()
+            await mcp.list_tools()
+            try:
+                answer = await mcp.call_tool("post_entry", arguments, read_timeout_seconds=LOST_AFTER_S)
+            except MCPError:
+                await initialize_again(mcp)
+                if careful:
+                    await mcp.list_tools()
+                answer = await mcp.call_tool("post_entry", arguments, read_timeout_seconds=LOST_AFTER_S)
+        return answer.content[0].text
+
+    def agent(episode: Episode) -> dict:
+        return {"answer": asyncio.run(post(episode))}
+    return agent
+
+
+def test_a_naive_agent_repeats_the_lost_write_a_careful_one_does_not_and_the_failure_replays(tmp_path: Path) -> None:
+    (tmp_path / "tasks.yaml").write_text(TASKS)
+    (tmp_path / "scenario.yaml").write_text(restart_on_first_post("after"))
+    tasks, restart = load_tasks(tmp_path / "tasks.yaml"), load_scenario(tmp_path / "scenario.yaml")
+    verdicts, posted = {}, {}
+    for name, careful in (("naive", False), ("careful", True)):
+        state = tmp_path / f"{name}.json"
+        run_function(journal_agent(state, careful), tasks, k=1, scenario=restart, out=tmp_path / name)
+        [record] = read_run(tmp_path / name).episodes
+        verdicts[name], posted[name] = record["verdict"], [entry["key"] for entry in entries(state)]
+    failed = {result["name"]: result for result in verdicts["naive"]["failed"]}
+    assert {name: result["severity"] for name, result in failed.items()} == {
+        "idempotency": "high", "effects": "high", "claimed_success": "high"}, verdicts["naive"]
+    assert re.search(r"post_entry #\d+ repeats #\d+, which committed, without an idempotency key",
+                     failed["idempotency"]["detail"]), failed["idempotency"]["detail"]
+    assert verdicts["careful"]["status"] == "pass", verdicts["careful"]
+    assert posted == {"naive": [None, None], "careful": ["ops-700"]}  # the server kept the key across the restart
+
+    [frozen] = freeze(tmp_path / "naive", tmp_path / "store")
+    entry, naive = har.read_entry(frozen.path), journal_agent(tmp_path / "replayed.json", careful=False)
+    with Replayer(ReplayOptions(out=tmp_path / "replayed"), [entry]) as replayer:  # no server runs in replay
+        replayed = replayer.replay(entry, agent=naive)
+        assert replayed.diverged == [] and replayed.meets_expectation, replayed.explain()
+        assert {result["name"] for result in replayed.verdict["failed"]} == set(failed)
+        result = minimize(entry, lambda e, forced: replayer.replay(e, forced=forced, agent=naive))
+    assert not (tmp_path / "replayed.json").exists()  # nothing started a server
+    assert [d.ident for d in result.minimal] == [("restart", 1)]
+    assert not result.trials[1].reproduced  # without the restart, the naive agent passes
