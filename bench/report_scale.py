@@ -46,7 +46,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from faultproxy.evaluator.judging import judge_episode  # noqa: E402
-from faultproxy.formats.rundir import FLOWS_DIR, LOG_FILE, EpisodeLog, episode_line, write_plan  # noqa: E402
+from faultproxy.formats.rundir import FLOWS_DIR, LOG_FILE, EpisodeLog, write_plan  # noqa: E402
+from faultproxy.formats.verdict_layout import episode_line  # noqa: E402
 from faultproxy.formats.trace import TraceWriter, trace_path  # noqa: E402
 from faultproxy.tasks.task_model import Effect, EndpointPattern, Expected, OutputSpec, Task  # noqa: E402
 

@@ -22,8 +22,8 @@ plan.json: {"faultproxy_version", "scenario": {"name", "digest", "path", "params
                 seals — method, alpha, margin, max_high, min_k, max_k, rho, looks, levels,
                 baseline_digest (run_digest of the baseline) — and "baseline", its path then}
 
-episodes.jsonl header: {"type": "header", "faultproxy_version", "scenario_digest", "tasks_digest",
-  "k", "grid", "command", "created"}
+episodes.jsonl: a header line, then one line per finished episode; their fields, versions and
+upgrade are formats.run_records', the verdict's layout in its line formats.verdict_layout's.
 
 A monitor's run directory (faultproxy.monitor) is one of these too: its plan has one task, its
 policy (Task.online), k the log's cap (`--max-episodes`: each episode's trial is its number
@@ -32,37 +32,6 @@ modulo k, and once full the oldest are dropped, EpisodeLog.drop_oldest), and `"m
 the log's header; such a plan is open-ended (Plan.open_ended): a slot not logged is no episode
 missed. Its episode lines add "monitor": {"id" (the session), "rule", "ended": "idle" | "stopped" |
 "recovered"} (recovered: open when an earlier monitor died, judged at the next start).
-
-An episode line: {"type": "episode", "key", "task_id", "trial", "variant", "seed", "prompt",
-  "state", "shape", "grid_label", "params", "model",
-  "completed": bool,            # false: incomplete, and `cause` says why
-  "cause": null | "crash" | "budget_wall" | "budget_requests" | "budget_tokens" | "budget_reply" | "harness_error"
-           | "reset_failed" (the agent was not launched) | "infra_error" (the judge's, from the trace)
-           | "no_traffic" (the judge's: the agent finished, its task expects traffic, the trace is empty)
-           | "diverged" (replay) | "worker_lost" (dask),
-  "cause_detail": str (only on lines the runner wrote without an agent result: what went wrong),        # NotRun is never logged: it is what a planned, unlogged key is
-  "exit_code": int | null, "started": unix s, "duration_s",
-  "output": the JSON the agent wrote to FAULTPROXY_OUTPUT, or null; "output_error": str | null,
-  "end_state": JSON fetched from the task's state URL after the episode, or null;
-  "state_error": str | null,
-  "stats": {"exchanges", "tokens", "faults", and "turns" in a conversation (the user's and the agent's)},
-  "trace": "flows/<file>.jsonl", "log_tail": str,
-  "rewrites": {field: value} the proxy set in its model API requests (plan's templates, resolved),
-  "task_hosts": ["host:port", ...] the hosts the task depends on (its reset_url, state_url and the
-                URLs of its env): work shown done that one of them never saw is a bypass (evaluator.judging.bypass),
-  "side_channels": ["[METHOD ]HOST[/PATH]", ...] (only when given) the run's --side-channel patterns:
-                   a failed request they name leaves the verdict standing (evaluator.judging.side_channels),
-  "faults_possible": bool (could some rule fire at the episode's grid point; false for a function
-                     agent, whose returned outcome is its own): with it, an empty trace is no_traffic,
-  "verdict": evaluator.judging.judge's verdict}     # always the line's last key: see "The verdict's layout"
-
-The verdict's layout. A report over a million episodes must not decode each whole line (the
-prompt, output and end state are most of it), so EpisodeLog writes every line in one layout:
-json.dumps with its default separators, the verdict as the record's last key, the verdict's
-keys in VERDICT_KEYS order up to REPORT_CUT_KEY and its `checks` (the bulk) last. read_verdict
-then reads the fields a report needs straight from the line's bytes with one compiled pattern.
-A line of any other shape (an older verdict, no verdict, a hand-edited log) gets None: parse
-it whole. This module alone knows that layout; whoever builds a verdict only names its keys.
 """
 
 from __future__ import annotations
@@ -70,7 +39,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -79,7 +47,9 @@ from typing import IO, Any
 from faultproxy.formats.errors import UserError
 from faultproxy.formats.files import append_line, no_space, open_lines, write_whole
 from faultproxy.formats.paths import refuse_links_out, relative_file
+from faultproxy.formats.run_records import EpisodeRecord, LogHeader, upgrade_record
 from faultproxy.formats.trace import trace_path
+from faultproxy.formats.verdict_layout import episode_line
 
 PLAN_FILE = "plan.json"
 LOG_FILE = "episodes.jsonl"
@@ -87,15 +57,6 @@ FLOWS_DIR = "flows"
 # The header fields that identify a plan: a resumed log must agree on every one.
 PLAN_IDENTITY = ("faultproxy_version", "scenario_digest", "tasks_digest", "k", "grid", "command", "chat")  # chat: absent unless --chat
 
-VERDICT_VERSION = 1
-# The record fields a verdict repeats under "episode", so that a report needs nothing else.
-EPISODE_FIELDS = ("key", "task_id", "trial", "grid_label", "duration_s")
-# A report reads each verdict only up to this key: everything it needs comes before it.
-REPORT_CUT_KEY = "escalated"
-# A verdict's leading keys, in the order a log line carries them; the rest follow, `checks` last.
-VERDICT_KEYS = ("v", "status", "cause", "episode", "confidence", "violations", "failed", "faults", "endpoints",
-                "tokens", "requests", "turns", "usage", REPORT_CUT_KEY)  # turns: conversations only
-STATUSES = ("pass", "fail", "incomplete")  # VerdictFields.status indexes this
 FUNCTION_PREFIX = "python-function:"  # the plan's `command` of a function agent: [python-function:module.name]
 MONITOR_KEY = "monitor"  # plan.json and the log's header of a monitor's run directory: its policy and settings
 
@@ -110,8 +71,8 @@ class Run:
 
     path: Path
     plan: dict[str, Any]
-    header: dict[str, Any]
-    episodes: list[dict[str, Any]]
+    header: LogHeader | dict[str, Any]  # {} when nothing is logged yet
+    episodes: list[EpisodeRecord]
 
 
 # --- plan.json -----------------------------------------------------------------------------------
@@ -219,10 +180,10 @@ def trace_file(run_dir: Path, episode: Mapping[str, Any]) -> Path | None:
 
 
 def read_run(run_dir: Path) -> Run:
-    """The plan, the log's header and every logged episode."""
+    """The plan, the log's header and every logged episode, upgraded to the current shape."""
     plan = read_plan(run_dir)
     header, episodes = read_log(Path(run_dir) / LOG_FILE)
-    return Run(Path(run_dir), plan.document, header, episodes)
+    return Run(Path(run_dir), plan.document, header, [upgrade_record(record, plan.document) for record in episodes])
 
 
 def read_log(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -263,38 +224,6 @@ def log_lines(path: Path, start: int = 0, end: int | None = None) -> Iterator[by
             yield line
 
 
-def episode_line(record: Mapping[str, Any]) -> str:
-    """One episode's log line, in the layout read_verdict reads (see the module docstring)."""
-    rest = {name: value for name, value in record.items() if name != "verdict"}
-    verdict = record.get("verdict")
-    tail = {} if verdict is None else {"verdict": _laid_out(verdict) if isinstance(verdict, Mapping) else verdict}
-    return json.dumps({"type": "episode", **rest, **tail}, ensure_ascii=False) + "\n"
-
-
-def _laid_out(verdict: Mapping[str, Any]) -> dict[str, Any]:
-    """The verdict with VERDICT_KEYS first in order and `checks` last; within the episode and the
-    failed checks and faults, the keys the reader's pattern expects where it expects them."""
-    laid = {key: verdict[key] for key in VERDICT_KEYS if key in verdict}
-    laid.update((key, value) for key, value in verdict.items() if key not in laid and key != "checks")
-    if "checks" in verdict:
-        laid["checks"] = verdict["checks"]
-    if isinstance(laid.get("episode"), Mapping):
-        laid["episode"] = _keys_first(laid["episode"], EPISODE_FIELDS)
-    for name, first, last in (("failed", ("name", "severity"), ()), ("faults", (), ("type", "delivered"))):
-        if isinstance(laid.get(name), list):
-            laid[name] = [_keys_first(item, first, last) if isinstance(item, Mapping) else item
-                          for item in laid[name]]
-    return laid
-
-
-def _keys_first(item: Mapping[str, Any], first: tuple[str, ...], last: tuple[str, ...] = ()) -> dict[str, Any]:
-    """item with the `first` keys it has leading and the `last` ones ending it, the rest between."""
-    ordered = {key: item[key] for key in first if key in item}
-    ordered.update((key, value) for key, value in item.items() if key not in first and key not in last)
-    ordered.update((key, item[key]) for key in last if key in item)
-    return ordered
-
-
 class EpisodeLog:
     """Appends finished episodes; opening an existing log resumes it, for the same plan only."""
 
@@ -318,7 +247,7 @@ class EpisodeLog:
         if not logged_header:
             self._write(json.dumps({"type": "header", **header}, ensure_ascii=False) + "\n")
 
-    def append(self, record: dict[str, Any]) -> None:
+    def append(self, record: EpisodeRecord) -> None:
         """Log one finished episode (its verdict, when it has one, as the line's last key); on
         DiskFull the line is not in the log and the episode not done (it runs on resume)."""
         if record["key"] in self.done:
@@ -398,76 +327,6 @@ def _refuse_other_plan(path: Path, logged: dict[str, Any], wanted: dict[str, Any
         )
 
 
-# --- the verdict's fast reader -------------------------------------------------------------------
-
-
-@dataclass(slots=True)
-class VerdictFields:
-    """What a report reads of one episode's verdict.
-
-    From read_verdict, the names (cause, key, task_id, grid_label) are JSON text as bytes
-    (b'"crash"', b"null") and failed, faults, endpoints and usage are the lists' and object's
-    JSON text: a report keys its counters on them and decodes each distinct value once (decode_name,
-    failed_pairs, fault_pairs, usage_items). Built from a parsed verdict, names are str or
-    None and failed and faults tuples of (name, severity) and (type, delivered) pairs.
-    """
-
-    status: int  # index into STATUSES
-    cause: bytes | str | None
-    key: bytes | str | None
-    task_id: bytes | str | None
-    grid_label: bytes | str
-    trial: Any  # an int, unless the log was edited by hand
-    duration_s: float | None
-    confidence: float | None
-    failed: bytes | tuple[tuple[Any, Any], ...]
-    faults: bytes | tuple[tuple[Any, bool], ...]
-    endpoints: bytes  # JSON text of the endpoint list
-    tokens: int
-    requests: int
-    usage: bytes  # JSON text of {model: {"input", "output"}}
-    turns: int = 0  # a conversation's turns (the user's and the agent's); 0 without one
-
-
-_STR = rb'"[^"\\]*(?:\\.[^"\\]*)*"'  # a JSON string, the unrolled-loop way (no per-character backtracking)
-_NUM = rb"-?[0-9][0-9.eE+-]*"
-_FLAT = rb'\{[^{}"\[\]]*(?:' + _STR + rb'[^{}"\[\]]*)*\}'  # an object of strings, numbers, booleans
-_FAST = re.compile(
-    rb'"verdict": \{"v": ' + str(VERDICT_VERSION).encode() + rb', "status": "(pass|fail|incomplete)", '
-    rb'"cause": (null|' + _STR + rb'), '
-    rb'"episode": \{"key": (' + _STR + rb'|null), "task_id": (' + _STR + rb'), "trial": (-?[0-9]+|null), '
-    rb'"grid_label": (' + _STR + rb'|null), "duration_s": (' + _NUM + rb'|null)\}, '
-    rb'"confidence": (' + _NUM + rb'|null), "violations": \[[^\]]*\], '
-    rb'"failed": (\[(?:' + _FLAT + rb'(?:, )?)*\]), "faults": (\[(?:' + _FLAT + rb'(?:, )?)*\]), '
-    rb'"endpoints": (\[(?:' + _STR + rb'(?:, )?)*\]), "tokens": ([0-9]+), "requests": ([0-9]+), '
-    rb'(?:"turns": ([0-9]+), )?"usage": (\{(?:' + _STR + rb': ' + _FLAT + rb'(?:, )?)*\}), "' + REPORT_CUT_KEY.encode() + rb'": ')
-_USAGE_ITEM = re.compile(rb'(' + _STR + rb'): \{"input": ([0-9]+), "output": ([0-9]+)\}')
-_FAULT_ITEM = re.compile(rb'"type": (null|' + _STR + rb'), "delivered": (true|false)\}')
-_FAILED_ITEM = re.compile(rb'"name": (null|' + _STR + rb'), "severity": (null|' + _STR + rb')')
-_FAST_MARK = b'"verdict": {"v": '
-SIDE_CHANNEL_MARK = b'"side_channel_errors": [{'  # in a line whose verdict lists side-channel errors
-UNCLASSIFIED_MARK = b'"unclassified_tools": ["'  # in a line whose verdict lists unclassified MCP tools
-_TAIL = b"]}}\n"  # ...the checks list, the verdict, the record
-_STATUS = {b"pass": 0, b"fail": 1, b"incomplete": 2}
-
-
-def read_verdict(line: bytes) -> VerdictFields | None:
-    """The report's fields of a log line's verdict, read from its bytes without decoding the line;
-    None when the line is not in the layout EpisodeLog writes (parse it whole then)."""
-    if not line.endswith(_TAIL):
-        return None
-    at = line.rfind(_FAST_MARK)
-    m = _FAST.match(line, at) if at >= 0 else None
-    if m is None:
-        return None
-    (status, cause, key, task_id, trial, label, duration, confidence, failed, faults, endpoints, tokens,
-     requests, turns, usage) = m.groups()
-    return VerdictFields(_STATUS[status], None if cause == b"null" else cause, key, task_id, label,
-                         None if trial == b"null" else int(trial), None if duration == b"null" else float(duration),
-                         None if confidence == b"null" else float(confidence), failed, faults, endpoints,
-                         int(tokens), int(requests), usage, int(turns or 0))
-
-
 def first_cause_detail(path: Path, cause: str) -> str | None:
     """The cause_detail of the first logged episode whose verdict has this cause (a report's
     headline names the first reason; only that one line is decoded)."""
@@ -478,31 +337,3 @@ def first_cause_detail(path: Path, cause: str) -> str | None:
             if verdict.get("cause") == cause:
                 return verdict.get("cause_detail")
     return None
-
-
-def decode_name(value: bytes | str | None) -> str | None:
-    """A name from VerdictFields as text: JSON text (bytes) decoded, str and None as they are."""
-    if not isinstance(value, bytes):
-        return value
-    if value == b"null":
-        return None
-    if b"\\" in value:
-        return json.loads(value)
-    return value[1:-1].decode("utf-8")
-
-
-def failed_pairs(failed: bytes) -> list[tuple[str | None, str | None]]:
-    """(name, severity) of each failed check in read_verdict's `failed`."""
-    return [(decode_name(name), decode_name(severity)) for name, severity in _FAILED_ITEM.findall(failed)]
-
-
-def fault_pairs(faults: bytes) -> list[tuple[str | None, bool]]:
-    """(type, delivered) of each fault in read_verdict's `faults`."""
-    return [(decode_name(kind), delivered == b"true") for kind, delivered in _FAULT_ITEM.findall(faults)]
-
-
-def usage_items(usage: bytes) -> list[tuple[str | None, int, int]]:
-    """(model, input tokens, output tokens) in read_verdict's `usage`; models counted otherwise
-    than {"input", "output"} are left out (decode the JSON for those)."""
-    return [(decode_name(model), int(tokens_in), int(tokens_out))
-            for model, tokens_in, tokens_out in _USAGE_ITEM.findall(usage)]

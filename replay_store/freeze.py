@@ -136,7 +136,7 @@ def freeze(run_dir: Path, store: Path, *, failing: bool = False, representatives
             "upstreams": dict(plan.get("upstreams") or {}),
             **({"base_url_env": dict(plan["base_url_env"])} if plan.get("base_url_env") else {}),
             **({"chat": plan["chat"]} if plan.get("chat") else {}),
-            "rewrites": episode_rewrites(plan, record),
+            "rewrites": dict(record.get("rewrites") or {}),  # read_run upgraded a line from before --rewrite
             "env": agent_env(task, env or {}, plan.get("base_urls") or {}),
             "severity_defaults": plan["tasks"].get("severity") or {},
             "secret_env": secret_names,
@@ -211,14 +211,6 @@ def _episode_scenario(plan: Mapping[str, Any], record: Mapping[str, Any], base: 
     (a categorical level, a word, was the agent's alone)."""
     params = {k: float(v) for k, v in (record.get("params") or {}).items() if not isinstance(v, str)}
     return load_scenario(base.path, params) if params else base
-
-
-def episode_rewrites(plan: Mapping[str, Any], record: Mapping[str, Any]) -> dict[str, Any]:
-    """The fields the proxy set in the episode's model API requests, as its log line says; a run
-    logged before `--rewrite` has only the plan's `rewrite_model` (its model, asked everywhere)."""
-    if "rewrites" in record:
-        return dict(record["rewrites"] or {})
-    return {"model": record["model"]} if plan.get("rewrite_model") and record.get("model") else {}
 
 
 def base_url_variables(environ: Mapping[str, str]) -> dict[str, str]:

@@ -37,7 +37,8 @@ from faultproxy.evaluator.aggregate.failure_cause import NOT_JUDGED, Cause, expl
 from faultproxy.evaluator.aggregate.parting import PassingTrials, parting_summary
 from faultproxy.evaluator.aggregate.log_scan import EpisodeSink
 from faultproxy.evaluator.traces import parse_trace
-from faultproxy.formats.rundir import Plan, VerdictFields, decode_name, trace_file
+from faultproxy.formats.rundir import Plan, trace_file
+from faultproxy.formats.verdict_layout import VerdictFields, decode_name
 from faultproxy.formats.trace import read_trace
 from faultproxy.tasks.task_model import SEVERITY_RANK, Task
 from faultproxy.tasks.request_class import NOTHING_DECLARED, Declared

@@ -32,20 +32,16 @@ from pathlib import Path
 from typing import Any
 
 from faultproxy.evaluator.aggregate.tally import TaskAccumulator, new_accumulators
-from faultproxy.evaluator.judging import judge_episode, reported_confidence
-from faultproxy.formats.rundir import (
-    EPISODE_FIELDS,
-    LOG_FILE,
+from faultproxy.evaluator.judging import judge_episode
+from faultproxy.formats.run_records import EpisodeRecord, Verdict, upgrade_record, upgrade_verdict
+from faultproxy.formats.rundir import LOG_FILE, Plan, RunDirError, log_lines, trace_file
+from faultproxy.formats.verdict_layout import (
     SIDE_CHANNEL_MARK,
-    UNCLASSIFIED_MARK,
     STATUSES,
-    Plan,
-    RunDirError,
+    UNCLASSIFIED_MARK,
     VerdictFields,
     decode_name,
-    log_lines,
     read_verdict,
-    trace_file,
 )
 from faultproxy.formats.trace import read_trace
 from faultproxy.tasks.task_model import Task
@@ -135,31 +131,16 @@ class LineError(Exception):
         self.number, self.message = number, message
 
 
-def complete_verdict(verdict: Mapping[str, Any], record: Mapping[str, Any]) -> dict[str, Any]:
-    """A verdict with every field the report reads, whatever judge version wrote it."""
-    checks = verdict.get("checks") or []
-    failed = verdict.get("failed")
-    if failed is None:
-        failed = [{"name": c.get("name"), "severity": c.get("severity"), "detail": c.get("detail")}
-                  for c in checks if c.get("passed") is False]
-    return {
-        **verdict,
-        "cause": verdict.get("cause") or (None if verdict.get("status") != "incomplete" else record.get("cause")),
-        "episode": {**(verdict.get("episode") or {f: record.get(f) for f in EPISODE_FIELDS}),
-                    **({"trace": record["trace"]} if record.get("trace") else {})},
-        "confidence": verdict["confidence"] if "confidence" in verdict else reported_confidence(record),
-        "violations": verdict.get("violations") or [f["severity"] for f in failed],
-        "failed": failed,
-        "faults": verdict.get("faults") or [],
-        "endpoints": verdict.get("endpoints") or [],
-        "tokens": verdict.get("tokens") or 0,
-        "requests": verdict.get("requests") or 0,
-        "usage": verdict.get("usage") or {},
-        "turns": verdict.get("turns") or 0,
-    }
+def complete_verdict(verdict: Mapping[str, Any], record: Mapping[str, Any]) -> Verdict:
+    """A verdict in the current shape (formats.run_records.upgrade_verdict), its episode naming
+    the record's trace for the drill-down."""
+    upgraded = upgrade_verdict(verdict, record)
+    if not record.get("trace"):
+        return upgraded
+    return {**upgraded, "episode": {**upgraded["episode"], "trace": record["trace"]}}
 
 
-def verdict_fields(verdict: Mapping[str, Any]) -> VerdictFields:
+def verdict_fields(verdict: Verdict) -> VerdictFields:
     """A complete verdict (complete_verdict) as the accumulators take it."""
     episode = verdict["episode"]
     status = verdict["status"]
@@ -173,7 +154,7 @@ def verdict_fields(verdict: Mapping[str, Any]) -> VerdictFields:
         json.dumps(verdict["usage"], ensure_ascii=False).encode("utf-8"), verdict.get("turns") or 0)
 
 
-def raw_fields(verdict: Mapping[str, Any]) -> VerdictFields:
+def raw_fields(verdict: Verdict) -> VerdictFields:
     """verdict_fields with the failed checks and faults as JSON text, as the fast reader gives them."""
     v = verdict_fields(verdict)
     v.failed = json.dumps(verdict["failed"], ensure_ascii=False).encode("utf-8")
@@ -257,10 +238,11 @@ class _Chunk:
             return
         if kind != "episode":
             return
+        record = upgrade_record(record, self.plan.document)
         if (record.get("grid_label") or "", record.get("task_id")) not in self.scan.accs:
             self.scan.unplanned += 1  # no task id, or one the plan lacks: ignored and counted, never judged
             return
-        logged = record.get("verdict") if isinstance(record.get("verdict"), dict) else None
+        logged = record.get("verdict") if isinstance(record.get("verdict"), dict) else None  # upgraded with the record
         logged = logged if logged and "status" in logged else None
         verdict = None if self.rejudge else logged
         if verdict is None:
@@ -287,13 +269,13 @@ class _Chunk:
                 sink.episode(verdict)
         self._keep(verdict, verdict["status"] != "pass" or bool(verdict["failed"]))
 
-    def _side_channels(self, verdict: Mapping[str, Any]) -> None:
+    def _side_channels(self, verdict: Verdict) -> None:
         errors = verdict.get("side_channel_errors")
         if errors:
             self.scan.side_channels += 1
             self.scan.first_side_channel = self.scan.first_side_channel or errors[0]
 
-    def _unclassified(self, verdict: Mapping[str, Any]) -> None:
+    def _unclassified(self, verdict: Verdict) -> None:
         tools = verdict.get("unclassified_tools")
         if tools:
             self.scan.unclassified += 1
@@ -317,7 +299,7 @@ class _Chunk:
         if len(kept) < self.limit:
             kept.append(item)
 
-    def _verdict_without_trace(self, record: Mapping[str, Any], logged: dict | None) -> dict | None:
+    def _verdict_without_trace(self, record: EpisodeRecord, logged: Verdict | None) -> Verdict | None:
         """An episode to judge whose trace file is gone: noted for the report's warnings, and its
         logged verdict kept (None: there is none, it is judged on what is left)."""
         path = trace_file(self.run_dir, record) if record.get("trace") else None
@@ -327,7 +309,7 @@ class _Chunk:
         self.scan.kept_verdicts += logged is not None
         return logged
 
-    def _judge(self, record: Mapping[str, Any]) -> dict[str, Any]:
+    def _judge(self, record: EpisodeRecord) -> Verdict:
         task_id = record.get("task_id")
         if task_id not in self.tasks:
             self.tasks[task_id] = Task.from_json(self.plan.task_item(task_id))

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from faultproxy.evaluator.traces import episode_cost
-from faultproxy.formats.rundir import VerdictFields, decode_name, failed_pairs, fault_pairs, usage_items
+from faultproxy.formats.verdict_layout import VerdictFields, decode_name, failed_pairs, fault_pairs, usage_items
 from faultproxy.tasks.task_model import SEVERITIES, SEVERITY_RANK
 
 

@@ -43,7 +43,8 @@ from faultproxy.evaluator.gate.regression_gate import (INCONCLUSIVE, GateError, 
                                                        evaluate_counts, gate_input, high_detail)
 from faultproxy.evaluator.statistics import fixed_k_equivalent, look_levels
 from faultproxy.formats.errors import UserError
-from faultproxy.formats.rundir import STATUSES, VerdictFields, decode_name, failed_pairs, read_plan, run_digest
+from faultproxy.formats.rundir import read_plan, run_digest
+from faultproxy.formats.verdict_layout import STATUSES, VerdictFields, decode_name, failed_pairs
 
 METHOD = "group-sequential alpha-spending, power family, union bound over doubling looks"
 RHO = 3.0  # most of α at the later looks, so power at max_k stays near the fixed-k gate's

@@ -14,6 +14,6 @@ from faultproxy.evaluator.front_door import front_door
 
 if TYPE_CHECKING:
     from faultproxy.evaluator.judging.bypass import task_hosts
-    from faultproxy.evaluator.judging.judge import judge_episode, reported_confidence
+    from faultproxy.evaluator.judging.judge import judge_episode
 
 __all__, __getattr__, __dir__ = front_door(__name__, __file__)

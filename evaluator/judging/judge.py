@@ -4,29 +4,7 @@
 
 Called by the runner as each episode ends (the verdict is stored in the episode line), by
 `faultproxy report --rejudge`, and by replay. Pure: the same task, record and trace give the
-same verdict. The verdict is plain JSON:
-
-  {"v": 1, "status": "pass" | "fail" | "incomplete", "cause": null | the record's cause (crash and
-   budget_* with status fail; the harness's with incomplete),
-   "episode": {"key", "task_id", "trial", "grid_label", "duration_s"},
-   "confidence": the confidence the agent reported (a number in [0, 1]) or null,
-   "violations": [severity of each failed check, e.g. "high"],
-   "failed": [{"name", "severity", "detail"} of each failed check],
-   "faults": [{"seq", "rule", "type", "delivered"}],
-   "endpoints": ["GET /orders/{id}", ...],       # endpoint classes in call order; the episode's
-                                                 # key in a path reads {episode}
-   "tokens", "requests", "turns" (a conversation's, the user's and the agent's; absent without one),
-   "usage": {model: {"input", "output"}},
-   "escalated": bool, "model_calls", "tool_calls",
-   "latency_s": {"total", "p50", "p95", "max"} of exchange durations, or null,
-   "cause_detail": what the cause was (the host and reason of an infrastructure error with its
-                   fix, the failed reset's status), when there is a cause,
-   "side_channel_errors": [{"seq", "request", "error", "fix"}] infrastructure errors of known
-                   side channels (evaluator.judging.side_channels): recorded, the verdict stands,
-   "unclassified_tools": [MCP tools called that no annotation and no pattern says read or write
-                   (tasks.request_class): not counted as writes, shown so the user can say],
-   "stale_tool_calls": calls of an MCP tool its server no longer had (evaluator.traces.stale_tools),
-   "checks": [{"name", "passed": true | false | null, "severity", "detail"}]}   # always last
+same verdict, a formats.run_records.Verdict (its fields and versions are described there).
 
 A completed episode passes iff every applicable check passed. One that finished (exit 0) with an
 empty trace although its task expects traffic (expected effects or state, or, by the record's
@@ -71,7 +49,8 @@ from faultproxy.formats.episode_causes import (
     SERVER_NOT_STARTED,
     is_agent_cause,
 )
-from faultproxy.formats.rundir import EPISODE_FIELDS, REPORT_CUT_KEY, VERDICT_VERSION
+from faultproxy.formats.run_records import EPISODE_FIELDS, VERDICT_VERSION, reported_confidence
+from faultproxy.formats.verdict_layout import REPORT_CUT_KEY
 from faultproxy.tasks.task_model import SEVERITY_RANK, Task
 
 
@@ -181,11 +160,3 @@ def no_traffic_detail(expects_traffic: bool, faults_possible: bool) -> str:
     needs = " and ".join(what for what, needed in (("expects effects or an end state", expects_traffic),
                                                    ("has rules that could fire", faults_possible)) if needed)
     return f"the agent finished without sending one request through the proxy, though its task {needs}: {NO_TRAFFIC_ADVICE}"
-
-
-def reported_confidence(record: Mapping[str, Any]) -> float | None:
-    output = record.get("output")
-    value = output.get("confidence") if isinstance(output, Mapping) else None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
-        return None
-    return float(value)

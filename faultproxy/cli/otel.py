@@ -23,7 +23,7 @@ from typing import Any
 from faultproxy.cli.options import check_secret_env
 from faultproxy.formats.errors import UsageError
 from faultproxy.formats.redact import Redactor
-from faultproxy.formats.rundir import LOG_FILE, read_log, read_plan
+from faultproxy.formats.rundir import read_run
 from faultproxy.otel import names as N
 from faultproxy.otel import ExportSummary, OtelExport, resolve_endpoint
 
@@ -82,16 +82,15 @@ def register(commands: Any) -> None:
 
 
 def cmd_export_otel(args: argparse.Namespace) -> int:
-    plan = read_plan(args.run_dir)
-    _, episodes = read_log(args.run_dir / LOG_FILE)
+    run = read_run(args.run_dir)  # each line upgraded to the current shape
     redactor = Redactor.from_env(check_secret_env(args.secret_env))
-    scenario = (plan.document.get("scenario") or {}).get("name")
-    export = open_export(args, redactor, run_attributes("export", scenario, plan.document.get("command")),
+    scenario = (run.plan.get("scenario") or {}).get("name")
+    export = open_export(args, redactor, run_attributes("export", scenario, run.plan.get("command")),
                          wait_for_room=True)
     if export is None:
         raise UsageError("export-otel: no collector: give --otlp URL, or set OTEL_EXPORTER_OTLP_ENDPOINT")
     try:
-        for record in episodes:
+        for record in run.episodes:
             if record.get("type") == "episode":
                 export.export_logged(args.run_dir, record)
     finally:

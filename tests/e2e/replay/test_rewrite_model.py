@@ -23,7 +23,7 @@ from faultproxy.cli.main import main as faultproxy_main
 from faultproxy.formats.rundir import read_run
 from faultproxy.formats.trace import read_trace, trace_path
 from faultproxy.replay_store import har
-from faultproxy.replay_store.freeze import episode_rewrites, freeze
+from faultproxy.replay_store.freeze import freeze
 from faultproxy.replay_store.replay_proxy import ReplayOptions
 from faultproxy.runner.replay_agents import Replayer
 from tests.support.fixtures import scenario
@@ -265,11 +265,8 @@ def test_a_bad_rewrite_or_level_is_one_line_and_exit_2(arguments, says, capsys):
     assert says in err and len(err.strip().splitlines()) == 1, err
 
 
-def test_a_run_or_entry_from_before_rewrite_asks_its_model_as_rewrite_model_did(tmp_path):
-    """`rewrite_model: true` (plan.json, episode.json) was the whole of --rewrite-model's record."""
-    old_plan, record = {"rewrite_model": True}, {"model": "model-b"}
-    assert episode_rewrites(old_plan, record) == {"model": "model-b"}
-    assert episode_rewrites({}, record) == {}
-    assert episode_rewrites(old_plan, {**record, "rewrites": {"reasoning_effort": "low"}}) == {"reasoning_effort": "low"}
+def test_an_entry_from_before_rewrite_asks_its_model_as_rewrite_model_did(tmp_path):
+    """`rewrite_model: true` (episode.json) was the whole of --rewrite-model's record (a run's
+    log lines: tests/test_run_records.py)."""
     assert har.Entry(tmp_path, {"model": "model-b", "rewrite_model": True}, ()).rewrites == {"model": "model-b"}
     assert har.Entry(tmp_path, {"model": "model-b", "rewrites": {}}, ()).rewrites == {}

@@ -22,7 +22,8 @@ from faultproxy.evaluator.aggregate import build_report
 from faultproxy.evaluator.traces import parse_turns
 from faultproxy.cli.main import main
 from faultproxy.formats.errors import UsageError
-from faultproxy.formats.rundir import RunDirError, read_run, read_verdict
+from faultproxy.formats.rundir import RunDirError, read_run
+from faultproxy.formats.verdict_layout import read_verdict
 from faultproxy.formats.trace import AGENT_TO_USER, USER_TO_AGENT, read_trace
 from faultproxy.replay_store.har import read_entries
 from faultproxy.replay_store.replay_proxy import ReplayOptions

@@ -470,7 +470,7 @@ def test_every_reader_of_a_plan_gets_the_same_one_line_error(tmp_path, setup, me
 def test_the_accumulator_takes_the_same_record_from_the_fast_reader_and_from_json(complete_run):
     from faultproxy.evaluator.aggregate.log_scan import complete_verdict, verdict_fields
     from faultproxy.evaluator.aggregate.tally import TaskAccumulator
-    from faultproxy.formats.rundir import read_verdict
+    from faultproxy.formats.verdict_layout import read_verdict
 
     lines = (complete_run / "episodes.jsonl").read_bytes().splitlines(keepends=True)[1:]
     fast, slow = TaskAccumulator("refund_b", "writes_state", 4), TaskAccumulator("refund_b", "writes_state", 4)
@@ -525,5 +525,5 @@ def test_one_definition_of_severities_percentages_tables_and_the_verdict_layout(
     for helper in ("def _pct(", "def _table(", "def _e(", "def _esc(", "def _interval("):
         assert not [name for name, text in sources.items() if helper in text], helper
     assert [name for name, text in sources.items() if '"verdict": {' in text or "REPORT_CUT_KEY =" in text] == \
-        ["formats/rundir.py"]
+        ["formats/verdict_layout.py"]
     assert [name for name, text in sources.items() if "def read_plan(" in text] == ["formats/rundir.py"]
