@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from faultproxy.evaluator.report import build_report
+from faultproxy.evaluator.aggregate import build_report
 from faultproxy.formats.run_records import RECORD_VERSION, VERDICT_VERSION, upgrade_record, upgrade_verdict
 from faultproxy.formats.rundir import LOG_FILE, read_run, write_plan
 from faultproxy.formats.verdict_layout import episode_line, read_verdict
