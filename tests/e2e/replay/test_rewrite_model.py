@@ -267,6 +267,6 @@ def test_a_bad_rewrite_or_level_is_one_line_and_exit_2(arguments, says, capsys):
 
 def test_an_entry_from_before_rewrite_asks_its_model_as_rewrite_model_did(tmp_path):
     """`rewrite_model: true` (episode.json) was the whole of --rewrite-model's record (a run's
-    log lines: tests/test_run_records.py)."""
+    log lines: tests/unit/formats/test_run_records.py)."""
     assert har.Entry(tmp_path, {"model": "model-b", "rewrite_model": True}, ()).rewrites == {"model": "model-b"}
     assert har.Entry(tmp_path, {"model": "model-b", "rewrites": {}}, ()).rewrites == {}
