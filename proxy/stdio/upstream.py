@@ -5,8 +5,9 @@ server answers it with (matched by JSON-RPC id), which is recorded as the upstre
 response (200, or 202 for a notification; 502 when the server is gone, never started, or was
 restarted before it answered: EXITED_HEADER says which). Lines the server writes that are not
 JSON-RPC would corrupt the client's stream: they are kept off it, logged, and reported on the
-next answer in `x-faultproxy-stdio-stray` headers, so the trace shows them too. So are the notifications past the episode's recording cap the server sent since
-the last answer: counted in `x-faultproxy-stdio-unrecorded`.
+next answer in `x-faultproxy-stdio-stray` headers, so the trace shows them too. So are the
+notifications past the episode's recording cap the server sent since the last answer: counted in
+`x-faultproxy-stdio-unrecorded`.
 
 The client's side of the session is one too, for the requests a server sends the client: each
 waits for the client's answer line.

@@ -2,7 +2,8 @@
 official SDK, driven by the SDK's stdio client. The shim kills the server and starts its command
 again, replaying nothing: the client's next request meets a server that was never initialized
 and refuses it, as the SDK's server does, until the client initializes again on the same stream.
-What the client sees, with the server's state file saying what really ran; a naive agent that
+What the client sees, with the server's state file saying what really ran; a call in flight
+lost with the old server (a hand-written server that never answers it); a naive agent that
 repeats the lost write without its idempotency key failing, a careful one passing; the frozen
 failure replayed with no server, and minimized. (Over Streamable HTTP the fault is the session's
 404: tests/e2e/mcp/test_mcp_control_plane.py's tables hold its rows.)
@@ -22,6 +23,7 @@ from mcp.client.stdio import stdio_client
 from mcp.shared.exceptions import MCPError
 
 from faultproxy import Episode, run_function
+from faultproxy.evaluator.traces import parse_trace
 from faultproxy.formats.rundir import read_run
 from faultproxy.formats.trace import read_trace
 from faultproxy.replay_store import har
@@ -33,11 +35,12 @@ from faultproxy.scenarios import load_scenario
 from faultproxy.tasks.tasks_file import load_tasks
 from tests.support.agents.journal_mcp_server import entries
 from tests.support.fixtures import scenario
-from tests.support.mcp_clients import AGENTS, session, shim_parameters
+from tests.support.mcp_clients import AGENTS, RawClient, call, session, shim_parameters
 
 pytestmark = pytest.mark.timeout(180)
 
 JOURNAL = AGENTS / "journal_mcp_server.py"
+ODD_SERVER = AGENTS / "odd_stdio_server.py"  # `hang` is never answered; any other tool at once
 NOT_INITIALIZED = "Invalid request parameters"  # the SDK's server, to a request before initialize
 LOST_AFTER_S = 2  # how long the agents wait for a call's answer
 
@@ -96,6 +99,32 @@ async def test_the_next_request_meets_a_new_server_never_initialized(when: str, 
     assert [(rpc(line), line["upstream"]["status"]) for line in after[:3]] == [
         ("tools/list", 200), ("initialize", 200), ("notifications/initialized", 202)]
     assert json.loads(after[0]["upstream"]["body"])["error"]["code"] == -32602  # the new server's, to the old session
+
+
+def test_a_call_in_flight_is_lost_with_the_old_server_and_the_session_goes_on(tmp_path: Path) -> None:
+    (tmp_path / "scenario.yaml").write_text(scenario(
+        "- name: restart\n  match: {body: {method: tools/call, params.name: quick}}\n  when: {calls: [1]}\n"
+        "  fault: {type: server_restart}\n"))
+    client = RawClient(["--scenario", str(tmp_path / "scenario.yaml"), "--trace-dir", str(tmp_path / "flows"), "--",
+                        sys.executable, str(ODD_SERVER)])
+    for message in (call(1, "hang"), call(2, "quick")):  # the old server has both; it answers the second
+        client.process.stdin.write(json.dumps(message).encode() + b"\n")
+    client.process.stdin.flush()
+    for said in iter(client.process.stderr.readline, b""):
+        if b"why='server_restart fault" in said:
+            break  # the restart has begun: what the client sends now waits for the new server
+    answered = json.loads(client.ask(call(3, "quick")))
+    status, _ = client.finish()
+    assert answered["id"] == 3 and client.received.count(b"\n") == 1 and status == 0  # nothing came of 1 and 2
+
+    [trace] = (tmp_path / "flows").iterdir()
+    lines = {json.loads(line["request"]["body"])["id"]: line for line in read_trace(trace)}
+    hung, restart, after = lines[1], lines[2], lines[3]
+    assert hung["upstream"]["status"] == 502 and ["x-faultproxy-stdio-exited", "restart"] in hung["upstream"]["headers"]
+    assert hung["forwarded"] and parse_trace([hung])[0].maybe_committed  # the old server had it: maybe it ran
+    assert restart["fault"]["delivered"] and restart["upstream"]["status"] == 200
+    assert restart["client"]["outcome"] == "reset"  # its answer lost with the old server
+    assert after["upstream"]["status"] == 200 and not after["fault"]
 
 
 TASKS = """tasks:
