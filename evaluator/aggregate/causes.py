@@ -33,9 +33,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from faultproxy.evaluator.aggregate.episode_sink import EpisodeSink
 from faultproxy.evaluator.aggregate.failure_cause import NOT_JUDGED, Cause, explain, harness_cause
 from faultproxy.evaluator.aggregate.parting import PassingTrials, parting_summary
-from faultproxy.evaluator.aggregate.log_scan import EpisodeSink
 from faultproxy.evaluator.traces import parse_trace
 from faultproxy.formats.rundir import Plan, trace_file
 from faultproxy.formats.verdict_layout import VerdictFields, decode_name

@@ -7,7 +7,7 @@ refused (RunDirError); a second line for the same planned trial, and a line for 
 grid label the plan does not have, are ignored and counted (Scan.duplicates, out_of_plan,
 unplanned) for the report to warn about.
 
-Each line's verdict is read by formats.rundir.read_verdict straight from the line's bytes (the
+Each line's verdict is read by formats.verdict_layout.read_verdict straight from the line's bytes (the
 prompt, output, end state and the checks' details are never decoded). A line of any other
 shape (an older verdict, no verdict, a hand-edited log) is parsed whole with json, and judged
 from its trace when it has no verdict; the two paths give the same numbers (tested).
@@ -31,15 +31,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from faultproxy.evaluator.aggregate.episode_sink import EpisodeSink
 from faultproxy.evaluator.aggregate.tally import TaskAccumulator, new_accumulators
+from faultproxy.evaluator.aggregate.verdict_forms import complete_verdict, raw_fields, sink_verdict, verdict_fields
 from faultproxy.evaluator.judging import judge_episode
-from faultproxy.formats.run_records import EpisodeRecord, Verdict, upgrade_record, upgrade_verdict
+from faultproxy.formats.run_records import EpisodeRecord, Verdict, upgrade_record
 from faultproxy.formats.rundir import LOG_FILE, Plan, RunDirError, log_lines, trace_file
 from faultproxy.formats.verdict_layout import (
     SIDE_CHANNEL_MARK,
-    STATUSES,
     UNCLASSIFIED_MARK,
-    VerdictFields,
     decode_name,
     read_verdict,
 )
@@ -48,41 +48,6 @@ from faultproxy.tasks.task_model import Task
 
 PARALLEL_MIN_BYTES = 32 << 20  # below this, one process is faster than starting others
 MAX_JOBS = 8
-
-
-class EpisodeSink:
-    """Receives every logged episode's verdict (in log order) and every NotRun slot.
-
-    A sink that can work in parallel returns from shard(i) a picklable sink for the i-th chunk
-    of the log; each shard sees that chunk's episodes in order and is closed in its worker,
-    then absorb() takes the shards back in chunk order, before not_run() and close(). A sink
-    whose shard() returns None makes the report read the log in one process.
-    """
-
-    wants_fields = False  # True: fields() gets each episode's VerdictFields instead of episode() a dict
-
-    def episode(self, verdict: Mapping[str, Any]) -> None:
-        """One logged episode: its verdict, or (fast path) its status, cause, failed checks and episode."""
-
-    def fields(self, v: VerdictFields, task_id: str) -> None:
-        """One logged episode as the fast reader gives it (failed, faults, endpoints as JSON text):
-        for sinks that keep little per episode and must not cost a dict each."""
-
-    def not_run(self, label: str, task_id: str, trial: int) -> None:
-        """A planned trial that is not in the log."""
-
-    def close(self) -> None:
-        """The log is read: finish the output."""
-
-    def shard(self, index: int) -> EpisodeSink | None:
-        """A sink for the index-th chunk of the log, or None to read the log in one process."""
-        return None
-
-    def absorb(self, shard: EpisodeSink) -> None:
-        """Take back a shard from a worker (shards come back in chunk order)."""
-
-    def abort(self) -> None:
-        """The report failed: drop anything half-written."""
 
 
 @dataclass
@@ -131,45 +96,6 @@ class LineError(Exception):
         self.number, self.message = number, message
 
 
-def complete_verdict(verdict: Mapping[str, Any], record: Mapping[str, Any]) -> Verdict:
-    """A verdict in the current shape (formats.run_records.upgrade_verdict), its episode naming
-    the record's trace for the drill-down."""
-    upgraded = upgrade_verdict(verdict, record)
-    if not record.get("trace"):
-        return upgraded
-    return {**upgraded, "episode": {**upgraded["episode"], "trace": record["trace"]}}
-
-
-def verdict_fields(verdict: Verdict) -> VerdictFields:
-    """A complete verdict (complete_verdict) as the accumulators take it."""
-    episode = verdict["episode"]
-    status = verdict["status"]
-    return VerdictFields(
-        0 if status == "pass" else 1 if status == "fail" else 2, verdict["cause"], episode.get("key"),
-        episode.get("task_id"), episode.get("grid_label") or "", episode.get("trial"), episode.get("duration_s"),
-        verdict["confidence"], tuple((f.get("name"), f.get("severity")) for f in verdict["failed"]),
-        tuple((f.get("type"), bool(f.get("delivered"))) for f in verdict["faults"]),
-        json.dumps(verdict["endpoints"], ensure_ascii=False).encode("utf-8"),
-        verdict["tokens"] or 0, verdict["requests"] or 0,
-        json.dumps(verdict["usage"], ensure_ascii=False).encode("utf-8"), verdict.get("turns") or 0)
-
-
-def raw_fields(verdict: Verdict) -> VerdictFields:
-    """verdict_fields with the failed checks and faults as JSON text, as the fast reader gives them."""
-    v = verdict_fields(verdict)
-    v.failed = json.dumps(verdict["failed"], ensure_ascii=False).encode("utf-8")
-    v.faults = json.dumps(verdict["faults"], ensure_ascii=False).encode("utf-8")
-    return v
-
-
-def _sink_verdict(v: VerdictFields, task_id: str) -> dict[str, Any]:
-    """What sinks get of a verdict read on the fast path."""
-    return {"status": STATUSES[v.status], "cause": decode_name(v.cause),
-            "failed": json.loads(v.failed) if v.failed != b"[]" else [],
-            "episode": {"key": decode_name(v.key), "task_id": task_id, "trial": v.trial,
-                        "grid_label": decode_name(v.grid_label) or "", "duration_s": v.duration_s}}
-
-
 class _Chunk:
     """Reads the log's lines that start in [start, end) into a Scan."""
 
@@ -215,7 +141,7 @@ class _Chunk:
                     if sink.wants_fields:
                         sink.fields(v, acc.task_id)
                     else:
-                        verdict = verdict or _sink_verdict(v, acc.task_id)
+                        verdict = verdict or sink_verdict(v, acc.task_id)
                         sink.episode(verdict)
             self._keep(raw, v.status != 0 or v.failed != b"[]")
         scan.lines = number

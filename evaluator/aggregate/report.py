@@ -21,11 +21,13 @@ from pathlib import Path
 from typing import Any
 
 from faultproxy.evaluator.aggregate.causes import CauseSink
-from faultproxy.evaluator.aggregate.log_scan import EpisodeSink, LineError, Scan, complete_verdict, read_log
+from faultproxy.evaluator.aggregate.episode_sink import EpisodeSink
+from faultproxy.evaluator.aggregate.log_scan import LineError, Scan, read_log
 from faultproxy.evaluator.aggregate.sections import scope_report
 from faultproxy.evaluator.aggregate.tally import TaskAccumulator
 from faultproxy.evaluator.aggregate.traffic import seen_traffic, unexercised_reason
 from faultproxy.evaluator.aggregate.unmatched import episode_by_alerts, unmatched_alerts, watched_patterns
+from faultproxy.evaluator.aggregate.verdict_forms import complete_verdict
 from faultproxy.formats.episode_causes import INFRA_ERROR, NO_TRAFFIC, NO_TRAFFIC_ADVICE, SERVER_NOT_STARTED
 from faultproxy.formats.rundir import (
     LOG_FILE,

@@ -39,8 +39,9 @@ from pathlib import Path
 from typing import Any
 
 from faultproxy.evaluator.aggregate import EpisodeSink, build_report
-from faultproxy.evaluator.gate.regression_gate import (INCONCLUSIVE, GateError, GateInput, GateResult, TaskCounts,
-                                                       evaluate_counts, gate_input, high_detail)
+from faultproxy.evaluator.gate.gate_model import (INCONCLUSIVE, GateError, GateInput, GateResult, TaskCounts,
+                                                  gate_input, high_detail)
+from faultproxy.evaluator.gate.regression_gate import evaluate_counts
 from faultproxy.evaluator.statistics import fixed_k_equivalent, look_levels
 from faultproxy.formats.errors import UserError
 from faultproxy.formats.rundir import read_plan, run_digest

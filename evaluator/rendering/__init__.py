@@ -1,6 +1,6 @@
-"""Rendering: report.html (html), terminal tables (terminal), junit.xml (junit), Markdown summaries
-(markdown), the sweep's and the sequential gate's HTML sections (sweep_html, sequential_html), and
-the helpers they share (render).
+"""Rendering: report.html (html, its SVG charts in svg_charts), terminal tables (terminal), junit.xml
+(junit), Markdown summaries (markdown), the sweep's and the sequential gate's HTML sections (sweep_html,
+sequential_html), and the helpers they share (render).
 
 This front door names what the evaluator's other packages and the layers above may import
 (evaluator/front_door.py).

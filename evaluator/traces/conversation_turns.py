@@ -1,6 +1,6 @@
 """A conversation's turns, read from the trace (formats.trace.turn_record): what the user and the
-agent said, in order with the agent's requests. evaluator.traces.traced leaves turn lines out of the
-exchanges (a turn is no request, model call or tool call); the judge hands them to the checks
+agent said, in order with the agent's requests. evaluator.traces.trace_parsing leaves turn lines
+out of the exchanges (a turn is no request, model call or tool call); the judge hands them to the checks
 beside the episode's record (with_turns), where turns_of finds them."""
 
 from __future__ import annotations

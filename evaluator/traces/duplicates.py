@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from faultproxy.evaluator.traces.traced import TracedExchange, parse_trace
+from faultproxy.evaluator.traces.trace_parsing import parse_trace
+from faultproxy.evaluator.traces.traced import TracedExchange
 
 
 def committed_duplicates(exchanges: Sequence[TracedExchange]) -> list[str]:

@@ -1,5 +1,6 @@
-"""The trace of one episode, parsed once: each line as a TracedExchange with what the checks ask
-of it (model or tool call, MCP tool, committed, failed, idempotency key, identity, Retry-After).
+"""One exchange of an episode's trace as the checks read it: a TracedExchange, with what the checks
+ask of it (model or tool call, MCP tool, committed, failed, idempotency key, identity, Retry-After).
+evaluator.traces.trace_parsing parses a trace into them, once.
 
 Vocabulary (the checks' own, see evaluator.checks):
 - what a request is (model call, read, write, irreversible, MCP plumbing, MCP tool call read /
@@ -16,9 +17,7 @@ Vocabulary (the checks' own, see evaluator.checks):
   uses too): method, host, path, query and canonical body, volatile keys such as timestamps,
   request ids and idempotency keys removed.
 
-MCP: the trace's tools/list answers give each tool's annotations (mcp_tool_hints). Endpoint
-patterns name an MCP tool call only when their glob contains "tools/" (matches_any). An MCP tool
-nobody annotated and no pattern names is unclassified: not a write (unclassified_tools).
+MCP: which pattern names a call, the tools' annotations, unclassified tools: evaluator.traces.call_classes.
 
 Live model sessions (OpenAI Realtime, Gemini Live over a WebSocket): parse_trace adds the model
 calls (one per turn) and the function calls of each session as exchanges of their own
@@ -29,28 +28,24 @@ from __future__ import annotations
 
 import base64
 import json
-from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from functools import cached_property
 from typing import Any
-from urllib.parse import urlsplit
 
 from faultproxy.evaluator.statistics import endpoint_class
 from faultproxy.evaluator.traces.ambiguity import ambiguous_outcome
 from faultproxy.evaluator.traces.identity import Identity, idempotency_key_of, identity_of
 from faultproxy.evaluator.traces.resources import resource_of
-from faultproxy.evaluator.traces.model_sessions import session_api, session_lines
+from faultproxy.evaluator.traces.model_sessions import session_api
 from faultproxy.formats.model_apis import is_model_call
-from faultproxy.formats.request_kinds import Access, is_mcp_plumbing, listed_tools, mcp_tool_name, rpc_method
-from faultproxy.formats.trace import SERVER_TO_CLIENT, is_turn
-from faultproxy.scenarios import trace_forwarded
-from faultproxy.tasks.request_class import MODEL_CALL, PLUMBING, Declared, RequestClass, http_class, naming, tool_class
+from faultproxy.formats.request_kinds import is_mcp_plumbing, mcp_tool_name, rpc_method
+from faultproxy.formats.trace import SERVER_TO_CLIENT
+from faultproxy.tasks.request_class import MODEL_CALL, PLUMBING, Declared, RequestClass, http_class, tool_class
 
 _FAILED_OUTCOMES = frozenset({"reset", "cut", "error", "injected", "client_gone"})
 
-_NOT_JSON = object()
 _CLOCK_SLACK_S = 0.001  # trace times are rounded to the microsecond, and two clocks measure them
 
 
@@ -151,7 +146,7 @@ class TracedExchange:
 
     def request_class(self, declared: Declared, hints: Mapping[str, Mapping[str, Any]]) -> RequestClass:
         """What this exchange is (tasks.request_class), given what the task declares and the
-        tools' annotations (mcp_tool_hints)."""
+        tools' annotations (evaluator.traces.call_classes.mcp_tool_hints)."""
         if self.is_model:
             return MODEL_CALL
         if self.is_protocol:
@@ -320,77 +315,6 @@ class TracedExchange:
         return None
 
 
-def _header_map(pairs: Any) -> dict[str, tuple[str, ...]]:
-    result: dict[str, list[str]] = defaultdict(list)
-    for pair in pairs or ():
-        if isinstance(pair, (list, tuple)) and len(pair) == 2:
-            result[str(pair[0]).lower()].append(str(pair[1]))
-    return {k: tuple(v) for k, v in result.items()}
-
-
-def parse_exchange(line: Mapping[str, Any]) -> TracedExchange:
-    request = line.get("request") or {}
-    url = request.get("url") or ""
-    parts = urlsplit(url)
-    route = parts.path or "/"
-    path = route + (f"?{parts.query}" if parts.query else "")
-    body = request.get("body")
-    body_json: Any = _NOT_JSON
-    if isinstance(body, str) and request.get("body_encoding") != "base64":
-        try:
-            body_json = json.loads(body)
-        except ValueError:
-            pass
-    else:
-        body = None if request.get("body_encoding") == "base64" else body
-    upstream = line.get("upstream")
-    client = line.get("client") or {}
-    upstream_headers = _header_map(upstream.get("headers")) if upstream else {}
-    client_headers = _header_map(client["headers"]) if client.get("headers") is not None else upstream_headers
-    host = (parts.hostname or "").lower()
-    return TracedExchange(
-        seq=int(line.get("seq") or 0),
-        started=float(line.get("started") or 0.0),
-        duration_s=float(line.get("duration_s") or 0.0),
-        method=str(request.get("method") or "GET").upper(),
-        url=url,
-        host=host,
-        netloc=parts.netloc.rsplit("@", 1)[-1].lower(),
-        path=path,
-        route=route,
-        headers=_header_map(request.get("headers")),
-        body=body,
-        body_json=body_json,
-        upstream_status=upstream.get("status") if upstream else None,
-        upstream_headers=upstream_headers,
-        client_outcome=str(client.get("outcome") or ("response" if upstream else "error")),
-        client_status=client.get("status"),
-        client_headers=client_headers,
-        forwarded=trace_forwarded(line),
-        fault=line.get("fault"),
-        tokens=int(line.get("tokens") or 0),
-        error=line.get("error"),
-        raw=line,
-    )
-
-
-def parse_trace(trace: Iterable[Mapping[str, Any]]) -> list[TracedExchange]:
-    """The trace's exchanges in the order they started, a live session's turns and function
-    calls among them (evaluator.traces.model_sessions); a conversation's turns are not exchanges
-    (evaluator.traces.conversation_turns reads them)."""
-    exchanges = [parse_exchange(derived) for line in trace if not is_turn(line)
-                 for derived in (line, *session_lines(line))]
-    exchanges.sort(key=lambda ex: (ex.started, ex.seq))
-    return exchanges
-
-
-def matches_any(patterns: Iterable[Any], ex: TracedExchange) -> Any:
-    """The first pattern naming this call. An MCP tool call (always POST to one URL) is named
-    only by tool patterns — globs containing "tools/", tried on <path>/tools/<name>, e.g.
-    "POST */tools/refund_order" — so that "POST *" keeps meaning HTTP writes."""
-    return naming(patterns, ex.method, ex.host, ex.path if ex.tool_name is None else ex.route, ex.tool_name)
-
-
 def documents(message: Mapping[str, Any]) -> list[Any]:
     """The JSON documents of a recorded response: its body, or each SSE event's data."""
     documents = []
@@ -408,30 +332,3 @@ def documents(message: Mapping[str, Any]) -> list[Any]:
         except ValueError:
             pass
     return documents
-
-
-def mcp_tool_hints(exchanges: Sequence[TracedExchange]) -> dict[str, Mapping[str, Any]]:
-    """{tool: annotations} from every MCP tools/list answer in the trace (readOnlyHint,
-    destructiveHint, ...: the MCP spec's own way for a server to say what a tool does)."""
-    return listed_tools(ex.rpc_answer for ex in exchanges if ex.rpc_method == "tools/list")
-
-
-def is_irreversible(task: Any, ex: TracedExchange, hints: Mapping[str, Mapping[str, Any]]) -> bool:
-    """Named by the task's irreversible patterns, or an MCP tool its server marks destructive."""
-    return ex.request_class(Declared.of(task), hints).irreversible
-
-
-def unclassified_tools(task: Any, exchanges: Sequence[TracedExchange],
-                       hints: Mapping[str, Mapping[str, Any]] | None = None) -> list[str]:
-    """The MCP tools the agent called that no annotation and no pattern of the task classifies
-    (tasks.request_class): neither reads nor writes, shown so that the user can say which."""
-    hints = mcp_tool_hints(exchanges) if hints is None else hints
-    declared = Declared.of(task)
-    return sorted({ex.tool_name for ex in exchanges if ex.mcp_tool is not None
-                   and ex.request_class(declared, hints).access is Access.UNCLASSIFIED})
-
-
-def seqs(exchanges: Iterable[TracedExchange], limit: int = 6) -> str:
-    seqs = [str(ex.seq) for ex in exchanges]
-    return ", ".join(seqs[:limit]) + (", …" if len(seqs) > limit else "")
-

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import httpx
 
-from faultproxy.evaluator.rendering.html import timeline_svg
+from faultproxy.evaluator.rendering.svg_charts import timeline_svg
 from faultproxy.formats.trace import read_trace, trace_path
 from faultproxy.scenarios.selection import NO_BODY, UNREADABLE_BODY, parse_json_body
 from tests.support.fixtures import scenario

@@ -32,7 +32,7 @@ from faultproxy.replay_store.freeze import freeze
 from faultproxy.replay_store.replay_proxy import ReplayOptions
 from faultproxy.otel import names as N
 from faultproxy.runner.inprocess import Episode, run_function
-from faultproxy.evaluator.traces.traced import parse_exchange
+from faultproxy.evaluator.traces.trace_parsing import parse_exchange
 from faultproxy.otel import OtelExport, resolve_endpoint
 from faultproxy.otel.export import FLUSH_TIMEOUT_S
 from faultproxy.otel.spans import exchange_span

@@ -468,7 +468,7 @@ def test_every_reader_of_a_plan_gets_the_same_one_line_error(tmp_path, setup, me
 
 
 def test_the_accumulator_takes_the_same_record_from_the_fast_reader_and_from_json(complete_run):
-    from faultproxy.evaluator.aggregate.log_scan import complete_verdict, verdict_fields
+    from faultproxy.evaluator.aggregate.verdict_forms import complete_verdict, verdict_fields
     from faultproxy.evaluator.aggregate.tally import TaskAccumulator
     from faultproxy.formats.verdict_layout import read_verdict
 
