@@ -35,12 +35,14 @@ from aiohttp import web
 try:  # imported as examples.model_server, or run as a script from examples/
     from examples.model_dialects import (chat_to_gemini, chat_to_response, gemini_chunks, gemini_to_chat, pieces,
                                          realtime_events, response_events, responses_to_chat)
-    from examples.planner import MODELS, Final, ToolCall, decide
+    from examples.planner import MODELS, decide
+    from examples.script_session import Final, ToolCall
     from examples.shop import serve
 except ModuleNotFoundError:
     from model_dialects import (chat_to_gemini, chat_to_response, gemini_chunks, gemini_to_chat, pieces,
                                 realtime_events, response_events, responses_to_chat)
-    from planner import MODELS, Final, ToolCall, decide
+    from planner import MODELS, decide
+    from script_session import Final, ToolCall
     from shop import serve
 
 log = logging.getLogger("faultproxy.demo.model")

@@ -25,8 +25,11 @@ from faultproxy.evaluator.checks.check_effects import check_end_state
 from faultproxy.evaluator.traces import TracedExchange, parse_trace
 from faultproxy.formats.rundir import read_run
 from examples.agent_common import SYSTEM, Reply, tool_message
-from examples.planner import Final, decide, intent_of
-from examples.shop import SPECS, Shop, ShopError
+from examples.intents import intent_of
+from examples.planner import decide
+from examples.script_session import Final
+from examples.shop import Shop
+from examples.shop_world import SPECS, ShopError
 from examples.world import World, running_world, world_in_thread
 from faultproxy.runner.plan import GridPoint
 from faultproxy import RunOptions, run
