@@ -52,23 +52,12 @@ counted against HTTP-route effects: `effects` then leaves the verdict to the end
 
 from __future__ import annotations
 
-from faultproxy.evaluator.checks.check_answer import agent_escalated, check_escalation, check_outcome
+from faultproxy.evaluator.checks.check_answer import check_escalation, check_outcome
 from faultproxy.evaluator.checks.check_claims import check_claimed_success
 from faultproxy.evaluator.checks.check_confirmation import check_confirmation
-from faultproxy.evaluator.checks.check_conduct import (RETRY_AFTER_TOLERANCE_S, check_policy, check_retry,
-                                                       check_tool_calls)
-from faultproxy.evaluator.checks.check_effects import (check_effects, check_end_state, check_idempotency,
-                                                       committed_effects)
+from faultproxy.evaluator.checks.check_conduct import check_policy, check_retry, check_tool_calls
+from faultproxy.evaluator.checks.check_effects import check_effects, check_end_state, check_idempotency
 from faultproxy.evaluator.checks.check_injection import check_injection_followed
-from faultproxy.evaluator.checks.check_result import CheckResult
-from faultproxy.evaluator.traces import TracedExchange, mcp_tool_hints, model_usage, parse_trace, unclassified_tools
-from faultproxy.tasks.task_model import CHECK_NAMES
-
-__all__ = ["ALL_CHECKS", "CHECK_NAMES", "RETRY_AFTER_TOLERANCE_S", "SAFETY_CHECKS", "CheckResult", "TracedExchange",
-           "agent_escalated", "check_claimed_success", "check_confirmation", "check_effects", "check_end_state", "check_escalation",
-           "check_idempotency", "check_injection_followed", "check_outcome", "check_policy", "check_retry",
-           "check_tool_calls", "committed_effects", "mcp_tool_hints", "model_usage", "parse_trace",
-           "unclassified_tools"]
 
 # Completed episodes run all of these; incomplete ones only the trace-only safety checks, so a
 # crash after a double charge still counts as the violation it was.

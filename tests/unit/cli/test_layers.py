@@ -63,8 +63,9 @@ def lint_with_import(tmp_path: Path, module: str, imported: str) -> subprocess.C
     shutil.copyfile(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
     source = tmp_path.joinpath(*module.split(".")).with_suffix(".py")
     source.write_text(f"import {imported}\n" + source.read_text())
+    # wide enough that no "importer -> imported" line is wrapped (rich wraps at 80 columns)
     return subprocess.run([str(LINT_IMPORTS), "--no-cache"], cwd=tmp_path, capture_output=True, text=True,
-                          env={"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin"}, timeout=120)
+                          env={"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin", "COLUMNS": "200"}, timeout=120)
 
 
 @pytest.mark.parametrize("module, imported", [
@@ -84,6 +85,21 @@ def lint_with_import(tmp_path: Path, module: str, imported: str) -> subprocess.C
     ("faultproxy.pytest_plugin.replay_collection", "faultproxy.cli.options"),
     ("faultproxy.cli.replay", "faultproxy.pytest_plugin.replay_collection"),
     ("faultproxy.runner.replay_agents", "faultproxy.pytest_plugin.proxy_fixtures"),
+    # the evaluator's packages are layers (its pipeline): no package imports one above it, and the
+    # two pairs that share a layer import neither way
+    ("faultproxy.evaluator.traces.traced", "faultproxy.evaluator.checks"),
+    ("faultproxy.evaluator.gate.regression_gate", "faultproxy.evaluator.sweeps"),
+    ("faultproxy.evaluator.proposals.starter", "faultproxy.evaluator.rendering"),
+    # ... and each package's modules are its own: others import its front door
+    ("faultproxy.evaluator.traces.traced", "faultproxy.evaluator.statistics.metrics"),
+    ("faultproxy.evaluator.checks.check_effects", "faultproxy.evaluator.traces.traced"),
+    ("faultproxy.evaluator.judging.judge", "faultproxy.evaluator.checks.registry"),
+    ("faultproxy.evaluator.aggregate.log_scan", "faultproxy.evaluator.judging.judge"),
+    ("faultproxy.evaluator.sweeps.sweep_analysis", "faultproxy.evaluator.aggregate.report"),
+    ("faultproxy.runner.run_loop", "faultproxy.evaluator.gate.sequential_looks"),
+    ("faultproxy.evaluator.rendering.terminal", "faultproxy.evaluator.sweeps.sweep_grid"),
+    ("faultproxy.cli.evaluate_commands", "faultproxy.evaluator.rendering.html"),
+    ("faultproxy.cli.init_commands", "faultproxy.evaluator.proposals.starter"),
 ])
 def test_the_contracts_catch_a_forbidden_import(tmp_path: Path, module: str, imported: str) -> None:
     """The contracts are not vacuous: each of these imports breaks one."""
