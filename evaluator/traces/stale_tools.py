@@ -5,11 +5,14 @@ A server's tools can change under the agent (tools_changed, or a real deployment
 latest `tools/list` answer the client got no longer lists it, or when the server answered it as an
 unknown tool (the official SDK's server: a tool result with isError, "Unknown tool: NAME"), or
 as one whose arguments do not fit its schema ("Error executing tool NAME: ... validation error")
-once its server's tools had changed (told before, or in the same answer): a call with the old
-schema. The client had been told when, before the call, it got `notifications/tools/list_changed`
-(on any of the server's streams), an unknown-tool answer, or a listing that dropped a tool it had
+once its server's tools had changed (told before, or in the same answer, or the arguments fit the
+schema the client last listed: the server rejected what its own listing accepts, as over stdio,
+where no notification comes): a call with the old schema. The client had been told when, before
+the call, it got `notifications/tools/list_changed` (on any of the server's streams), an
+unknown-tool answer or such an invalid-arguments one, or a listing that dropped a tool it had
 listed or changed one's input schema: a stale call after that is the agent's mistake, which the
-`tool_calls` check fails.
+`tool_calls` check fails. A rejected call that did not fit the listed schema either is the
+agent's own mistake, not a stale call.
 
 Everything is read as the client got it (the client's answer where a fault changed it).
 """
@@ -22,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from faultproxy.evaluator.traces.traced import TracedExchange, documents
+from faultproxy.formats.tool_arguments import call_arguments, schema_problems
 
 LIST_CHANGED = "notifications/tools/list_changed"
 _UNKNOWN_TOOL = "Unknown tool:"
@@ -45,8 +49,9 @@ def stale_tool_calls(exchanges: Sequence[TracedExchange]) -> list[StaleCall]:
         tool = ex.mcp_tool
         if tool is not None:
             unknown = any(_is_tool_error(document, _UNKNOWN_TOOL) for document in answers)
-            unfit = (server in told or _notifies(answers)) and any(
-                _is_tool_error(document, f"Error executing tool {tool}:", "validation error") for document in answers)
+            rejected = any(_is_tool_error(document, f"Error executing tool {tool}:", "validation error")
+                           for document in answers)
+            unfit = rejected and (server in told or _notifies(answers) or _fitted(ex, listed.get(server, {}).get(tool)))
             if unknown or unfit or (tool in ever.get(server, ()) and tool not in listed.get(server, {tool: None})):
                 stale.append(StaleCall(ex.seq, tool, told.get(server)))
             if unknown or unfit:
@@ -94,6 +99,11 @@ def _listing(ex: TracedExchange, answers: Iterable[Any]) -> dict[str, Any] | Non
             return {tool["name"]: tool.get("inputSchema") for tool in tools
                     if isinstance(tool, dict) and isinstance(tool.get("name"), str)}
     return None
+
+
+def _fitted(ex: TracedExchange, schema: Any) -> bool:
+    """The call's arguments fit `schema`, the tool's input schema as last listed to the client."""
+    return isinstance(schema, dict) and not schema_problems(schema, call_arguments(ex.body_json))
 
 
 def _is_tool_error(document: Any, starts: str, contains: str = "") -> bool:

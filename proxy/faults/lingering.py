@@ -34,6 +34,7 @@ import hashlib
 import json
 from typing import Any
 
+from faultproxy.formats.tool_arguments import call_arguments, schema_problems
 from faultproxy.proxy.exchange import FlowExchange
 from faultproxy.proxy.faults.base import answer, replace_body, rewritten_documents
 from faultproxy.proxy.faults.schema_drift import apply_drift
@@ -104,38 +105,12 @@ def unfit_call(ex: FlowExchange, tool: str, ops: tuple[DriftOp, ...], notify: bo
     changed it (MCPServer: pydantic's validation error, after "Error executing tool NAME: ");
     None when they fit, or when no listing gave the tool's schema (nothing to check against)."""
     schema = ex.episode.tool_schemas.get((ex.server(), tool))
-    arguments = value_at(ex.body_json(), ("params", "arguments"))
-    problems = schema_problems(apply_drift(schema, ops)[0], arguments if isinstance(arguments, dict) else {}) \
+    problems = schema_problems(apply_drift(schema, ops)[0], call_arguments(ex.body_json())) \
         if isinstance(schema, dict) else []
     if not problems:
         return None
     count = f"{len(problems)} validation error{'s' if len(problems) > 1 else ''} for {tool}Arguments"
     return tool_error(ex, f"Error executing tool {tool}: {count}\n" + "\n".join(problems), notify)
-
-
-# JSON Schema type -> the Python values of it, and pydantic's word and error type for it
-_JSON_TYPES = {"string": ((str,), "string", "string_type"), "integer": ((int,), "integer", "int_type"),
-               "number": ((int, float), "number", "float_type"), "boolean": ((bool,), "boolean", "bool_type"),
-               "array": ((list,), "list", "list_type"), "object": ((dict,), "dictionary", "dict_type"),
-               "null": ((type(None),), "None", "none_required")}
-
-
-def schema_problems(schema: dict[str, Any], arguments: dict[str, Any]) -> list[str]:
-    """What an object schema's `required` and its properties' plain `type` say is wrong with the
-    arguments, one `FIELD\n  message [type=..., input_value=..., input_type=...]` each, as pydantic
-    words them (arguments it does not name are ignored, as the SDK's server ignores them)."""
-    problems = [f"{name}\n  Field required [type=missing, input_value={arguments!r}, input_type=dict]"
-                for name in schema.get("required", ()) if name not in arguments]
-    properties = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
-    for name, value in arguments.items():
-        wanted = properties[name].get("type") if isinstance(properties.get(name), dict) else None
-        if wanted not in _JSON_TYPES:
-            continue  # no plain type (anyOf, a list of types, ...): not checked
-        kinds, word, code = _JSON_TYPES[wanted]
-        if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
-            problems.append(f"{name}\n  Input should be a valid {word} "
-                            f"[type={code}, input_value={value!r}, input_type={type(value).__name__}]")
-    return problems
 
 
 def tool_error(ex: FlowExchange, text: str, notify: bool) -> Answer:

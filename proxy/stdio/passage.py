@@ -64,7 +64,8 @@ class Passage:
 
     async def begin(self, message: bytes, direction: str,
                     stand_in: Callable[[list[bytes]], Awaitable[None]] | None = None) -> tuple[http.HTTPFlow, bool | None]:
-        """The request hooks, for a message its sender sent in `direction`. With the flow:
+        """The request hooks, for a message its sender sent in `direction`. With the flow (its
+        request is the message as it goes on: the injector may have changed it on its way):
         whether it is forwarded and its answer reaches the sender unchanged (no rule fired,
         nothing may perturb it), forwarded to be looked at (False), or already answered or
         dropped (None). In replay, `stand_in` gets the recorded server's messages that followed
@@ -82,7 +83,9 @@ class Passage:
             await self._respond(flow)
             return flow, None
         ex = flow.metadata.get(EXCHANGE_KEY)  # none when the proxy has no scenario: nothing to do
-        return flow, ex is None or (ex.rule is None and ex.scenario.params.get("epsilon", 0.0) <= 0)
+        # What an earlier fault left (a changed tool: proxy.faults.lingering) may rewrite the answer too
+        return flow, ex is None or (ex.rule is None and ex.consequence_of is None
+                                    and ex.scenario.params.get("epsilon", 0.0) <= 0)
 
     async def complete(self, flow: http.HTTPFlow, delivered: Delivered) -> None:
         """The response hooks, with the server's answer as the upstream's response."""

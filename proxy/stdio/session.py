@@ -189,10 +189,12 @@ class StdioSession:
         if unchanged is None:  # a fault (or the replay) answered, or dropped it
             await give(message, self.passage.final(flow))
             return
+        sent = flow.request.content  # as the injector let it go on (a renamed tool's call goes under its old name)
+        sending = message if sent == message.raw else parse_line(sent)
         try:
             if flow.metadata.get(RESTART_KEY) == "before":
                 await self._restart("server_restart fault, before the call")
-            delivered = await (await self._server() if to_server else self.client).deliver(message)
+            delivered = await (await self._server() if to_server else self.client).deliver(sending)
         except asyncio.CancelledError:  # the session ended first
             self.passage.abandon(flow)
             raise

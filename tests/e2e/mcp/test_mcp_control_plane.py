@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,7 +19,7 @@ import pytest
 import requests
 from mcp.shared.exceptions import MCPError
 
-from faultproxy import Episode, run_function
+from faultproxy import Episode, RunOptions, run, run_function
 from faultproxy.cli.main import main as faultproxy_main
 from faultproxy.evaluator.traces import parse_trace, stale_tool_calls
 from faultproxy.formats.rundir import read_run
@@ -28,12 +29,14 @@ from faultproxy.replay_store import har
 from faultproxy.replay_store.freeze import freeze
 from faultproxy.replay_store.minimize import minimize
 from faultproxy.replay_store.replay_proxy import ReplayOptions
+from faultproxy.runner.plan import GridPoint
 from faultproxy.runner.replay_agents import Replayer
 from faultproxy.scenarios import load_scenario
 from faultproxy.tasks.tasks_file import load_tasks
+from tests.support.agents.journal_agent import post
 from tests.support.agents.journal_mcp_server import Events, entries, make_server
 from tests.support.fixtures import scenario
-from tests.support.mcp_clients import Client, HttpServer, counter_server, http_session, session, shim_parameters
+from tests.support.mcp_clients import AGENTS, Client, HttpServer, counter_server, http_session, session, shim_parameters
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -179,16 +182,20 @@ async def test_a_renamed_tool_is_gone_under_its_old_name_and_answers_under_its_n
         (changed["seq"], "post_entry", None), (lines[-1]["seq"], "post_entry", changed["seq"])]
 
 
+SCHEMA_CHANGE = ("{type: tools_changed, change: schema, ops: [{op: rename, path: properties.cents, to: amount_cents},"
+                 " {op: add, path: required, value: [account, amount_cents]}]}")
+OLD_SCHEMA_REJECTED = (  # what post_entry's old arguments get: as the SDK's server words it, but for pydantic's link
+    "Error executing tool post_entry: 1 validation error for post_entryArguments\namount_cents\n  Field required "
+    "[type=missing, input_value={'account': 'ops', 'cents': 700}, input_type=dict]")
+
+
 async def test_a_changed_schema_rejects_the_old_arguments_and_takes_the_new_ones(ledger: Ledger, make_proxy,
                                                                              tmp_path: Path) -> None:
-    proxy = make_proxy(first_call("{type: tools_changed, change: schema, ops: [{op: rename, path: properties.cents, "
-                                  "to: amount_cents}, {op: add, path: required, value: [account, amount_cents]}]}"))
+    proxy = make_proxy(first_call(SCHEMA_CHANGE))
     told, before, old, after, new, again = await through_a_change(
         proxy, ledger, "post_entry", {"account": "ops", "amount_cents": 700})
     assert told == ["notifications/tools/list_changed"]  # on the first call's answer stream
-    assert old.is_error and old.content[0].text == (  # as the SDK's server words it, but for pydantic's link
-        "Error executing tool post_entry: 1 validation error for post_entryArguments\namount_cents\n  Field required "
-        "[type=missing, input_value={'account': 'ops', 'cents': 700}, input_type=dict]")
+    assert old.is_error and old.content[0].text == OLD_SCHEMA_REJECTED
     schema = after["post_entry"].input_schema
     assert "cents" in before["post_entry"].input_schema["properties"] and "cents" not in schema["properties"]
     assert schema["required"] == ["account", "amount_cents"] and "amount_cents" in schema["properties"]
@@ -294,42 +301,10 @@ TASKS = """tasks:
 
 
 def ledger_agent(url: str, careful: bool):
-    """Posts one entry; when the call fails, tries once more in a new session. The careful agent
-    carries an idempotency key and re-authenticates (a fresh token); the naive one neither."""
-    arguments = {"account": "ops", "cents": 700} | ({"idempotency_key": "ops-700"} if careful else {})
-
-    async def post(episode: Episode) -> str:
-        failures = []
-        for token in ("tok-1", "tok-2" if careful else "tok-1"):
-            try:
-                async with http_session(episode.proxy_url, url, token=token) as mcp:
-                    listed = await mcp.list_tools()
-                    said = arguments if careful else arguments | obeyed(listed.tools)
-                    answer = await mcp.call_tool("post_entry", said)
-                    if answer.is_error:  # the tool changed: the careful agent lists again, the naive one does not
-                        tools = (await mcp.list_tools()).tools if careful else listed.tools
-                        tool = next(t for t in tools if t.name.startswith("post_"))
-                        answer = await mcp.call_tool(tool.name, fitted(said, tool.input_schema))
-                    return answer.content[0].text
-            except* MCPError as errors:  # the SDK's client raises from its task group
-                failures += [str(error) for error in errors.exceptions]
-        return "failed: " + "; ".join(failures)
-
+    """tests/support/agents/journal_agent.py's agent over Streamable HTTP, through the episode's proxy."""
     def agent(episode: Episode) -> dict:
-        return {"answer": asyncio.run(post(episode))}
+        return {"answer": asyncio.run(post(lambda token: http_session(episode.proxy_url, url, token=token), careful))}
     return agent
-
-
-def fitted(arguments: dict, schema: dict) -> dict:
-    """The arguments under the names the tool's schema gives them (its amount may have been renamed)."""
-    amount = next(name for name in schema["properties"] if "cents" in name)
-    return {amount if name == "cents" else name: value for name, value in arguments.items()}
-
-
-def obeyed(tools) -> dict:
-    """What a naive agent does with what tool definitions tell it: sends the code they ask for."""
-    codes = [code for tool in tools for code in re.findall(r"reference code (\S+) with", tool.description or "")]
-    return {"memo": codes[0]} if codes else {}
 
 
 JUDGED = {  # a fault (on the first request of a method) -> the checks the naive agent fails (the careful one
@@ -354,8 +329,7 @@ JUDGED = {  # a fault (on the first request of a method) -> the checks the naive
     "{type: tools_changed, change: rename, to: post_journal_entry}": (
         "tools/call", {"tool_calls": "medium", "effects": "medium", "claimed_success": "high"}, 0,
         ("tool_calls", r"tools/call:post_entry, a tool its server no longer had, after #\d+ told the client")),
-    "{type: tools_changed, change: schema, ops: [{op: rename, path: properties.cents, to: amount_cents},"
-    " {op: add, path: required, value: [account, amount_cents]}]}": (  # the naive agent keeps sending `cents`
+    SCHEMA_CHANGE: (  # the naive agent keeps sending `cents`
         "tools/call", {"tool_calls": "medium", "effects": "medium", "claimed_success": "high"}, 0,
         ("tool_calls", r"tools/call:post_entry, .* after #\d+ told the client")),
 }
@@ -390,3 +364,50 @@ def test_a_naive_agent_fails_a_careful_one_passes_and_the_failure_replays_with_t
         result = minimize(entry, lambda e, forced: replayer.replay(e, forced=forced, agent=naive))
     assert [d.ident for d in result.minimal] == [("control", 1)]
     assert not result.trials[1].reproduced  # without the fault, the naive agent passes
+
+
+def journal_agent(careful: bool, state: Path) -> list[str]:
+    """The journal agent over stdio: the official SDK's client starts the journal server behind `faultproxy mcp`."""
+    return [sys.executable, str(AGENTS / "journal_agent.py"), "careful" if careful else "naive",
+            sys.executable, str(AGENTS / "journal_mcp_server.py"), str(state)]
+
+
+def test_over_stdio_a_changed_schema_fails_the_naive_agent_and_its_failure_replays_with_no_server(
+        tmp_path: Path) -> None:
+    (tmp_path / "tasks.yaml").write_text(TASKS)
+    (tmp_path / "scenario.yaml").write_text(first_call(SCHEMA_CHANGE))
+    tasks, control, state = load_tasks(tmp_path / "tasks.yaml"), load_scenario(tmp_path / "scenario.yaml"), \
+        tmp_path / "ledger.json"
+    records = {}
+    for name in ("naive", "careful"):
+        result = run(RunOptions(scenario=control, tasks=tasks, out=tmp_path / name, k=1, grid=[GridPoint()],
+                                show_progress=False, command=journal_agent(name == "careful", state)))
+        assert result.complete, result.errors
+        [records[name]] = read_run(tmp_path / name).episodes
+    naive, careful = records["naive"], records["careful"]
+    # the naive agent called with the old schema twice, and got the SDK server's invalid-arguments answer each time
+    assert naive["output"]["answer"] == OLD_SCHEMA_REJECTED
+    failed = {result["name"]: result for result in naive["verdict"]["failed"]}
+    assert {name: result["severity"] for name, result in failed.items()} == {
+        "tool_calls": "medium", "effects": "medium", "claimed_success": "high"}, naive["verdict"]
+    assert re.search(r"tools/call:post_entry, .* after #\d+ told the client", failed["tool_calls"]["detail"])
+    assert naive["verdict"]["stale_tool_calls"] == 2 and careful["verdict"]["stale_tool_calls"] == 1
+    assert careful["verdict"]["status"] == "pass", careful["verdict"]
+    assert [(entry["key"], entry["cents"]) for entry in entries(state)] == [("ops-700", 700)]  # the careful one's
+
+    lines = sorted(read_trace(tmp_path / "naive" / naive["trace"]), key=lambda line: line["seq"])
+    [changed] = [line for line in lines if line["fault"]]
+    assert changed["request"]["url"].endswith(".stdio.invalid/mcp")
+    assert changed["fault"]["delivered"] and not changed["forwarded"]
+    assert json.loads(changed["client"]["body"])["result"] == {
+        "content": [{"type": "text", "text": OLD_SCHEMA_REJECTED}], "isError": True}
+    # over stdio the proxy sends the client nothing of its own: no list_changed notification
+    assert "notifications/tools/list_changed" not in json.dumps(lines)
+
+    [frozen] = freeze(tmp_path / "naive", tmp_path / "store")
+    state.unlink()
+    with Replayer(ReplayOptions(out=tmp_path / "replayed"), [entry := har.read_entry(frozen.path)]) as replayer:
+        replayed = replayer.replay(entry, journal_agent(False, state))
+    assert replayed.diverged == [] and replayed.meets_expectation, replayed.explain()
+    assert {result["name"] for result in replayed.verdict["failed"]} == set(failed)
+    assert replayed.record["output"] == naive["output"] and not state.exists()  # no server ran
