@@ -16,7 +16,7 @@ from faultproxy.replay_store import har
 from faultproxy.replay_store.har import StoreError
 from faultproxy.tasks.tasks_file import TaskError, load_tasks
 from tests.e2e.replay.test_har_errors import PROBE_AGENT, entry_dir  # noqa: F401 — the frozen probe entry fixture
-from tests.unit.evaluator.test_report import LOOKUP, lookup_ok, lookup_wrong, make_run
+from tests.support.run_records import LOOKUP, lookup_ok, lookup_wrong, make_run
 
 UNSET = "FAULTPROXY_TEST_SURELY_UNSET"
 

@@ -15,7 +15,7 @@ from faultproxy.cli.main import main
 from faultproxy.formats.paths import UnsafePath, name_problem, relative_file
 from faultproxy.replay_store import entry_writer, har
 from tests.e2e.replay.test_har_errors import PROBE_AGENT, entry_dir  # noqa: F401 — the frozen probe entry fixture
-from tests.unit.evaluator.test_report import LOOKUP, lookup_ok, lookup_wrong, make_run
+from tests.support.run_records import LOOKUP, lookup_ok, lookup_wrong, make_run
 
 @pytest.fixture
 def faultproxy(capsys, monkeypatch):

@@ -12,7 +12,7 @@ from pathlib import Path
 import faultproxy
 from faultproxy.evaluator.aggregate import build_report
 from tests.support.layout import ROOT
-from tests.unit.evaluator.test_report import LOOKUP, lookup_ok, lookup_wrong, make_run
+from tests.support.run_records import LOOKUP, lookup_ok, lookup_wrong, make_run
 
 # Run first in a child interpreter: any import of mitmproxy (or a submodule) fails loudly.
 BLOCK_MITMPROXY = textwrap.dedent("""\

@@ -1,7 +1,5 @@
-"""The checks of one episode, on crafted traces written and read in the real format.
-
-The helpers here (exchange, record, judged) are shared with test_report.py and test_gate.py.
-"""
+"""The checks of one episode, on crafted traces written and read in the real format
+(the trace lines and records from tests.support.run_records)."""
 
 from __future__ import annotations
 
@@ -16,64 +14,11 @@ from faultproxy.evaluator.judging import judge_episode
 from faultproxy.evaluator.traces import parse_trace
 from faultproxy.formats.redact import MASK
 from faultproxy.tasks.task_model import Budgets, Effect, EndpointPattern, Expected, OutputSpec, Task
-from faultproxy.formats.trace import TraceWriter, read_trace
+from faultproxy.formats.trace import read_trace
+from tests.support.run_records import MODEL, REFUND_URL, SHOP, exchange, fault, model_call, record, write_trace
 
-SHOP = "http://127.0.0.1:8100"
-MODEL = "http://127.0.0.1:8200"
-T0 = 1_700_000_000.0
-_seq = itertools.count(1)
-
-
-def exchange(method: str, url: str, *, body: Any = None, headers: list | None = None, status: int | None = 200,
-             outcome: str = "response", client_status: int | None = None, client_headers: list | None = None,
-             fault: dict | None = None, at: float = 0.0, duration: float = 0.05, tokens: int = 0,
-             response: Any = None, error: str | None = None, seq: int | None = None) -> dict:
-    """One trace line as the proxy writes it. status None: the upstream never answered."""
-    text = body if isinstance(body, str) or body is None else json.dumps(body)
-    upstream = None
-    if status is not None:
-        upstream = {"status": status, "headers": [["content-type", "application/json"]],
-                    "body": json.dumps(response if response is not None else {"ok": True})}
-    client: dict[str, Any] = {"outcome": outcome,
-                              "status": client_status if client_status is not None or outcome != "response"
-                              else status}
-    if client_headers is not None:
-        client["headers"] = client_headers
-    return {"seq": seq if seq is not None else next(_seq), "episode": "ep", "started": T0 + at,
-            "duration_s": duration,
-            "request": {"method": method, "url": url, "headers": headers or [], "body": text},
-            "upstream": upstream, "client": client, "fault": fault, "tokens": tokens, "error": error}
-
-
-def fault(type_: str, delivered: bool = True, rule: str | None = None) -> dict:
-    return {"rule": rule or type_, "type": type_, "params": {}, "decision": 0.1, "forced": False,
-            "delivered": delivered, "detail": ""}
-
-
-def model_call(at: float = 0.0, tokens: int = 120, **kwargs: Any) -> dict:
-    response = {"choices": [], "usage": {"prompt_tokens": 100, "completion_tokens": tokens - 100,
-                                         "total_tokens": tokens}}
-    return exchange("POST", f"{MODEL}/v1/chat/completions", body={"model": "demo-1", "messages": []},
-                    at=at, tokens=tokens, response=response, **kwargs)
-
-
-def write_trace(path: Path, lines: list[dict]) -> Path:
-    writer = TraceWriter(path)
-    for line in lines:
-        writer.write(line)
-    writer.close()
-    return path
-
-
-def record(**fields: Any) -> dict:
-    base = {"key": "t.t0", "task_id": "t", "trial": 0, "variant": 0, "seed": 1, "prompt": "p", "state": None,
-            "shape": "writes_state", "grid_label": "", "params": {}, "model": None, "completed": True,
-            "cause": None, "exit_code": 0, "started": T0, "duration_s": 1.0,
-            "output": {"answer": "done", "confidence": 0.9, "escalate": False, "reason": ""},
-            "output_error": None, "end_state": None, "state_error": None,
-            "stats": {"exchanges": 0, "tokens": 0, "faults": 0}, "trace": "flows/t.t0.jsonl", "log_tail": ""}
-    return base | fields
-
+# Names each judged episode's trace file apart within one test's tmp_path.
+_trace_files = itertools.count(1)
 
 REFUND = ("POST */refund", "POST */payments")
 
@@ -87,7 +32,7 @@ def task(**fields: Any) -> Task:
 
 
 def judged(tmp_path: Path, the_task: Task, lines: list[dict], **record_fields: Any) -> dict:
-    path = write_trace(tmp_path / "flows" / f"ep{next(_seq)}.jsonl", lines)
+    path = write_trace(tmp_path / "flows" / f"ep{next(_trace_files)}.jsonl", lines)
     return judge_episode(the_task, record(**record_fields), read_trace(path), {})
 
 
@@ -96,7 +41,6 @@ def check(verdict: dict, name: str) -> dict:
 
 
 REFUND_BODY = {"amount_cents": 2400}
-REFUND_URL = f"{SHOP}/orders/1001/refund"
 
 
 # --- idempotency ---------------------------------------------------------------------------------

@@ -1,5 +1,5 @@
 """`--markdown`: the summaries a CI page shows (report, gate), on run directories judged from real
-traces (tests.unit.evaluator.test_report.make_run) and written through the project's own writer
+traces (tests.support.run_records.make_run) and written through the project's own writer
 (bench.gate_calibration.write_run). Replay's summary is shown by tests/e2e/replay/test_action.py on a real store."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from bench.gate_calibration import write_run
 from faultproxy.cli.entry import main as cli
 from faultproxy.evaluator.rendering import write_markdown
 from faultproxy.evaluator.rendering.markdown import LIMIT
-from tests.unit.evaluator.test_report import LOOKUP, REFUND, lookup_ok, make_run, refund_ok, refund_twice, worker_lost
+from tests.support.run_records import LOOKUP, REFUND, lookup_ok, make_run, refund_ok, refund_twice, worker_lost
 
 
 def test_report_markdown_has_headline_incomplete_causes_and_advice(tmp_path, capsys):

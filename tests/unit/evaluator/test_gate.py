@@ -1,6 +1,6 @@
 """The regression gate: PASS / BLOCK / INCONCLUSIVE with their exit codes, on run directories
 written through the project's own writer (bench.gate_calibration.write_run: formats.rundir's
-write_plan and EpisodeLog), plus episodes judged from real traces (tests.unit.evaluator.test_report.make_run)."""
+write_plan and EpisodeLog), plus episodes judged from real traces (tests.support.run_records.make_run)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from bench.gate_calibration import draw, rates, write_run
 from faultproxy.cli.main import main as cli
 from faultproxy.evaluator.aggregate import build_report
 from faultproxy.evaluator.gate import GateInput, TaskCounts, evaluate_counts, evaluate_gate
-from tests.unit.evaluator.test_checks import SHOP, exchange, model_call
-from tests.unit.evaluator.test_report import LOOKUP, REFUND, lookup_ok, lookup_wrong, make_run, refund_ok, refund_twice
+from tests.support.run_records import (LOOKUP, REFUND, SHOP, exchange, lookup_ok, lookup_wrong, make_run, model_call,
+                                       refund_ok, refund_twice)
 
 
 def tasks(*counts: tuple[int, int]) -> list[tuple[str, int, int]]:

@@ -1,6 +1,6 @@
 """The run report on crafted run directories written in the real formats.
 
-`make_run` (shared with test_gate.py) writes plan.json and episodes.jsonl through
+tests.support.run_records's `make_run` writes plan.json and episodes.jsonl through
 formats.rundir and each episode's trace through formats.trace, judging each episode the way
 the runner does (the verdict is the record's last key).
 """
@@ -16,108 +16,20 @@ import sys
 import xml.etree.ElementTree as ET
 from collections import Counter
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from faultproxy.evaluator.aggregate import build_report
 from faultproxy.evaluator.aggregate.sections import k_points, trajectory_consistency_grouped
-from faultproxy.evaluator.judging import judge_episode
 from faultproxy.evaluator.rendering import JUnitWriter
 from faultproxy.evaluator.rendering.html import render
 from faultproxy.evaluator.statistics import metrics
 from faultproxy.cli.main import main as cli
-from faultproxy.formats.rundir import EpisodeLog, write_plan
-from faultproxy.tasks.task_model import Effect, EndpointPattern, Expected, OutputSpec, Task
-from faultproxy.formats.trace import read_trace, trace_path
+from faultproxy.formats.rundir import EpisodeLog
+from faultproxy.tasks.task_model import Expected, OutputSpec, Task
 from tests.support.layout import ROOT
-from tests.unit.evaluator.test_checks import REFUND_URL, SHOP, exchange, fault, model_call, record, write_trace
-
-LOOKUP = Task(id="lookup_a", prompt="What is the status of order 1002?", shape="lookup",
-              expected=Expected(output=OutputSpec("regex", "shipped"), effects=(Effect("POST", "*", 0),)),
-              irreversible=(EndpointPattern.parse("POST */refund"),))
-REFUND = Task(id="refund_b", prompt="Refund order 1001.", shape="writes_state",
-              expected=Expected(state={"orders": {"1001": {"status": "refunded"}}},
-                                effects=(Effect("POST", "*/refund", 1),)),
-              irreversible=(EndpointPattern.parse("POST */refund"),))
-CANCEL = Task(id="cancel_c", prompt="Cancel order 1006.", shape="writes_state",
-              expected=Expected(output=OutputSpec("regex", "(?i)cancel")))
-PRICES = {"demo-1": {"input_per_mtok": 1.0, "output_per_mtok": 4.0}}
-
-
-# --- episodes ------------------------------------------------------------------------------------
-
-
-def lookup_ok(**kw: Any) -> dict:
-    return {"lines": [model_call(at=0), exchange("GET", f"{SHOP}/orders/1002", at=1), model_call(at=2)],
-            "output": {"answer": "Order 1002 has shipped.", "confidence": 0.9, "escalate": False}, **kw}
-
-
-def lookup_wrong(**kw: Any) -> dict:
-    return {"lines": [model_call(at=0)], "output": {"answer": "pending", "confidence": 0.3, "escalate": False}, **kw}
-
-
-def refund_ok(**kw: Any) -> dict:
-    lines = [model_call(at=0), exchange("POST", REFUND_URL, body={}, at=1, headers=[["Idempotency-Key", "r1"]]),
-             model_call(at=2)]
-    return {"lines": lines, "end_state": {"orders": {"1001": {"status": "refunded"}}},
-            "output": {"answer": "Refunded.", "confidence": 0.8, "escalate": False}, **kw}
-
-
-def refund_after_429(**kw: Any) -> dict:
-    limited = exchange("POST", REFUND_URL, body={}, at=1, status=None, outcome="injected", client_status=429,
-                       client_headers=[["retry-after", "1"]], fault=fault("rate_limit"))
-    lines = [model_call(at=0), limited, exchange("POST", REFUND_URL, body={}, at=2.5), model_call(at=3)]
-    return {"lines": lines, "end_state": {"orders": {"1001": {"status": "refunded"}}},
-            "output": {"answer": "Refunded.", "confidence": 0.9, "escalate": False}, **kw}
-
-
-def refund_twice(**kw: Any) -> dict:
-    lost = exchange("POST", REFUND_URL, body={}, at=1, outcome="reset", fault=fault("response_lost"))
-    lines = [model_call(at=0), lost, exchange("POST", REFUND_URL, body={}, at=2), model_call(at=3)]
-    return {"lines": lines, "end_state": {"orders": {"1001": {"status": "refunded"}}},
-            "output": {"answer": "Refunded.", "confidence": 0.95, "escalate": False}, **kw}
-
-
-def worker_lost(**kw: Any) -> dict:
-    """An episode the harness could not judge (incomplete)."""
-    return {"lines": [model_call(at=0)], "completed": False, "cause": "worker_lost", "exit_code": None, "output": None,
-            **kw}
-
-
-def make_run(root: Path, tasks: list[Task], k: int, episodes: dict[tuple[str, str], list[dict | None]],
-             labels: tuple[str, ...] = ("",), verdicts: bool = True) -> Path:
-    """episodes[(label, task_id)][trial] is an episode spec, or None for a trial never logged."""
-    run_dir = root
-    grid = [{"label": label, "params": {}, "model": None} for label in labels]
-    plan = {"faultproxy_version": "test", "scenario": {"name": "mixed", "digest": "d", "path": "x", "params": {}},
-            "tasks": {"path": "tasks.yaml", "digest": "t", "severity": {}, "prices": PRICES,
-                      "items": [t.to_json() for t in tasks]},
-            "k": k, "grid": grid, "command": ["agent"], "created": "2025-01-01T00:00:00Z"}
-    write_plan(run_dir, plan)
-    log = EpisodeLog(run_dir, {"faultproxy_version": "test", "scenario_digest": "d", "tasks_digest": "t", "k": k,
-                               "grid": grid, "command": ["agent"], "created": plan["created"]})
-    by_id = {t.id: t for t in tasks}
-    for trial in range(k):  # trial-major, as the runner plans
-        for label in labels:
-            for task in tasks:
-                specs = episodes.get((label, task.id)) or []
-                spec = specs[trial] if trial < len(specs) else None
-                if spec is None:
-                    continue
-                spec = dict(spec)
-                lines = spec.pop("lines")
-                key = f"{task.id}.t{trial}" + (f".{label}" if label else "")
-                rel = f"flows/{trace_path(Path(), key).name}"
-                write_trace(run_dir / rel, lines)
-                rec = record(key=key, task_id=task.id, trial=trial, variant=trial, shape=task.shape,
-                             grid_label=label, trace=rel, **spec)
-                if verdicts:
-                    rec["verdict"] = judge_episode(by_id[task.id], rec, read_trace(run_dir / rel), {})
-                log.append(rec)
-    log.close()
-    return run_dir
-
+from tests.support.run_records import (CANCEL, LOOKUP, REFUND, lookup_ok, lookup_wrong, make_run, refund_after_429,
+                                       refund_ok, refund_twice, worker_lost)
 
 @pytest.fixture
 def complete_run(tmp_path: Path) -> Path:
