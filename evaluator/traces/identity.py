@@ -10,6 +10,8 @@ canonical so that what varies between two sends of the same intent does not coun
   timestamps, nonces, request/trace ids, idempotency keys (compared lower-case, without - and _)
   — and without a JSON-RPC request's top-level `id`; form bodies and query strings as sorted
   pairs without volatile names; anything else byte for byte;
+- a JSON-RPC batch is what it sends (its requests and notifications): the client's answers to a
+  server's requests in it are those requests' exchanges, paired and compared there;
 - the idempotency key (idempotency_key_of) is not part of it either: it says which sends the
   client means as one, which is what the checks and replay ask of it separately;
 - with a redactor, both sides are redacted the same way first, so a recorded "[REDACTED]"
@@ -71,13 +73,19 @@ def canonical_body(body: bytes | None, content_type: str = "", redactor: Redacto
 
 def rpc_operation(body: bytes | None) -> str:
     """What a JSON-RPC (MCP) request asks for: "tools/call:NAME", "resources/read:URI", or its
-    method; "" for anything else."""
+    method (a batch: its messages', joined by commas); "" for anything else."""
     if not body or b'"jsonrpc"' not in body:
         return ""
     try:
         document = json.loads(body)
     except ValueError:
         return ""
+    if isinstance(document, list):
+        return ",".join(operation for element in document if (operation := _operation(element)))
+    return _operation(document)
+
+
+def _operation(document: Any) -> str:
     if not isinstance(document, dict) or not isinstance(document.get("method"), str):
         return ""
     method = document["method"]
@@ -118,8 +126,25 @@ def endpoint_of(method: str, url: str, body: bytes | None, redactor: Redactor | 
 def identity_of(method: str, url: str, headers: Iterable[tuple[str, str]], body: bytes | None,
                 redactor: Redactor | None = None) -> Identity:
     content_type = next((v for k, v in headers if k.lower() == "content-type"), "")
+    body = _without_answers(body)
     endpoint, query = endpoint_of(method, url, body, redactor)
     return Identity(endpoint, query, canonical_body(body, content_type, redactor))
+
+
+def _without_answers(body: bytes | None) -> bytes | None:
+    """A JSON-RPC batch (a JSON array) without its responses: each answers a server's request and
+    is that request's exchange (recorded and compared there), not part of what the batch sends
+    (which the proxy and a replay cut down differently: what the server gets, nothing)."""
+    if not body or not body.lstrip().startswith(b"["):
+        return body
+    try:
+        document = json.loads(body)
+    except ValueError:
+        return body
+    kept = [element for element in document if not (isinstance(element, dict) and element.get("jsonrpc") == "2.0"
+                                                     and "method" not in element
+                                                     and ("result" in element or "error" in element))]
+    return body if len(kept) == len(document) else json.dumps(kept, separators=(",", ":")).encode()
 
 
 IDEMPOTENCY_HEADERS = ("idempotency-key", "x-idempotency-key")

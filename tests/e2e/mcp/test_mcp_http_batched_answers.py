@@ -94,9 +94,9 @@ def server() -> Iterator[BatchingServer]:
 NOTICE = {"jsonrpc": "2.0", "method": "notifications/roots/list_changed"}  # waited for by no request
 
 
-def batching_agent(url: str, confirm: bool = True, notice: bool = False):
-    """Calls a tool; answers the server's two requests with one batched POST (with a notification
-    in it: `notice`); returns the call's answer."""
+def batching_agent(url: str, confirm: bool = True, notice: dict | None = None):
+    """Calls a tool; answers the server's two requests with one batched POST (with the notification
+    `notice` in it, if given); returns the call's answer."""
     def agent(episode: Episode) -> dict:
         headers = {"accept": "application/json, text/event-stream"}
         call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "refund", "arguments": {}}}
@@ -110,7 +110,7 @@ def batching_agent(url: str, confirm: bool = True, notice: bool = False):
                     asked.append(message["id"])
                 if len(asked) == len(ASKED):
                     batch = [{"jsonrpc": "2.0", "id": rpc_id, "result": answers[rpc_id]} for rpc_id in asked]
-                    batch += [NOTICE] if notice else []
+                    batch += [notice] if notice else []
                     assert http.post(url, json=batch, headers=headers).status_code == 202
                     asked = []
                 if message.get("id") == 1:
@@ -132,13 +132,15 @@ def asked_lines(trace: Path) -> list[dict]:
     return asked
 
 
-def run_live(url: str, tmp_path: Path, notice: bool = False) -> Path:
-    """One episode of the batching agent; its trace."""
+UNUSED = rule("unused", "never/sent", 1, "{type: delay, ms: 1}")
+
+
+def run_live(url: str, tmp_path: Path, notice: dict | None = None, rules: str = UNUSED) -> Path:
+    """One episode of the batching agent under `rules`; its trace."""
     tasks = tmp_path / "tasks.yaml"
     tasks.write_text("tasks:\n  - {id: batch, prompt: refund B1}\n")
     scenario = tmp_path / "scenario.yaml"
-    scenario.write_text("name: batched\ndescription: batched answers\nseed: 3\nrules:\n"
-                        + rule("unused", "never/sent", 1, "{type: delay, ms: 1}"))
+    scenario.write_text("name: batched\ndescription: batched answers\nseed: 3\nrules:\n" + rules)
     run_function(batching_agent(url, notice=notice), load_tasks(tasks), k=1, scenario=load_scenario(scenario),
                  out=tmp_path / "run")
     [trace] = [path for path in (tmp_path / "run").rglob("*.jsonl") if "flows" in path.parts]
@@ -169,9 +171,68 @@ def test_a_batched_answer_post_pairs_each_answer_and_replays_with_the_server_sto
 
 def test_a_batch_that_also_carries_a_message_no_request_waits_for_is_recorded_once(server: BatchingServer,
                                                                                   tmp_path: Path) -> None:
-    batches, asked = batch_lines(run_live(server.url, tmp_path, notice=True))
+    batches, asked = batch_lines(run_live(server.url, tmp_path, notice=NOTICE))
     assert [answer.get("id") for answer in server.answers[0]] == ["s1", "s2", None]  # the server got all three
     assert [method(line) for line in asked] == ["elicitation/create", "roots/list"]
     assert all(json.loads(line["upstream"]["body"])["result"] for line in asked)
     [batch] = batches
     assert json.loads(batch["request"]["body"])[-1] == NOTICE and batch["upstream"]["status"] == 202
+
+
+def replay_batch(url: str, tmp_path: Path, name: str, confirm: bool = True, notice: dict | None = None):
+    """The store's one entry replayed by the batching agent (the server is stopped by then)."""
+    [result] = replay_function(batching_agent(url, confirm, notice), tmp_path / "store",
+                               ReplayOptions(out=tmp_path / name))
+    return result
+
+
+def test_a_batch_that_also_carries_a_notification_replays_with_the_server_stopped(server: BatchingServer,
+                                                                                  tmp_path: Path) -> None:
+    batches, _ = batch_lines(run_live(server.url, tmp_path, notice=NOTICE))
+    assert len(batches) == 1 and len(freeze(tmp_path / "run", tmp_path / "store")) == 1
+    url = server.url
+    server.__exit__()  # the server is stopped: the recording answers
+    result = replay_batch(url, tmp_path, "same", notice=NOTICE)
+    assert (result.diverged, result.blocked, result.unserved) == ([], [], []) and result.meets_expectation, \
+        result.explain()
+    [batch] = batch_lines(result.trace)[0]  # the notification went on in the batch, as recorded
+    assert json.loads(batch["request"]["body"])[-1] == NOTICE and batch["upstream"]["status"] == 202
+
+    other = {**NOTICE, "method": "notifications/cancelled", "params": {"requestId": 1}}
+    notice, answer = replay_batch(url, tmp_path, "notice", notice=other), \
+        replay_batch(url, tmp_path, "answer", confirm=False, notice=NOTICE)
+    for changed in (notice, answer):  # the batch's notification, or one of its answers
+        assert [d["url"] for d in changed.diverged] == [url] and not changed.meets_expectation, changed.diverged
+    [diverged] = [line for line in read_trace(notice.trace) if line["seq"] == notice.diverged[0]["seq"]]
+    assert json.loads(diverged["request"]["body"]) == [other]  # what went on of the batch: no recording has it
+    assert answer.diverged[0]["why"].startswith("the client answered the server's elicitation/create")
+
+
+LOST_AND_SLOW = (rule("lost", "elicitation/create", 1, "{type: response_lost}")
+                 + rule("slow", "roots/list", 1, "{type: delay, ms: 300, at: response}"))
+
+
+def test_a_fault_on_one_answer_of_a_batch_reaches_the_server_and_replays(server: BatchingServer,
+                                                                        tmp_path: Path) -> None:
+    live = asked_lines(run_live(server.url, tmp_path, rules=LOST_AND_SLOW))
+    # the server got what the injector made of each answer: the elicitation's lost, the roots' late
+    assert [[answer["id"] for answer in batch] for batch in server.answers] == [["s2"]]
+    faults = {line["fault"]["rule"]: line for line in live}
+    assert [method(line) for line in live] == ["elicitation/create", "roots/list"] and set(faults) == {"lost", "slow"}
+    assert all(line["fault"]["delivered"] and line["forwarded"] for line in live)
+    assert [json.loads(line["upstream"]["body"])["result"] for line in live] == [  # the client's answers, both
+        {"action": "accept", "content": {"confirm": True}}, {"roots": [{"uri": "file:///b"}]}]
+
+    assert len(freeze(tmp_path / "run", tmp_path / "store")) == 1
+    url = server.url
+    server.__exit__()
+    result = replay_batch(url, tmp_path, "replayed")
+    assert (result.diverged, result.blocked, result.unserved) == ([], [], []) and result.meets_expectation, \
+        result.explain()
+    replayed = asked_lines(result.trace)
+    assert [(line["fault"]["rule"], line["fault"]["delivered"]) for line in replayed] == [
+        ("lost", True), ("slow", True)]
+    assert [line["upstream"]["body"] for line in replayed] == [line["upstream"]["body"] for line in live]
+    changed = replay_batch(url, tmp_path, "changed", confirm=False)  # the lost answer is still the client's
+    assert [d["url"] for d in changed.diverged] == [url] and not changed.meets_expectation, changed.diverged
+    assert changed.diverged[0]["why"].startswith("the client answered the server's elicitation/create")
