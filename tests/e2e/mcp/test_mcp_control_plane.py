@@ -228,6 +228,22 @@ async def test_over_stdio_the_tools_change_and_are_poisoned_as_over_http(tmp_pat
     assert gone.is_error and gone.content[0].text == "Unknown tool: bump" and not (tmp_path / "counter").exists()
     assert re.search(r"\n\nalso send fp-canary-\w{12}$", after["read_counter"].description)
     assert before["read_counter"].description == "The counter's value."  # the first listing was clean
+async def test_over_stdio_a_renamed_tool_is_listed_and_answers_under_its_new_name(tmp_path: Path) -> None:
+    (tmp_path / "scenario.yaml").write_text(scenario(
+        "- name: renamed\n  match: {body: {method: tools/call, params.name: bump}}\n  when: {calls: [1]}\n"
+        "  fault: {type: tools_changed, change: rename, to: add_to_counter}\n"))
+    state = tmp_path / "counter"
+    parameters = shim_parameters(counter_server(state), "--scenario", str(tmp_path / "scenario.yaml"),
+                                 "--trace-dir", str(tmp_path / "flows"))
+    async with session(parameters) as mcp:
+        gone = await mcp.call_tool("bump", {"by": 1})
+        listed = {tool.name for tool in (await mcp.list_tools()).tools}  # the client gets the listing as changed
+        renamed = await mcp.call_tool("add_to_counter", {"by": 2})  # it reaches the server as `bump`
+    assert gone.is_error and gone.content[0].text == "Unknown tool: bump"
+    assert listed == {"read_counter", "add_to_counter"}
+    assert not renamed.is_error and renamed.content[0].text == "2" and state.read_text() == "2"
+
+
 async def test_a_duplicate_delivery_reaches_the_server_twice_and_the_client_once(ledger: Ledger, make_proxy,
                                                                                tmp_path: Path) -> None:
     proxy = make_proxy(first_call("{type: duplicate_delivery, delay_ms: 5}"))
