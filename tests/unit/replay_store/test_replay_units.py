@@ -34,6 +34,16 @@ def test_identity_ignores_headers_volatile_keys_key_order_and_rpc_ids():
     assert identity_of("GET", "http://h:81/x", [], None) != identity_of("GET", "http://h/x", [], None)
 
 
+def test_a_batch_is_what_it_sends_not_the_answers_in_it():
+    """The client's answers in a batched POST are their server requests' exchanges: the proxy
+    cuts them down to what the server gets, a replay to nothing; the batch is its notifications."""
+    answer = {"jsonrpc": "2.0", "id": "s1", "result": {"action": "accept"}}
+    notice = {"jsonrpc": "2.0", "method": "notifications/roots/list_changed"}
+    batch = lambda *messages: identity_of("POST", "http://h/mcp", [], json.dumps(list(messages)).encode())
+    assert batch(answer, notice) == batch(notice) != batch({**notice, "method": "notifications/cancelled"})
+    assert batch(answer, notice).endpoint.operation == "notifications/roots/list_changed"
+
+
 def test_pool_serves_oldest_first_then_by_endpoint_then_repeats_reads_only():
     pool = Pool([
         recorded(1, "POST", "http://h/chat", {"q": "a"}, text='{"n": 1}'),
