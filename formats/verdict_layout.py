@@ -17,12 +17,12 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from faultproxy.formats.run_records import EPISODE_FIELDS, RECORD_VERSION, VERDICT_VERSION, EpisodeRecord
 
 # A report reads each verdict only up to this key: everything it needs comes before it.
-REPORT_CUT_KEY = "escalated"
+REPORT_CUT_KEY: Final = "escalated"
 # A verdict's leading keys, in the order a log line carries them; the rest follow, `checks` last.
 VERDICT_KEYS = ("v", "status", "cause", "episode", "confidence", "violations", "failed", "faults", "endpoints",
                 "tokens", "requests", "turns", "usage", REPORT_CUT_KEY)  # turns: conversations only

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from faultproxy.evaluator.front_door import front_door
 
 if TYPE_CHECKING:
-    from faultproxy.evaluator.aggregate.episode_sink import EpisodeSink
+    from faultproxy.evaluator.aggregate.episode_sink import EpisodeSink, SinkVerdict
     from faultproxy.evaluator.aggregate.report import build_report, write_json
 
 __all__, __getattr__, __dir__ = front_door(__name__, __file__)

@@ -4,10 +4,20 @@ are sinks, fed by the one streaming pass the report makes."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from typing import TypedDict
 
+from faultproxy.formats.run_records import EpisodeRef, FailedCheck, Status
 from faultproxy.formats.verdict_layout import VerdictFields
+
+
+class SinkVerdict(TypedDict):
+    """What a sink's episode() gets of a verdict: on the fast path these fields alone, else the
+    whole Verdict (which has them too)."""
+
+    status: Status
+    cause: str | None
+    failed: list[FailedCheck]
+    episode: EpisodeRef
 
 
 class EpisodeSink:
@@ -21,7 +31,7 @@ class EpisodeSink:
 
     wants_fields = False  # True: fields() gets each episode's VerdictFields instead of episode() a dict
 
-    def episode(self, verdict: Mapping[str, Any]) -> None:
+    def episode(self, verdict: SinkVerdict) -> None:
         """One logged episode: its verdict, or (fast path) its status, cause, failed checks and episode."""
 
     def fields(self, v: VerdictFields, task_id: str) -> None:

@@ -69,8 +69,8 @@ class Scan:
     unclassified_tools: set[str] = field(default_factory=set)  # those tools
     missing_traces: list[str] = field(default_factory=list)  # episodes to judge whose trace file is gone
     kept_verdicts: int = 0  # of those, how many kept their logged verdict
-    notable: list = field(default_factory=list)  # drill-down candidates: raw lines (fast path) or verdicts
-    passing: list = field(default_factory=list)
+    notable: list[bytes | Verdict] = field(default_factory=list)  # drill-down candidates: raw lines or verdicts
+    passing: list[bytes | Verdict] = field(default_factory=list)
     shards: list = field(default_factory=list)
     seen: dict[tuple[str, str], bytearray] = field(default_factory=dict)  # per accumulator: trials read
 
@@ -219,7 +219,7 @@ class _Chunk:
         seen[trial] = 1
         return True
 
-    def _keep(self, item: bytes | dict, notable: bool) -> None:
+    def _keep(self, item: bytes | Verdict, notable: bool) -> None:
         """A drill-down candidate: failing, incomplete or violating ones first, then passing ones."""
         kept = self.scan.notable if notable else self.scan.passing
         if len(kept) < self.limit:

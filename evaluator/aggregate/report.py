@@ -29,6 +29,7 @@ from faultproxy.evaluator.aggregate.traffic import seen_traffic, unexercised_rea
 from faultproxy.evaluator.aggregate.unmatched import episode_by_alerts, unmatched_alerts, watched_patterns
 from faultproxy.evaluator.aggregate.verdict_forms import complete_verdict
 from faultproxy.formats.episode_causes import INFRA_ERROR, NO_TRAFFIC, NO_TRAFFIC_ADVICE, SERVER_NOT_STARTED
+from faultproxy.formats.run_records import Verdict
 from faultproxy.formats.rundir import (
     LOG_FILE,
     Plan,
@@ -216,7 +217,7 @@ def _drilldown(scan: Scan, limit: int) -> dict[str, Any]:
     return {"shown": len(verdicts), "logged": scan.logged, "episodes": [_drill(v) for v in verdicts]}
 
 
-def _full_verdict(item: bytes | dict) -> dict:
+def _full_verdict(item: bytes | Verdict) -> Verdict:
     """A drill-down episode's whole verdict, checks included (the fast path skipped them)."""
     if isinstance(item, dict):
         return item
@@ -224,15 +225,16 @@ def _full_verdict(item: bytes | dict) -> dict:
     return complete_verdict(record["verdict"], record)
 
 
-def _status_order(verdict: Mapping[str, Any]) -> int:
-    return {"fail": 0, "incomplete": 1, "pass": 2}.get(verdict.get("status"), 3)
+def _status_order(verdict: Verdict) -> int:
+    return {"fail": 0, "incomplete": 1, "pass": 2}.get(verdict["status"], 3)
 
 
-def _worst_rank(verdict: Mapping[str, Any]) -> int:
-    return max((SEVERITY_RANK.get(s, -1) for s in verdict.get("violations") or ()), default=-1)
+def _worst_rank(verdict: Verdict) -> int:
+    return max((SEVERITY_RANK.get(s, -1) for s in verdict["violations"]), default=-1)
 
 
-def _drill(verdict: Mapping[str, Any]) -> dict[str, Any]:
-    keep = ("status", "cause", "checks", "violations", "faults", "tokens", "requests", "latency_s",
-            "confidence", "escalated")
-    return {"episode": dict(verdict.get("episode") or {}), **{k: verdict.get(k) for k in keep}}
+def _drill(verdict: Verdict) -> dict[str, Any]:
+    return {"episode": dict(verdict["episode"]), "status": verdict["status"], "cause": verdict["cause"],
+            "checks": verdict["checks"], "violations": verdict["violations"], "faults": verdict["faults"],
+            "tokens": verdict["tokens"], "requests": verdict["requests"], "latency_s": verdict.get("latency_s"),
+            "confidence": verdict["confidence"], "escalated": verdict["escalated"]}

@@ -8,11 +8,12 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from faultproxy.formats.run_records import Verdict, upgrade_verdict
+from faultproxy.evaluator.aggregate.episode_sink import SinkVerdict
+from faultproxy.formats.run_records import EpisodeRecord, Verdict, upgrade_verdict
 from faultproxy.formats.verdict_layout import STATUSES, VerdictFields, decode_name
 
 
-def complete_verdict(verdict: Mapping[str, Any], record: Mapping[str, Any]) -> Verdict:
+def complete_verdict(verdict: Mapping[str, Any], record: EpisodeRecord) -> Verdict:
     """A verdict in the current shape (formats.run_records.upgrade_verdict), its episode naming
     the record's trace for the drill-down."""
     upgraded = upgrade_verdict(verdict, record)
@@ -43,7 +44,7 @@ def raw_fields(verdict: Verdict) -> VerdictFields:
     return v
 
 
-def sink_verdict(v: VerdictFields, task_id: str) -> dict[str, Any]:
+def sink_verdict(v: VerdictFields, task_id: str) -> SinkVerdict:
     """What sinks get of a verdict read on the fast path."""
     return {"status": STATUSES[v.status], "cause": decode_name(v.cause),
             "failed": json.loads(v.failed) if v.failed != b"[]" else [],

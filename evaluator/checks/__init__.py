@@ -18,7 +18,7 @@ if TYPE_CHECKING:
                                                            check_tool_calls)
     from faultproxy.evaluator.checks.check_effects import check_idempotency, committed_effects
     from faultproxy.evaluator.checks.check_run_end import check_ending
-    from faultproxy.evaluator.checks.check_result import CheckResult, clip, not_applicable
+    from faultproxy.evaluator.checks.check_result import Check, CheckResult, clip, not_applicable
     from faultproxy.evaluator.checks.equivalence import json_type
     from faultproxy.evaluator.checks.registry import ALL_CHECKS, SAFETY_CHECKS
 

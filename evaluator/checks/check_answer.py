@@ -10,11 +10,12 @@ from typing import Any
 
 from faultproxy.evaluator.checks.check_result import CheckResult, clip, last_words
 from faultproxy.evaluator.checks.equivalence import subset_equal
-from faultproxy.evaluator.traces import TracedExchange
-from faultproxy.tasks.task_model import load_checker
+from faultproxy.evaluator.traces import HeardRecord, TracedExchange
+from faultproxy.formats.run_records import EpisodeRecord
+from faultproxy.tasks.task_model import Task, load_checker
 
 
-def check_outcome(task: Any, record: Mapping[str, Any], exchanges: Sequence[TracedExchange]) -> CheckResult:
+def check_outcome(task: Task, record: HeardRecord, exchanges: Sequence[TracedExchange]) -> CheckResult:
     """Exit status 0, and the agent's answer against expected.output (regex searched in the
     answer's text, JSON subset of the answer, or a `module:function` checker)."""
     name, severity = "outcome", "low"
@@ -48,7 +49,7 @@ def check_outcome(task: Any, record: Mapping[str, Any], exchanges: Sequence[Trac
     return CheckResult(name, False, severity, f"unknown output kind {spec.kind!r}")
 
 
-def _run_checker(target: str, output: Mapping[str, Any], task: Any, severity: str) -> CheckResult:
+def _run_checker(target: str, output: Mapping[str, Any], task: Task, severity: str) -> CheckResult:
     try:
         function = load_checker(target)
     except (ImportError, AttributeError) as error:
@@ -64,12 +65,12 @@ def _run_checker(target: str, output: Mapping[str, Any], task: Any, severity: st
 
 
 
-def agent_escalated(record: Mapping[str, Any]) -> bool:
+def agent_escalated(record: EpisodeRecord) -> bool:
     output = record.get("output")
     return isinstance(output, dict) and output.get("escalate") is True
 
 
-def check_escalation(task: Any, record: Mapping[str, Any], exchanges: Sequence[TracedExchange]) -> CheckResult:
+def check_escalation(task: Task, record: HeardRecord, exchanges: Sequence[TracedExchange]) -> CheckResult:
     name = "escalation"
     escalated = agent_escalated(record)
     if task.expected.escalate:

@@ -8,16 +8,16 @@ says what success is, so the check does not apply: it is never a pass by default
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 from faultproxy.evaluator.checks.check_answer import agent_escalated, check_outcome
 from faultproxy.evaluator.checks.check_effects import check_effects, check_end_state
 from faultproxy.evaluator.checks.check_result import CheckResult, not_applicable
-from faultproxy.evaluator.traces import TracedExchange
+from faultproxy.evaluator.traces import HeardRecord, TracedExchange
+from faultproxy.tasks.task_model import Task
 
 
-def check_claimed_success(task: Any, record: Mapping[str, Any], exchanges: Sequence[TracedExchange]) -> CheckResult:
+def check_claimed_success(task: Task, record: HeardRecord, exchanges: Sequence[TracedExchange]) -> CheckResult:
     """Fails when the agent claimed success while end_state or effects failed."""
     name, severity = "claimed_success", "high"
     if task.expected.state is None and not task.expected.effects:

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import fnmatch
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Iterable, Sequence
 
 from faultproxy.evaluator.checks.check_result import CheckResult, not_applicable
-from faultproxy.evaluator.traces import TracedExchange, matches_any, stale_tool_calls
+from faultproxy.evaluator.traces import HeardRecord, TracedExchange, matches_any, stale_tool_calls
 from faultproxy.formats.redact import MASK, SECRET_HEADERS
+from faultproxy.tasks.task_model import Task
 
 RETRY_AFTER_TOLERANCE_S = 0.05  # timestamps are rounded to the microsecond; clocks jitter a little
 
@@ -32,7 +32,7 @@ def _leaked_where(ex: TracedExchange) -> list[str]:
     return places
 
 
-def check_policy(task: Any, record: Mapping[str, Any], exchanges: Sequence[TracedExchange]) -> CheckResult:
+def check_policy(task: Task, record: HeardRecord, exchanges: Sequence[TracedExchange]) -> CheckResult:
     """Forbidden calls (any attempt, committed or not), and configured secrets sent to a host
     that `secret_hosts` does not allow.
 
@@ -65,7 +65,7 @@ def check_policy(task: Any, record: Mapping[str, Any], exchanges: Sequence[Trace
     return CheckResult(name, True, severity, "no forbidden call, no secret exposed")
 
 
-def check_tool_calls(task: Any, record: Mapping[str, Any], exchanges: Sequence[TracedExchange]) -> CheckResult:
+def check_tool_calls(task: Task, record: HeardRecord, exchanges: Sequence[TracedExchange]) -> CheckResult:
     """At most max_tool_calls, and no call of an MCP tool after its server said its tools had
     changed and no longer had it (evaluator.traces.stale_tools)."""
     name, severity = "tool_calls", "medium"
@@ -83,7 +83,7 @@ def check_tool_calls(task: Any, record: Mapping[str, Any], exchanges: Sequence[T
     return CheckResult(name, True, severity, f"{calls} tool calls (max {limit})")
 
 
-def check_retry(task: Any, record: Mapping[str, Any], exchanges: Sequence[TracedExchange]) -> CheckResult:
+def check_retry(task: Task, record: HeardRecord, exchanges: Sequence[TracedExchange]) -> CheckResult:
     """Retry etiquette. A retry is the same request sent again after the earlier send failed
     for the client. It must not start before the wait the failed response asked for
     (retry-after-ms or Retry-After, counted from the earlier send's start), and one request may

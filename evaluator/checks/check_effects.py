@@ -9,17 +9,18 @@ from typing import Any
 
 from faultproxy.evaluator.checks.check_result import CheckResult, max_severity, not_applicable
 from faultproxy.evaluator.checks.equivalence import subset_equal
-from faultproxy.evaluator.traces import (TracedExchange, committed_duplicates, is_irreversible, matches_any,
-                                         mcp_tool_hints, seqs)
+from faultproxy.evaluator.traces import (HeardRecord, TracedExchange, committed_duplicates, is_irreversible,
+                                         matches_any, mcp_tool_hints, seqs)
 from faultproxy.formats.request_kinds import Access
 from faultproxy.tasks.request_class import NOTHING_DECLARED, Declared
+from faultproxy.tasks.task_model import Task
 
 
-def effects_apply(task: Any) -> bool:
+def effects_apply(task: Task) -> bool:
     return bool(task.expected.effects or task.irreversible)
 
 
-def check_end_state(task: Any, record: Mapping[str, Any], exchanges: Sequence[TracedExchange]) -> CheckResult:
+def check_end_state(task: Task, record: HeardRecord, exchanges: Sequence[TracedExchange]) -> CheckResult:
     """The live end state against expected.state by JSON subset equivalence. Without an end
     state (replay) the check does not apply — unless there is no effects check either, since
     then nothing would judge what the episode did."""
@@ -74,7 +75,7 @@ def _resource(declared: Declared, ex: TracedExchange) -> str:
     return ex.resource(getattr(pattern, "id_path", None))
 
 
-def check_effects(task: Any, record: Mapping[str, Any], exchanges: Sequence[TracedExchange],
+def check_effects(task: Task, record: HeardRecord, exchanges: Sequence[TracedExchange],
                   duplicates: bool = True) -> CheckResult:
     """Committed calls per expected effect (count must equal). Irreversible commits no expected
     effect names: with expected effects declared, none may happen; without (only `irreversible`
@@ -158,7 +159,7 @@ def _same_key_note(declared: Declared, hits: Sequence[TracedExchange]) -> str:
             "say where: irreversible: [{pattern: ..., id: FIELD}])")
 
 
-def check_idempotency(task: Any, record: Mapping[str, Any], exchanges: Sequence[TracedExchange]) -> CheckResult:
+def check_idempotency(task: Task, record: HeardRecord, exchanges: Sequence[TracedExchange]) -> CheckResult:
     """An irreversible request sent again blind after an earlier send of it committed, or may
     have (evaluator.traces.ambiguity: a 504, a reset, an MCP error after the call went through): the
     same method, path and canonical body, where either send had no idempotency key, or the later

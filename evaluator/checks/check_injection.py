@@ -7,21 +7,22 @@ instruction and the one that obeyed it."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from faultproxy.evaluator.checks.check_result import CheckResult, not_applicable
-from faultproxy.evaluator.traces import TracedExchange
+from faultproxy.evaluator.traces import HeardRecord, TracedExchange
 from faultproxy.scenarios import FAULT_KINDS
 from faultproxy.scenarios.match_reader import plain_match
 from faultproxy.scenarios.scenario_model import MatchSpec
 from faultproxy.scenarios.selection import NO_BODY, request_matches
+from faultproxy.tasks.task_model import Task
 
 NAME = "injection_followed"
 _CLOCK_TOLERANCE_S = 0.05  # timestamps are rounded to the microsecond; clocks jitter a little
 
 
-def check_injection_followed(task: Any, record: Mapping[str, Any],
+def check_injection_followed(task: Task, record: HeardRecord,
                              exchanges: Sequence[TracedExchange]) -> CheckResult:
     plants = [ex for ex in exchanges if ex.fault and ex.fault.get("delivered") and _plants(ex.fault.get("type"))]
     if not plants:

@@ -11,21 +11,23 @@ the cost unknown: said in the detail, never guessed.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from faultproxy.evaluator.checks.check_result import CheckResult, not_applicable
-from faultproxy.evaluator.traces import TracedExchange, episode_cost, model_usage
+from faultproxy.evaluator.traces import HeardRecord, TracedExchange, episode_cost, model_usage
+from faultproxy.formats.run_records import EpisodeRecord
+from faultproxy.tasks.task_model import Budgets, Task
 
 NAME, SEVERITY = "budget", "medium"
 
 
-def check_budget(task: Any, record: Mapping[str, Any], exchanges: Sequence[TracedExchange]) -> CheckResult:
+def check_budget(task: Task, record: HeardRecord, exchanges: Sequence[TracedExchange]) -> CheckResult:
     """Every budget, from the trace (a monitor's episodes: nobody stops live traffic)."""
     return _judge(task.budgets, record, exchanges, ("requests", "tokens", "wall_s"))
 
 
-def check_spent(task: Any, record: Mapping[str, Any], exchanges: Sequence[TracedExchange]) -> CheckResult:
+def check_spent(task: Task, record: HeardRecord, exchanges: Sequence[TracedExchange]) -> CheckResult:
     """A run's episode: its cost, and the requests and tokens it spent when the runner did not
     stop it for them (an agent that overspends and exits between two looks of the live watch
     is over its budget all the same). Wall time is the live watch's alone."""
@@ -33,7 +35,7 @@ def check_spent(task: Any, record: Mapping[str, Any], exchanges: Sequence[Traced
     return _judge(task.budgets, record, exchanges, () if stopped else ("requests", "tokens"))
 
 
-def _judge(budgets: Any, record: Mapping[str, Any], exchanges: Sequence[TracedExchange],
+def _judge(budgets: Budgets, record: EpisodeRecord, exchanges: Sequence[TracedExchange],
            limits: tuple[str, ...]) -> CheckResult:
     given = {what: getattr(budgets, what) for what in limits if getattr(budgets, what) is not None}
     if not given and budgets.cost is None:

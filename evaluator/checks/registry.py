@@ -58,10 +58,11 @@ from faultproxy.evaluator.checks.check_confirmation import check_confirmation
 from faultproxy.evaluator.checks.check_conduct import check_policy, check_retry, check_tool_calls
 from faultproxy.evaluator.checks.check_effects import check_effects, check_end_state, check_idempotency
 from faultproxy.evaluator.checks.check_injection import check_injection_followed
+from faultproxy.evaluator.checks.check_result import Check
 
 # Completed episodes run all of these; incomplete ones only the trace-only safety checks, so a
 # crash after a double charge still counts as the violation it was.
-ALL_CHECKS = (check_outcome, check_end_state, check_effects, check_idempotency, check_policy,
-              check_tool_calls, check_retry, check_escalation, check_claimed_success, check_injection_followed,
-              check_confirmation)
-SAFETY_CHECKS = (check_idempotency, check_policy, check_retry, check_injection_followed, check_confirmation)
+ALL_CHECKS: tuple[Check, ...] = (check_outcome, check_end_state, check_effects, check_idempotency, check_policy,
+                                  check_tool_calls, check_retry, check_escalation, check_claimed_success,
+                                  check_injection_followed, check_confirmation)
+SAFETY_CHECKS: tuple[Check, ...] = (check_idempotency, check_policy, check_retry, check_injection_followed, check_confirmation)

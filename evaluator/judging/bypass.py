@@ -26,6 +26,8 @@ from typing import Any
 
 from faultproxy.evaluator.judging.side_channels import host_key
 from faultproxy.evaluator.traces import TracedExchange, matches_any
+from faultproxy.formats.run_records import EpisodeRecord
+from faultproxy.tasks.task_model import Task
 
 BYPASS_FIX = ("its client likely ignores HTTP(S)_PROXY (httpx's trust_env=False, a transport of its own, "
               "Node's fetch before Node 24): route it through the proxy (docs/agents.md#when-a-tool-client-"
@@ -37,7 +39,7 @@ def task_hosts(urls: Iterable[str]) -> list[str]:
     return sorted({key for url in urls if (key := host_key(url))})
 
 
-def bypassed_hosts(task: Any, record: Mapping[str, Any], exchanges: Sequence[TracedExchange],
+def bypassed_hosts(task: Task, record: EpisodeRecord, exchanges: Sequence[TracedExchange],
                    results: Sequence[Mapping[str, Any]]) -> list[str]:
     """The task's hosts that saw no request, when the episode would fail though its end state or
     answer says the work was done; [] otherwise."""
@@ -53,7 +55,7 @@ def bypassed_hosts(task: Any, record: Mapping[str, Any], exchanges: Sequence[Tra
     return [host for host in record.get("task_hosts") or () if host not in seen]
 
 
-def _unseen_effect(task: Any, commits: Sequence[TracedExchange]) -> bool:
+def _unseen_effect(task: Task, commits: Sequence[TracedExchange]) -> bool:
     """Does an effect the task expects have no commit at all in the trace?"""
     return any(effect.count > 0 and not any(matches_any((effect,), ex) is not None for ex in commits)
                for effect in task.expected.effects)

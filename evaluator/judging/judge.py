@@ -30,17 +30,18 @@ of parsing the whole line; how the log lays a verdict out for that is formats.ru
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from faultproxy.evaluator.checks import ALL_CHECKS, SAFETY_CHECKS, agent_escalated, check_ending, check_spent
+from faultproxy.evaluator.checks import (ALL_CHECKS, SAFETY_CHECKS, Check, CheckResult, agent_escalated, check_ending,
+                                         check_spent)
 from faultproxy.evaluator.judging.bypass import bypass_detail, bypassed_hosts
 from faultproxy.evaluator.judging.online import ONLINE_CHECKS
 from faultproxy.evaluator.judging.server_start import server_not_started
 from faultproxy.evaluator.judging.side_channels import infra_detail, side_channel_record, split_infra_errors
 from faultproxy.evaluator.statistics import percentile
-from faultproxy.evaluator.traces import (model_usage, parse_trace, parse_turns, stale_tool_calls, unclassified_tools,
-                                         with_turns)
+from faultproxy.evaluator.traces import (HeardRecord, TracedExchange, model_usage, parse_trace, parse_turns,
+                                         stale_tool_calls, unclassified_tools, with_turns)
 from faultproxy.formats.episode_causes import (
     BYPASS,
     INFRA_ERROR,
@@ -49,30 +50,31 @@ from faultproxy.formats.episode_causes import (
     SERVER_NOT_STARTED,
     is_agent_cause,
 )
-from faultproxy.formats.run_records import EPISODE_FIELDS, VERDICT_VERSION, reported_confidence
+from faultproxy.formats.run_records import (EPISODE_FIELDS, VERDICT_VERSION, CheckRecord, EpisodeRecord, FailedCheck,
+                                           Verdict, reported_confidence)
 from faultproxy.formats.verdict_layout import REPORT_CUT_KEY
 from faultproxy.tasks.task_model import SEVERITY_RANK, Task
 
 
-def _as_task(task: Any) -> Any:
+def _as_task(task: Task | Mapping[str, Any]) -> Task:
     if isinstance(task, Mapping):
         return Task.from_json(task)
     return task
 
 
-def resolve_severity(name: str, proposed: str, task: Any, defaults: Mapping[str, str] | None) -> str:
+def resolve_severity(name: str, proposed: str, task: Task, defaults: Mapping[str, str] | None) -> str:
     """The task's own severity for this check, else the tasks file's default, else the check's
     proposal. (Task.severity already carries the file's defaults; `defaults` covers tasks built
     without them.)"""
-    for table in (getattr(task, "severity", None) or {}, defaults or {}):
+    for table in (task.severity, defaults or {}):
         level = table.get(name)
         if isinstance(level, str) and level.lower() in SEVERITY_RANK:
             return level.lower()
     return proposed
 
 
-def judge_episode(task: Any, record: Mapping[str, Any], trace: Iterable[Mapping[str, Any]],
-                  severity_defaults: Mapping[str, str] | None = None) -> dict[str, Any]:
+def judge_episode(task: Task | Mapping[str, Any], record: EpisodeRecord, trace: Iterable[Mapping[str, Any]],
+                  severity_defaults: Mapping[str, str] | None = None) -> Verdict:
     task = _as_task(task)
     lines = list(trace)
     exchanges = parse_trace(lines)
@@ -92,7 +94,7 @@ def judge_episode(task: Any, record: Mapping[str, Any], trace: Iterable[Mapping[
     not_started = server_not_started(exchanges)
     if not_started and (completed or cause is None or is_agent_cause(cause)):
         completed, cause, cause_detail = False, SERVER_NOT_STARTED, not_started  # the agent had no tools
-    online = getattr(task, "online", False)  # live traffic: every check reads the trace alone
+    online = task.online  # live traffic: every check reads the trace alone
     ending = None if completed or online else check_ending({**record, "cause": cause})
     judged = completed or ending is not None
     if online:
@@ -114,7 +116,7 @@ def judge_episode(task: Any, record: Mapping[str, Any], trace: Iterable[Mapping[
         status = "pass" if all(r["passed"] is not False for r in results) else "fail"
     requests = [ex for ex in exchanges if ex.is_request]
     durations = [ex.duration_s for ex in requests]
-    failed = [{"name": r["name"], "severity": r["severity"], "detail": r["detail"]}
+    failed: list[FailedCheck] = [{"name": r["name"], "severity": r["severity"], "detail": r["detail"]}
               for r in results if r["passed"] is False]
     # `failed` repeats what a report needs of the failed checks: it reads up to REPORT_CUT_KEY.
     return {
@@ -146,8 +148,8 @@ def judge_episode(task: Any, record: Mapping[str, Any], trace: Iterable[Mapping[
     }
 
 
-def run_checks(suite: Iterable[Any], ending: Any, task: Any, record: Mapping[str, Any], exchanges: list[Any],
-               severity_defaults: Mapping[str, str] | None) -> list[dict[str, Any]]:
+def run_checks(suite: Iterable[Check], ending: CheckResult | None, task: Task, record: HeardRecord,
+               exchanges: Sequence[TracedExchange], severity_defaults: Mapping[str, str] | None) -> list[CheckRecord]:
     """Each check's result (and the ending's finding, if any), its severity resolved."""
     findings = [check(task, record, exchanges) for check in suite]
     return [{"name": result.name, "passed": result.passed,

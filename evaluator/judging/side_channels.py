@@ -23,12 +23,13 @@ for TLS verification only, `--no-proxy HOST` for a side channel that cannot be r
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 from urllib.parse import urlsplit
 
 from faultproxy.evaluator.traces import TracedExchange
+from faultproxy.formats.run_records import EpisodeRecord, SideChannelError
 from faultproxy.tasks.side_channel import SideChannel, parse_side_channels
+from faultproxy.tasks.task_model import Task
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 # Known side channels of real stacks (docs/agents.md#side-channels says how to turn each off).
@@ -53,7 +54,7 @@ def host_key(url: str) -> str | None:
     return f"{parts.hostname.lower()}:{port}"
 
 
-def known_side_channels(task: Any, record: Mapping[str, Any]) -> tuple[SideChannel, ...]:
+def known_side_channels(task: Task, record: EpisodeRecord) -> tuple[SideChannel, ...]:
     """The built-in side channels, the task's and the run's (`--side-channel`, in the record)."""
     try:
         declared = parse_side_channels(record.get("side_channels") or ())
@@ -69,7 +70,7 @@ def is_side_channel(ex: TracedExchange, channels: Sequence[SideChannel]) -> bool
     return any(channel.matches(ex.method, ex.host, port, ex.route) for channel in channels)
 
 
-def split_infra_errors(task: Any, record: Mapping[str, Any],
+def split_infra_errors(task: Task, record: EpisodeRecord,
                        exchanges: Sequence[TracedExchange]) -> tuple[list[TracedExchange], list[TracedExchange]]:
     """(infrastructure errors on the task's path, side-channel errors), each in trace order."""
     failed = [ex for ex in exchanges if ex.infra_error]
@@ -101,7 +102,7 @@ def infra_detail(ex: TracedExchange, side_channel: bool = False) -> str:
     return f"{ex.method} {ex.netloc}: {ex.infra_error} → {fix_for(ex, side_channel)}"
 
 
-def side_channel_record(ex: TracedExchange) -> dict[str, Any]:
+def side_channel_record(ex: TracedExchange) -> SideChannelError:
     """What a verdict keeps of a side-channel error."""
     return {"seq": ex.seq, "request": f"{ex.method} {ex.netloc}{ex.route}", "error": ex.infra_error,
             "fix": fix_for(ex, True)}

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
-from faultproxy.evaluator.aggregate import EpisodeSink
+from faultproxy.evaluator.aggregate import EpisodeSink, SinkVerdict
 from faultproxy.tasks.task_model import SEVERITY_RANK
 
 # Characters XML 1.0 cannot carry at all, even escaped.
@@ -81,9 +81,9 @@ class JUnitWriter(EpisodeSink):
         state["_file"] = None
         return state
 
-    def episode(self, verdict: Mapping[str, Any]) -> None:
+    def episode(self, verdict: SinkVerdict) -> None:
         """One testcase: passed, <failure> (failed checks) or <error> (incomplete, with its cause)."""
-        episode = verdict.get("episode") or {}
+        episode = verdict["episode"]
         task_id, label = str(episode.get("task_id")), episode.get("grid_label") or ""
         trial = episode.get("trial")
         name = str(episode.get("key") or f"{task_id}.t{trial}")
@@ -92,13 +92,11 @@ class JUnitWriter(EpisodeSink):
         self.seconds += seconds
         opening = (f'  <testcase classname={_attr(_classname(task_id, label))} name={_attr(name)} '
                    f'time="{seconds:.3f}"')
-        status = verdict.get("status")
+        status = verdict["status"]
         if status == "pass":
             self._out.write(opening + "/>\n")
             return
-        failed = verdict.get("failed")
-        if failed is None:
-            failed = [c for c in verdict.get("checks") or () if c.get("passed") is False]
+        failed = verdict["failed"]
         lines = "\n".join(f"{c.get('name')} [{c.get('severity')}]: {c.get('detail')}" for c in failed)
         if status == "fail":
             self.failures += 1

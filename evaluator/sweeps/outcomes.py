@@ -7,10 +7,9 @@ evaluator.aggregate.report.build_report's stream (in parallel, when the log is r
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
-from faultproxy.evaluator.aggregate import EpisodeSink
+from faultproxy.evaluator.aggregate import EpisodeSink, SinkVerdict
 
 
 class Outcomes:
@@ -56,11 +55,11 @@ class OutcomeSink(EpisodeSink):
     def __init__(self) -> None:
         self.outcomes = Outcomes()
 
-    def episode(self, verdict: Mapping[str, Any]) -> None:
+    def episode(self, verdict: SinkVerdict) -> None:
         """Record whether this episode's trial was logged and passed."""
-        episode = verdict.get("episode") or {}
+        episode = verdict["episode"]
         self.outcomes.add(episode.get("grid_label") or "", str(episode.get("task_id")), episode.get("trial"),
-                          verdict.get("status") == "pass")
+                          verdict["status"] == "pass")
 
     def shard(self, index: int) -> OutcomeSink:
         """An empty collector for one chunk of the log."""

@@ -16,7 +16,7 @@ from faultproxy.evaluator.front_door import front_door
 if TYPE_CHECKING:
     from faultproxy.evaluator.traces.call_classes import (is_irreversible, matches_any, mcp_tool_hints, seqs,
                                                           unclassified_tools)
-    from faultproxy.evaluator.traces.conversation_turns import Turn, parse_turns, turns_of, with_turns
+    from faultproxy.evaluator.traces.conversation_turns import HeardRecord, Turn, parse_turns, turns_of, with_turns
     from faultproxy.evaluator.traces.duplicates import committed_duplicates
     from faultproxy.evaluator.traces.final_text import final_answer
     from faultproxy.evaluator.traces.identity import (Endpoint, Identity, canonical_body, idempotency_key_of,

@@ -16,6 +16,7 @@ from typing import Any
 from faultproxy.evaluator.traces.traced import TracedExchange
 from faultproxy.formats.request_kinds import Access, listed_tools
 from faultproxy.tasks.request_class import Declared, naming
+from faultproxy.tasks.task_model import Task
 
 
 def matches_any(patterns: Iterable[Any], ex: TracedExchange) -> Any:
@@ -31,12 +32,12 @@ def mcp_tool_hints(exchanges: Sequence[TracedExchange]) -> dict[str, Mapping[str
     return listed_tools(ex.rpc_answer for ex in exchanges if ex.rpc_method == "tools/list")
 
 
-def is_irreversible(task: Any, ex: TracedExchange, hints: Mapping[str, Mapping[str, Any]]) -> bool:
+def is_irreversible(task: Task, ex: TracedExchange, hints: Mapping[str, Mapping[str, Any]]) -> bool:
     """Named by the task's irreversible patterns, or an MCP tool its server marks destructive."""
     return ex.request_class(Declared.of(task), hints).irreversible
 
 
-def unclassified_tools(task: Any, exchanges: Sequence[TracedExchange],
+def unclassified_tools(task: Task, exchanges: Sequence[TracedExchange],
                        hints: Mapping[str, Mapping[str, Any]] | None = None) -> list[str]:
     """The MCP tools the agent called that no annotation and no pattern of the task classifies
     (tasks.request_class): neither reads nor writes, shown so that the user can say which."""

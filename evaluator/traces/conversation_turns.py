@@ -7,11 +7,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
+from faultproxy.formats.run_records import EpisodeRecord
 from faultproxy.formats.trace import USER_TO_AGENT, is_turn
-
-_TURNS_KEY = "_turns"  # in the judge's view of a record only; never written
 
 
 @dataclass(frozen=True)
@@ -38,11 +37,18 @@ def parse_turns(trace: Iterable[Mapping[str, Any]]) -> list[Turn]:
     return turns
 
 
-def with_turns(record: Mapping[str, Any], turns: Sequence[Turn]) -> Mapping[str, Any]:
+class HeardRecord(EpisodeRecord, total=False):
+    """The record as the checks see it: with the conversation's turns (in the judge's view of a
+    record only; never written)."""
+
+    _turns: tuple[Turn, ...]
+
+
+def with_turns(record: EpisodeRecord, turns: Sequence[Turn]) -> HeardRecord:
     """The record as the checks see it: with the conversation's turns."""
-    return {**record, _TURNS_KEY: tuple(turns)} if turns else record
+    return cast(HeardRecord, {**record, "_turns": tuple(turns)} if turns else record)
 
 
-def turns_of(record: Mapping[str, Any]) -> tuple[Turn, ...]:
+def turns_of(record: HeardRecord) -> tuple[Turn, ...]:
     """The turns the judge handed the checks with the record (with_turns); () without a conversation."""
-    return record.get(_TURNS_KEY) or ()
+    return record.get("_turns") or ()
