@@ -33,6 +33,7 @@ An episode line (EpisodeRecord): {"type": "episode", "v": RECORD_VERSION, "key",
   "faults_possible": bool (could some rule fire at the episode's grid point; false for a function
                      agent, whose returned outcome is its own): with it, an empty trace is no_traffic,
   "monitor": {"id" (the session), "rule", "ended": "idle" | "stopped" | "recovered"} (a monitor's lines),
+  "replay_of": the store entry's folder (a replay's record, which no log holds),
   "verdict": Verdict}     # always the line's last key: see formats.verdict_layout
 
 A verdict (Verdict, evaluator.judging.judge writes it):
@@ -199,14 +200,12 @@ class MonitorEpisode(TypedDict):
 
     id: str | None
     rule: str | None
-    ended: Literal["idle", "stopped", "recovered"]
+    ended: str  # "idle" | "stopped" | "recovered"
 
 
-class EpisodeRecord(TypedDict):
-    """One finished episode, as the runner builds it and its log line holds it (module docstring)."""
+class EpisodeIdentity(TypedDict):
+    """The fields of an episode line that the plan fixes, before anything runs."""
 
-    type: NotRequired[Literal["episode"]]  # stamped with "v" when the line is written
-    v: NotRequired[int]
     key: str
     task_id: str
     trial: int
@@ -218,6 +217,13 @@ class EpisodeRecord(TypedDict):
     grid_label: str
     params: dict[str, float | str]
     model: str | None
+
+
+class EpisodeRecord(EpisodeIdentity):
+    """One finished episode, as the runner builds it and its log line holds it (module docstring)."""
+
+    type: NotRequired[Literal["episode"]]  # stamped with "v" when the line is written
+    v: NotRequired[int]
     completed: bool
     cause: str | None
     cause_detail: NotRequired[str]
@@ -236,6 +242,7 @@ class EpisodeRecord(TypedDict):
     side_channels: NotRequired[list[str]]
     faults_possible: NotRequired[bool]
     monitor: NotRequired[MonitorEpisode]
+    replay_of: NotRequired[str]  # a replay's (runner.replay_agents): the store entry it replayed
     verdict: NotRequired[Verdict]
 
 

@@ -42,7 +42,7 @@ import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Final
 
 from faultproxy.formats.errors import UserError
 from faultproxy.formats.files import append_line, no_space, open_lines, write_whole
@@ -58,7 +58,7 @@ FLOWS_DIR = "flows"
 PLAN_IDENTITY = ("faultproxy_version", "scenario_digest", "tasks_digest", "k", "grid", "command", "chat")  # chat: absent unless --chat
 
 FUNCTION_PREFIX = "python-function:"  # the plan's `command` of a function agent: [python-function:module.name]
-MONITOR_KEY = "monitor"  # plan.json and the log's header of a monitor's run directory: its policy and settings
+MONITOR_KEY: Final = "monitor"  # plan.json and the log's header of a monitor's run directory: its policy and settings
 
 
 class RunDirError(UserError):

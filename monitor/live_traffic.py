@@ -28,6 +28,7 @@ import structlog
 from faultproxy.evaluator.judging import judge_episode
 from faultproxy.formats import __version__
 from faultproxy.formats.redact import Redactor
+from faultproxy.formats.run_records import EpisodeRecord
 from faultproxy.formats.rundir import FLOWS_DIR, MONITOR_KEY, EpisodeLog, write_plan
 from faultproxy.formats.trace import REJECTED_NAME, read_trace, trace_path
 from faultproxy.monitor.terminal_view import MonitorView
@@ -36,7 +37,7 @@ from faultproxy.proxy.episodes import EpisodeLimits
 from faultproxy.proxy.server import ProxyServer
 from faultproxy.proxy.monitor_sessions import EpisodeRule, LiveSessions, Session
 from faultproxy.scenarios import Scenario
-from faultproxy.tasks.task_model import TaskSet
+from faultproxy.tasks.task_model import Task, TaskSet
 from faultproxy.tasks.request_class import Declared
 from faultproxy.tasks.secret_values import task_secrets
 
@@ -243,8 +244,8 @@ class Monitor:
         self._log.drop_oldest(count)
 
 
-def episode_record(task: Any, key: str, trial: int, trace: list[dict[str, Any]], session: Session | None,
-                   ended: str) -> dict[str, Any]:
+def episode_record(task: Task, key: str, trial: int, trace: list[dict[str, Any]], session: Session | None,
+                   ended: str) -> EpisodeRecord:
     """A monitored episode's log line (formats.rundir's fields; no agent, no end state), unjudged."""
     started = min(float(line.get("started") or 0.0) for line in trace)
     finished = max(float(line.get("started") or 0.0) + float(line.get("duration_s") or 0.0) for line in trace)

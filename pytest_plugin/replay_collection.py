@@ -145,7 +145,7 @@ class ReplayItem(pytest.Item):
                      f"  replay:   {result.status}" + (f" ({', '.join(result.failed)})" if result.failed else "")]
             for d in result.diverged[:10]:
                 lines.append(f"  not recorded: #{d['seq']} {d['method']} {d['url']}: {d['why']}")
-            for check in result.verdict.get("failed") or ():
+            for check in result.verdict["failed"]:
                 lines.append(f"  failed {check['name']} [{check['severity']}]: {check['detail']}")
             if result.record.get("log_tail"):
                 lines.append("  agent output (tail):")

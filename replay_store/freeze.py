@@ -37,6 +37,7 @@ from faultproxy.evaluator.aggregate import build_report
 from faultproxy.evaluator.judging import judge_episode
 from faultproxy.formats.redact import Redactor
 from faultproxy.formats.paths import refuse_links_out
+from faultproxy.formats.run_records import EpisodeRecord
 from faultproxy.formats.rundir import read_run, trace_file
 from faultproxy.formats.secret_names import is_secret_name
 from faultproxy.formats.trace import decode_body, read_trace
@@ -129,7 +130,7 @@ def freeze(run_dir: Path, store: Path, *, failing: bool = False, representatives
             "scenario": {"name": scenario.name, "digest": scenario.digest, "path": plan["scenario"].get("path"),
                          "params": dict(scenario.params), "source": source_text},
             "decisions": decisions,
-            "failed": record["verdict"].get("failed") or [],
+            "failed": record["verdict"]["failed"],
             "expect": wanted,
             "expect_failed": judgeable if wanted == "fail" else [],
             "command": list(plan.get("command") or []),
@@ -156,14 +157,14 @@ def freeze(run_dir: Path, store: Path, *, failing: bool = False, representatives
     return frozen + known
 
 
-def _representatives(run_dir: Path, store: Path, judged: Sequence[Mapping[str, Any]]
-                     ) -> tuple[list[Mapping[str, Any]], dict[str, Mapping[str, Any]], list[Frozen]]:
+def _representatives(run_dir: Path, store: Path, judged: Sequence[EpisodeRecord]
+                     ) -> tuple[list[EpisodeRecord], dict[str, Mapping[str, Any]], list[Frozen]]:
     """Each failure cause's representative among `judged` that the store does not hold yet
     (with its cause label, by episode key), and the causes it already holds."""
     clusters = (build_report(run_dir, drilldown_limit=0).get("causes") or {}).get("clusters") or []
     stored = _stored_causes(store)
     by_key = {record["key"]: record for record in judged}
-    chosen: list[Mapping[str, Any]] = []
+    chosen: list[EpisodeRecord] = []
     labels: dict[str, Mapping[str, Any]] = {}
     known = []
     for cluster in clusters:
@@ -206,7 +207,7 @@ def _scenario_source(plan: Mapping[str, Any]) -> tuple[str, Scenario]:
     return text, scenario
 
 
-def _episode_scenario(plan: Mapping[str, Any], record: Mapping[str, Any], base: Scenario) -> Scenario:
+def _episode_scenario(plan: Mapping[str, Any], record: EpisodeRecord, base: Scenario) -> Scenario:
     """A sweep level's episode ran under the file with its grid point's params, else the run's own
     (a categorical level, a word, was the agent's alone)."""
     params = {k: float(v) for k, v in (record.get("params") or {}).items() if not isinstance(v, str)}

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 import structlog
+from faultproxy.formats.run_records import EpisodeRecord, Verdict
 from faultproxy.proxy import decide
 from faultproxy.proxy.faults import answer
 from faultproxy.proxy.faults.base import RECORDED_FAULT_KEY
@@ -321,8 +322,8 @@ class ReplayResult:
     recordings it served or left unserved, and upstream connections the proxy refused."""
 
     entry: Entry
-    record: dict[str, Any]
-    verdict: dict[str, Any]
+    record: EpisodeRecord
+    verdict: Verdict
     diverged: list[dict[str, Any]]
     served: list[dict[str, Any]]
     unserved: list[int]
@@ -333,7 +334,7 @@ class ReplayResult:
     @property
     def failed(self) -> list[str]:
         """Failed checks that replay can judge."""
-        return [c["name"] for c in self.verdict.get("failed") or () if c["name"] not in UNJUDGEABLE]
+        return [c["name"] for c in self.verdict["failed"] if c["name"] not in UNJUDGEABLE]
 
     @property
     def status(self) -> str:

@@ -22,6 +22,7 @@ from faultproxy.evaluator.judging import judge_episode, task_hosts
 from faultproxy.evaluator.sweeps import level_text
 from faultproxy.formats.errors import DiskFull
 from faultproxy.formats.files import write_whole
+from faultproxy.formats.run_records import EpisodeIdentity, EpisodeRecord
 from faultproxy.formats.rundir import FLOWS_DIR, EpisodeLog
 from faultproxy.formats.trace import read_trace, trace_path
 from faultproxy.proxy.server import ProxyServer
@@ -63,7 +64,7 @@ class EpisodeRunner:
     async def aclose(self) -> None:
         await self.direct.aclose()
 
-    async def run_episode(self, episode: PlannedEpisode) -> dict[str, Any]:
+    async def run_episode(self, episode: PlannedEpisode) -> EpisodeRecord:
         task, variant, point = episode.task, episode.variant, episode.point
         harness_env = {**os.environ, "FAULTPROXY_EPISODE": episode.key}
         task_env = {name: expand(value, harness_env) for name, value in {**self.options.tasks.env, **task.env}.items()}
@@ -98,7 +99,7 @@ class EpisodeRunner:
         if stats and stats.trace_disk_full:  # a trace with lines missing cannot be judged: stop, resume later
             raise DiskFull(stats.trace_disk_full)
         end_state, state_error = await self._fetch_state(task, url_env)
-        record = {
+        record: EpisodeRecord = {
             **episode_identity(episode),
             "completed": result.cause is None, "cause": result.cause,
             **({"cause_detail": result.detail} if result.detail else {}),
@@ -190,7 +191,7 @@ def direct_verify(options: RunOptions) -> ssl.SSLContext | bool:
     return context
 
 
-def episode_identity(episode: PlannedEpisode) -> dict[str, Any]:
+def episode_identity(episode: PlannedEpisode) -> EpisodeIdentity:
     """The fields of an episode line that the plan fixes, before anything runs."""
     task, variant, point = episode.task, episode.variant, episode.point
     return {
@@ -200,10 +201,10 @@ def episode_identity(episode: PlannedEpisode) -> dict[str, Any]:
     }
 
 
-def unfinished_record(options: RunOptions, episode: PlannedEpisode, cause: str, detail: str) -> dict[str, Any]:
+def unfinished_record(options: RunOptions, episode: PlannedEpisode, cause: str, detail: str) -> EpisodeRecord:
     """The line for an episode that ended without a result from its agent (e.g. `worker_lost`,
     `reset_failed`): incomplete with `cause` and `detail`, no trace, judged like any other."""
-    record = {
+    record: EpisodeRecord = {
         **episode_identity(episode),
         "completed": False, "cause": cause, "cause_detail": detail, "exit_code": None, "started": round(time.time(), 3), "duration_s": 0.0,
         "output": None, "output_error": None, "end_state": None, "state_error": None,

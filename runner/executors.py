@@ -37,9 +37,9 @@ import abc
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from faultproxy.formats.errors import DiskFull, UsageError
+from faultproxy.formats.run_records import EpisodeRecord
 from faultproxy.proxy.auth import new_token
 from faultproxy.proxy.server import ProxyServer
 from faultproxy.runner.plan import PlannedEpisode
@@ -57,7 +57,7 @@ class Finished:
     """An episode handed back to the driver: its record, or why the harness could not run it."""
 
     episode: PlannedEpisode
-    record: dict[str, Any] | None  # the episode line, verdict included; None: not run (error says why)
+    record: EpisodeRecord | None  # the episode line, verdict included; None: not run (error says why)
     trace: str | None = None  # the trace's text when it was recorded elsewhere; None: already in flows/
     error: str | None = None
     disk_full: DiskFull | None = None  # not run because the run directory's disk is full: the run stops

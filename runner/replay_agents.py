@@ -26,6 +26,7 @@ from faultproxy.evaluator.sweeps import level_text
 from faultproxy.evaluator.traces import Turn, parse_turns
 from faultproxy.formats.errors import UsageError
 from faultproxy.formats.paths import refuse_links_out, relative_file
+from faultproxy.formats.run_records import EpisodeRecord
 from faultproxy.formats.rundir import FUNCTION_PREFIX
 from faultproxy.formats.trace import USER_TO_AGENT, read_trace, trace_path
 from faultproxy.otel import OtelExport
@@ -281,7 +282,7 @@ class Replayer:
                                                                      user_turns(read_trace(trace)))):
             replay.diverged.append(said)  # the script answered another reply than the recording's
         cause = "diverged" if replay.diverged else result.cause
-        record = {
+        record: EpisodeRecord = {
             "key": entry.key, "task_id": task.id, "trial": episode.get("trial", 0),
             "variant": episode.get("variant", 0), "seed": episode.get("seed"), "prompt": episode["prompt"],
             "state": episode.get("state"), "shape": task.shape, "grid_label": episode.get("grid_label", ""),

@@ -25,6 +25,7 @@ from faultproxy.formats import __version__
 from faultproxy.formats.errors import UsageError
 from faultproxy.formats.files import write_whole
 from faultproxy.formats.redact import Redactor
+from faultproxy.formats.run_records import EpisodeRecord
 from faultproxy.formats.rundir import EpisodeLog, read_plan, write_plan
 from faultproxy.otel import OtelExport
 from faultproxy.replay_store.freeze import base_url_variables
@@ -190,7 +191,7 @@ async def drive(options: RunOptions, executor: Executor, todo: list[PlannedEpiso
     return ran, stop.is_set(), errors
 
 
-def write_trace_text(out: Path, record: dict[str, Any], text: str) -> None:
+def write_trace_text(out: Path, record: EpisodeRecord, text: str) -> None:
     """Write a trace that was recorded elsewhere; whole or not at all (a rerun replaces it)."""
     target = out / record["trace"]
     target.parent.mkdir(parents=True, exist_ok=True)

@@ -233,7 +233,7 @@ def print_results(results) -> None:
             print(f"\n{r.entry.name} ({r.entry.title}): {why}")
             for d in r.diverged[:10]:
                 print(f"  not recorded: #{d['seq']} {d['method']} {d['url']}: {d['why']}")
-            for check in r.verdict.get("failed") or ():
+            for check in r.verdict["failed"]:
                 print(f"  failed {check['name']} [{check['severity']}]: {check['detail']}")
             if not r.diverged and r.status in ("pass", "fail") and not r.blocked:
                 print("  if the agent changed on purpose, `faultproxy replay --accept` records what replay shows now")
