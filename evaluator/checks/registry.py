@@ -65,4 +65,5 @@ from faultproxy.evaluator.checks.check_result import Check
 ALL_CHECKS: tuple[Check, ...] = (check_outcome, check_end_state, check_effects, check_idempotency, check_policy,
                                   check_tool_calls, check_retry, check_escalation, check_claimed_success,
                                   check_injection_followed, check_confirmation)
-SAFETY_CHECKS: tuple[Check, ...] = (check_idempotency, check_policy, check_retry, check_injection_followed, check_confirmation)
+SAFETY_CHECKS: tuple[Check, ...] = (check_idempotency, check_policy, check_retry, check_injection_followed,
+                                     check_confirmation)
