@@ -5,7 +5,7 @@ read and write entries only through the two.
 A store is a folder of entries; an entry is a folder:
 
 episode.json — what the episode was and what its replay must show:
-  {"format": "faultproxy-replay-entry", "version": 1, "name": the entry's folder name,
+  {"format": "faultproxy-replay-entry", "version": VERSION, "name": the entry's folder name,
    "episode": the episode key (fault decisions are keyed hashes of it),
    "task": Task.to_json(), "variant", "prompt", "state", "seed", "trial", "shape", "grid_label",
    "params": the grid point's params, "model",
@@ -76,7 +76,10 @@ from faultproxy.replay_store.har_checks import (StoreError, absolute_http_url, b
 from faultproxy.tasks.task_model import Task
 
 FORMAT = "faultproxy-replay-entry"
-VERSION = 1
+# 2: "rewrites" always there. 1: an entry frozen before `--rewrite` had only `rewrite_model`
+# (its model, asked in every request); upgrade_entry brings it up to 2 when read.
+VERSION = 2
+READ_VERSIONS = (1, VERSION)
 EPISODE_FILE = "episode.json"
 HAR_FILE = "flows.har"
 EXPECTATIONS = ("pass", "fail")
@@ -186,11 +189,8 @@ class Entry:
 
     @property
     def rewrites(self) -> dict[str, str | int]:
-        """The fields the proxy set in every model API request of the episode (`--rewrite`);
-        an entry frozen before `--rewrite` says only `rewrite_model`, which is {"model": its model}."""
-        if "rewrites" in self.episode:
-            return dict(self.episode["rewrites"] or {})
-        return {"model": self.episode["model"]} if self.episode.get("rewrite_model") else {}
+        """The fields the proxy set in every model API request of the episode (`--rewrite`)."""
+        return dict(self.episode.get("rewrites") or {})
 
     @property
     def title(self) -> str:
@@ -229,9 +229,10 @@ def read_entry(path: Path) -> Entry:
         raise StoreError(str(episode_path), None, None, "expected a JSON object")
     if episode.get("format") != FORMAT:
         raise StoreError(str(episode_path), None, "format", f"expected {FORMAT!r}, got {episode.get('format')!r}")
-    if episode.get("version") != VERSION:
+    if episode.get("version") not in READ_VERSIONS:
+        versions = " and ".join(map(str, READ_VERSIONS))
         raise StoreError(str(episode_path), None, "version",
-                         f"this faultproxy reads version {VERSION}, not {episode.get('version')!r}")
+                         f"this faultproxy reads versions {versions}, not {episode.get('version')!r}")
     for name in REQUIRED:
         if name not in episode:
             raise StoreError(str(episode_path), None, name, "missing")
@@ -262,7 +263,16 @@ def read_entry(path: Path) -> Entry:
                                                              f"got {log.get('version')!r}")
     json_object(har_path, log.get("_faultproxy"), "log._faultproxy", optional=True)
     exchanges = tuple(_recorded(har_path, i, e) for i, e in enumerate(entries))
-    return Entry(path, episode, exchanges)
+    return Entry(path, upgrade_entry(episode), exchanges)
+
+
+def upgrade_entry(episode: Mapping[str, Any]) -> dict[str, Any]:
+    """An entry's episode.json as read (a version in READ_VERSIONS), in the current shape."""
+    upgraded = dict(episode)
+    if upgraded.get("version") == 1 and "rewrites" not in upgraded:
+        upgraded["rewrites"] = {"model": upgraded.get("model")} if upgraded.get("rewrite_model") else {}
+    upgraded["version"] = VERSION
+    return upgraded
 
 
 def read_entries(path: Path) -> list[Entry]:

@@ -263,10 +263,3 @@ def test_a_bad_rewrite_or_level_is_one_line_and_exit_2(arguments, says, capsys):
     assert faultproxy_main([command, "--scenario", "rate_limit", *options, "--", "python", "agent.py"]) == 2
     err = capsys.readouterr().err
     assert says in err and len(err.strip().splitlines()) == 1, err
-
-
-def test_an_entry_from_before_rewrite_asks_its_model_as_rewrite_model_did(tmp_path):
-    """`rewrite_model: true` (episode.json) was the whole of --rewrite-model's record (a run's
-    log lines: tests/unit/formats/test_run_records.py)."""
-    assert har.Entry(tmp_path, {"model": "model-b", "rewrite_model": True}, ()).rewrites == {"model": "model-b"}
-    assert har.Entry(tmp_path, {"model": "model-b", "rewrites": {}}, ()).rewrites == {}

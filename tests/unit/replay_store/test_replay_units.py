@@ -144,3 +144,20 @@ def test_bad_entries_get_one_clear_line(tmp_path, capsys):
     assert faultproxy_main(["freeze", str(tmp_path / "no-run")]) == 2
     assert faultproxy_main(["minimize", str(tmp_path), "--", "true"]) == 2
 
+
+@pytest.mark.parametrize("fields, rewrites", [
+    ({"rewrite_model": True}, {"model": "model-b"}), ({}, {}),
+    ({"rewrite_model": True, "rewrites": {"effort": "low"}}, {"effort": "low"}),
+], ids=["rewrite_model", "no rewrite", "rewrites kept"])
+def test_a_version_1_entry_reads_in_the_current_shape(tmp_path, fields, rewrites):
+    """Entries frozen before `--rewrite` said only `rewrite_model: true`: the episode's model,
+    asked in every request."""
+    entry = tmp_path / "e"
+    entry.mkdir()
+    document = {"format": har.FORMAT, "version": 1, "episode": "k", "task": {"id": "t", "prompt": "p"}, "prompt": "p",
+                "scenario": {"name": "s", "source": "x"}, "expect": "fail", "decisions": [], "command": ["a"],
+                "model": "model-b", **fields}
+    (entry / "episode.json").write_text(json.dumps(document))
+    (entry / "flows.har").write_text(json.dumps({"log": {"version": "1.2", "entries": []}}))
+    read = har.read_entry(entry)
+    assert (read.episode["version"], read.rewrites) == (har.VERSION, rewrites)
