@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+FAULTPROXY = [sys.executable, "-m", "faultproxy"]  # the command line, as a user runs it
 
 
 def alive(pid: int) -> bool:

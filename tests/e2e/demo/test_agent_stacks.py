@@ -24,7 +24,7 @@ from faultproxy.formats.rundir import read_run
 from faultproxy.formats.trace import read_trace
 from faultproxy.scenarios import load_scenario
 from faultproxy.tasks.tasks_file import load_tasks
-from tests.e2e.demo.test_demo_world import world_for_agents
+from tests.support.demo_world import world_for_agents
 from tests.support.layout import AGENTS
 
 PARALLEL = (os.cpu_count() or 2) + 1

@@ -10,7 +10,7 @@ import pytest
 
 from faultproxy.evaluator.aggregate.failure_cause import explain
 from faultproxy.scenarios import load_scenario
-from tests.e2e.demo.test_demo_world import failures, run_agent, trace_of, world_for_agents
+from tests.support.demo_world import failures, run_agent, trace_of, world_for_agents
 
 INJECTION = load_scenario("prompt_injection")
 MODEL_FAULTS = load_scenario("model_faults", {"lambda": 0.1})  # twice the bundled rate: faults in every episode

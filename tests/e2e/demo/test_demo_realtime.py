@@ -17,7 +17,7 @@ from faultproxy.formats.rundir import read_run
 from faultproxy.formats.trace import read_trace
 from faultproxy.scenarios import load_scenario
 from faultproxy.tasks.tasks_file import load_tasks
-from tests.e2e.demo.test_demo_world import PARALLEL, committed, shop_log, trace_of, world_for_agents
+from tests.support.demo_world import PARALLEL, committed, shop_log, trace_of, world_for_agents
 from tests.support.layout import ROOT
 
 EXAMPLES = ROOT / "examples"

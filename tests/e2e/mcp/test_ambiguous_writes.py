@@ -26,7 +26,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from faultproxy import run_function, task_set_from_json
 from faultproxy.formats.rundir import read_run
 from tests.support.mcp_clients import HttpServer
-from tests.e2e.run.test_monitor import SESSION, MonitorProcess, failed
+from tests.support.monitor import MonitorProcess, SESSION, failed
 from tests.support.upstream import ServerThread
 
 CREDITS = "/api/v2/accounts/{account}/credits"

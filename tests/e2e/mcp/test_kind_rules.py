@@ -27,8 +27,8 @@ from faultproxy.tasks.request_class import Declared
 from tests.support.agents.asking_mcp_server import make_server as asking_server
 from tests.support.agents.ledger_mcp_server import make_server as ledger_server
 from tests.support.mcp_clients import HttpServer, counter_server, session, shim_parameters
-from tests.e2e.run.test_blind_spots import Bookings as BlindSpotBookings
-from tests.e2e.run.test_monitor import MonitorProcess
+from tests.support.bookings import Bookings as BlindSpotBookings
+from tests.support.monitor import MonitorProcess
 from tests.support.upstream import ServerThread, Upstream
 
 pytestmark = pytest.mark.timeout(120)

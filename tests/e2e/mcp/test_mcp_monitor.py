@@ -17,8 +17,8 @@ import pytest
 from faultproxy import build_report, freeze, replay
 from faultproxy.formats.trace import read_trace
 from tests.support.mcp_clients import AGENTS, RawClient, counter_server
-from tests.support.processes import wait_until
-from tests.e2e.run.test_monitor import FAULTPROXY, MonitorProcess, episodes, failed
+from tests.support.monitor import MonitorProcess, episodes, failed
+from tests.support.processes import FAULTPROXY, wait_until
 
 pytestmark = pytest.mark.timeout(240)
 

@@ -16,8 +16,8 @@ from faultproxy.formats.trace import read_trace
 from faultproxy.proxy.server import free_port
 from faultproxy.scenarios import BUNDLED_DIR
 from tests.support.layout import ROOT
+from tests.support.processes import FAULTPROXY
 
-FAULTPROXY = [sys.executable, "-m", "faultproxy"]
 MITMDUMP = Path(sys.executable).with_name("mitmdump")
 
 

@@ -27,9 +27,10 @@ from faultproxy.runner.replay_agents import Replayer
 from faultproxy.tasks.tasks_file import task_set_from_json
 from faultproxy.proxy.server import ProxyServer
 from faultproxy.scenarios import ScenarioError, load_scenario
+from tests.support.agent_commands import agent_command
 from tests.support.fixtures import scenario
 from tests.support.model_upstream import ARGS, TEXT, TOOL, app
-from tests.e2e.replay.test_replay_faults import agent_command, client_view
+from tests.support.trace_views import client_view
 from tests.support.upstream import ServerThread
 
 APIS = ("openai_chat", "openai_responses", "anthropic_messages", "gemini")

@@ -24,39 +24,10 @@ from faultproxy.otel import names as N
 from faultproxy.otel.spans import exchange_span
 from faultproxy.tasks.task_model import Effect, EndpointPattern, Expected, Task
 from tests.support.fixtures import scenario
+from tests.support.realtime import DELTAS, FAULTS, GEMINI_LIVE, TURNS, function_calling_app, realtime_app
 from tests.support.upstream import ServerThread
 
-DELTAS = 5
-GEMINI_LIVE = "google.ai.generativelanguage.v1beta.GenerativeService.BidiGenerateContent"
 AUDIO = bytes(range(256)) * 8  # 2 KiB of "audio"
-
-
-def realtime_app() -> web.Application:
-    """A Realtime-like text session: `response.create` streams DELTAS deltas and a done event;
-    any other text is echoed; a binary frame is echoed as binary."""
-
-    async def session(request: web.Request) -> web.WebSocketResponse:
-        ws = web.WebSocketResponse()
-        await ws.prepare(request)
-        await ws.send_json({"type": "session.created", "session": {"id": "sess_1"}})
-        async for message in ws:
-            if message.type == aiohttp.WSMsgType.BINARY:
-                await ws.send_bytes(message.data)
-                continue
-            event = json.loads(message.data)
-            if event.get("type") == "response.create":
-                for i in range(DELTAS):
-                    await ws.send_json({"type": "response.output_text.delta", "delta": f"d{i} "})
-                await ws.send_json({"type": "response.done"})
-            else:
-                await ws.send_json({"type": "echo", "of": event})
-        return ws
-
-    app = web.Application()
-    app.router.add_get("/v1/realtime", session)
-    app.router.add_get("/{lane}/v1/realtime", session)  # one lane per fault in the fault scenario
-    app.router.add_get(f"/ws/{GEMINI_LIVE}", session)  # a Gemini Live path: presets in Gemini's shape
-    return app
 
 
 @pytest.fixture
@@ -125,37 +96,6 @@ def test_every_message_both_ways_is_in_the_trace(make_proxy, realtime_server, tm
     upgrade, turn = parse_trace(read_trace(trace_path(tmp_path / "flows", "ep")))  # the evaluator reads the line
     assert (upgrade.upstream_status, upgrade.client_status, upgrade.route) == (101, 101, "/v1/realtime")
     assert upgrade.is_protocol and turn.is_model and not turn.failed  # the session's one turn, a model call
-
-
-FAULTS = """
-    - name: drop-third-delta
-      match: {path: "/drop/*", websocket: {from: server, body: {type: response.output_text.delta}}}
-      fault: {type: ws_drop}
-      when: {calls: [3]}
-    - name: close-after-second
-      match: {path: "/close/*", websocket: {from: server, body: {type: response.output_text.delta}}}
-      fault: {type: ws_close, code: 1011, reason: "upstream went away"}
-      when: {calls: [2]}
-    - name: abort-after-second
-      match: {path: "/abort/*", websocket: {from: server, body: {type: response.output_text.delta}}}
-      fault: {type: ws_close, mode: abort}
-      when: {calls: [2]}
-    - name: rate-limit-before-first
-      match: {path: "/inject/*", websocket: {from: server, body: {type: response.output_text.delta}}}
-      fault: {type: ws_inject, preset: rate_limit, position: before}
-      when: {calls: [1]}
-    - name: tell-the-server
-      match: {path: "/inject/*", websocket: {from: client}}
-      fault: {type: ws_inject, to: server, message: {type: injected.by.proxy}}
-      when: {calls: [1]}
-    - name: hold-the-done
-      match: {path: "/delay/*", websocket: {from: server, body: {type: response.done}}}
-      fault: {type: ws_delay, ms: 400}
-    - name: drift-the-second-delta
-      match: {path: "/drift/*", websocket: {from: server, body: {type: response.output_text.delta}}}
-      fault: {type: schema_drift, ops: [{op: rename, path: delta, to: text}]}
-      when: {calls: [2]}
-"""
 
 
 @pytest.fixture
@@ -361,37 +301,6 @@ def test_presets_take_the_gemini_live_shape_on_a_gemini_live_session(make_proxy,
 
 
 # ---------------------------------------------------------------- the evaluator reads a live session
-
-TURNS = [("get_order", {"order_id": "1001"}), ("refund_order", {"order_id": "1001"}),
-         ("refund_order", {"order_id": "1001"}), None]  # the model repeats the refund, then answers
-
-
-def function_calling_app() -> web.Application:
-    """A Realtime-like session whose model calls TURNS' functions, one per `response.create`, in the
-    two events the Realtime API announces a call with, then answers in text."""
-
-    async def session(request: web.Request) -> web.WebSocketResponse:
-        ws = web.WebSocketResponse()
-        await ws.prepare(request)
-        await ws.send_json({"type": "session.created", "session": {"id": "sess_fc"}})
-        turns = iter(enumerate(TURNS))
-        async for message in ws:
-            if json.loads(message.data).get("type") != "response.create":
-                continue
-            index, turn = next(turns)
-            if turn is None:
-                for piece in ("Refun", "ded."):
-                    await ws.send_json({"type": "response.output_text.delta", "delta": piece})
-            else:
-                call = {"call_id": f"call_{index}", "name": turn[0], "arguments": json.dumps(turn[1])}
-                await ws.send_json({"type": "response.function_call_arguments.done", **call})
-                await ws.send_json({"type": "response.output_item.done", "item": {"type": "function_call", **call}})
-            await ws.send_json({"type": "response.done", "response": {"status": "completed"}})
-        return ws
-
-    app = web.Application()
-    app.router.add_get("/v1/realtime", session)
-    return app
 
 
 def test_the_evaluator_reads_turns_and_function_calls_of_a_realtime_session(make_proxy, tmp_path):

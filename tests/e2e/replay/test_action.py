@@ -23,9 +23,10 @@ import yaml
 
 from bench.gate_calibration import write_run
 from faultproxy.replay_store.freeze import freeze
+from tests.support.agent_commands import REFUND_AGENT
 from tests.support.fixtures import scenario
-from tests.e2e.run.test_no_false_pass import REFUND_AGENT, payments, tasks_file  # noqa: F401 - payments is a fixture
 from tests.support.layout import ROOT
+from tests.support.payments import tasks_file
 
 EXPRESSION = re.compile(r"\$\{\{\s*([^}]*?)\s*\}\}")
 LOST = scenario("""

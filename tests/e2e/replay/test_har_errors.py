@@ -11,30 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from faultproxy import RunOptions, run
 from faultproxy.replay_store import har
-from faultproxy.replay_store.freeze import freeze
 from faultproxy.replay_store.har import StoreError
-from faultproxy.scenarios import load_scenario
-from faultproxy.tasks.tasks_file import load_tasks
-from tests.support.layout import AGENTS
-from tests.support.upstream import ServerThread, Upstream
-
-PROBE_AGENT = [sys.executable, str(AGENTS / "probe_agent.py")]
-
-
-@pytest.fixture(scope="module")
-def entry_dir(tmp_path_factory):
-    """A frozen probe-agent episode: three exchanges (two reads and a refund)."""
-    folder = tmp_path_factory.mktemp("har-errors")
-    (folder / "tasks.jsonl").write_text(json.dumps({"id": "t", "prompt": "ok"}) + "\n")
-    with ServerThread(Upstream().app()) as server, pytest.MonkeyPatch.context() as mp:
-        mp.setenv("PROBE_UPSTREAM", server.url)
-        run(RunOptions(scenario=load_scenario("rate_limit", {"lambda": 0.0}), tasks=load_tasks(folder / "tasks.jsonl"),
-                       command=PROBE_AGENT, out=folder / "run", show_progress=False))
-    [frozen] = freeze(folder / "run", folder / "store")
-    assert len(har.read_entry(frozen.path).exchanges) == 3
-    return frozen.path
+from tests.support.agent_commands import PROBE_AGENT
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ from faultproxy.evaluator.aggregate import build_report
 from faultproxy.replay_store import har
 from faultproxy.replay_store.har import StoreError
 from faultproxy.tasks.tasks_file import TaskError, load_tasks
-from tests.e2e.replay.test_har_errors import PROBE_AGENT, entry_dir  # noqa: F401 — the frozen probe entry fixture
+from tests.support.agent_commands import PROBE_AGENT
 from tests.support.run_records import LOOKUP, lookup_ok, lookup_wrong, make_run
 
 UNSET = "FAULTPROXY_TEST_SURELY_UNSET"

@@ -24,8 +24,8 @@ from faultproxy.replay_store.freeze import freeze
 from faultproxy.replay_store.replay_proxy import ReplayOptions
 from faultproxy.runner.replay_agents import Replayer
 from faultproxy.scenarios import load_scenario
-from tests.e2e.replay.test_replay_faults import PortWatch
 from tests.support.layout import ROOT
+from tests.support.ports import PortWatch
 
 EXAMPLES = ROOT / "examples"
 TASK = "refund_order_1001"

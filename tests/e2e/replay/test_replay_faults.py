@@ -12,11 +12,9 @@ import json
 import os
 import shlex
 import shutil
-import socket
 import ssl
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pytest
@@ -32,7 +30,10 @@ from faultproxy.replay_store.minimize import minimize
 from faultproxy.replay_store.replay_proxy import DIVERGED_STATUS, ReplayOptions
 from faultproxy.runner.replay_agents import Replayer
 from faultproxy.scenarios import load_scenario
+from tests.support.agent_commands import agent_command
 from tests.support.layout import ROOT
+from tests.support.ports import PortWatch
+from tests.support.trace_views import client_view
 from tests.support.upstream import ServerThread, Upstream
 
 AGENT = r'''
@@ -119,51 +120,6 @@ TASK = {"id": "refund_item_3", "prompt": "Refund item 3.", "shape": "writes_stat
         "irreversible": ["POST */refund"]}
 
 
-class PortWatch:
-    """Listen on ports a stopped server used and count every connection that arrives."""
-
-    def __init__(self, ports: list[int]) -> None:
-        self.accepted = 0
-        self.sockets = []
-        for port in ports:
-            sock = socket.socket()
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            try:
-                sock.bind(("127.0.0.1", port))
-            except OSError:
-                sock.close()
-                continue
-            sock.listen()
-            sock.settimeout(0.1)
-            self.sockets.append(sock)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._accept, daemon=True)
-
-    def _accept(self) -> None:
-        while not self._stop.is_set():
-            for sock in self.sockets:
-                try:
-                    conn, _ = sock.accept()
-                except (TimeoutError, OSError):
-                    continue
-                self.accepted += 1
-                conn.close()
-
-    def __enter__(self) -> PortWatch:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(2)
-        for sock in self.sockets:
-            sock.close()
-
-
-def agent_command(agent: Path, *flags: str) -> list[str]:
-    return [sys.executable, str(agent), *flags]
-
-
 @pytest.fixture(scope="module")
 def world(tmp_path_factory, upstream_certificate):
     """A live run of the scripted agent against an HTTPS upstream, frozen; then the upstream stops."""
@@ -200,18 +156,6 @@ def test_live_episode_failed_as_designed(world):
     assert fired == {("chat_rate_limited", 1), ("chat_delayed", 3), ("stream_cut", 1), ("item_drift", 1),
                      ("item_stale", 2), ("refund_lost", 1)}
     assert entry.env == {"TEST_UPSTREAM": world["url"]}  # what the task's env needs, captured at freeze
-
-
-def client_view(trace: Path) -> list[tuple]:
-    """What the agent got per exchange, and which fault did it: must be equal live and replayed."""
-    view = []
-    for line in read_trace(trace):
-        client, fault = line["client"], line["fault"] or {}
-        events = [e for _, e in client.get("sse") or ()]
-        view.append((line["seq"], line["request"]["method"], line["request"]["url"].split("?")[0],
-                     client["outcome"], client["status"], client.get("body"), events,
-                     fault.get("rule"), fault.get("delivered"), (line["upstream"] or {}).get("status")))
-    return view
 
 
 def test_every_fault_replays_as_it_was_live_over_https_with_no_upstream(world, tmp_path):

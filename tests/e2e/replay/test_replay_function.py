@@ -22,8 +22,8 @@ from faultproxy.replay_store import har
 from faultproxy.replay_store.freeze import freeze
 from faultproxy.replay_store.replay_proxy import ReplayOptions
 from faultproxy.runner.replay_agents import Replayer, replay_function
-from tests.e2e.replay.test_replay_faults import PortWatch
 from tests.support.layout import ROOT
+from tests.support.ports import PortWatch
 
 EXAMPLES = ROOT / "examples"
 TASK = "refund_order_1001"

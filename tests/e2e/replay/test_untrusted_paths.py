@@ -14,7 +14,7 @@ import pytest
 from faultproxy.cli.main import main
 from faultproxy.formats.paths import UnsafePath, name_problem, relative_file
 from faultproxy.replay_store import entry_writer, har
-from tests.e2e.replay.test_har_errors import PROBE_AGENT, entry_dir  # noqa: F401 — the frozen probe entry fixture
+from tests.support.agent_commands import PROBE_AGENT
 from tests.support.run_records import LOOKUP, lookup_ok, lookup_wrong, make_run
 
 @pytest.fixture
@@ -151,7 +151,6 @@ def test_a_resumed_run_never_appends_through_a_log_linked_out_of_the_run_directo
                     f"(to {outside}); faultproxy never writes through one: remove it")
     assert outside.read_text() == "precious\n"
     assert not (run / "plan.json").exists()
-
 
 
 @pytest.mark.parametrize("command", [("proxy", "--scenario", "rate_limit", "--port", "0"), ("mcp", "--", "true")])

@@ -26,8 +26,8 @@ from faultproxy.runner.replay_agents import Replayer, replay_function
 from faultproxy.scenarios import load_scenario
 from faultproxy.tasks.tasks_file import task_set_from_json
 from tests.support.fixtures import scenario
-from tests.e2e.replay.test_replay_faults import PortWatch
-from tests.e2e.proxy.test_websocket import FAULTS, realtime_app
+from tests.support.ports import PortWatch
+from tests.support.realtime import FAULTS, realtime_app
 from tests.support.upstream import ServerThread
 
 LANES = {"plain": "", "drop": "/drop", "close": "/close", "sdk": "/inject", "drift": "/drift"}

@@ -14,10 +14,9 @@ import pytest
 
 from faultproxy.runner.agent_guard import PID_FILE, end_leftover_agents, process_start
 from tests.support.layout import AGENTS
-from tests.support.processes import alive, wait_until
+from tests.support.processes import FAULTPROXY, alive, wait_until
 
 SLEEPER = [sys.executable, str(AGENTS / "sleeper_agent.py")]
-FAULTPROXY = [sys.executable, "-m", "faultproxy"]
 OBSERVE_S = 90  # how long agents may take to start on a loaded machine
 GONE_S = 5  # how long an agent may outlive its runner
 

@@ -13,7 +13,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-from aiohttp import web
 
 from faultproxy import RunOptions, build_report, run
 from faultproxy.cli.main import main
@@ -25,37 +24,15 @@ from faultproxy.formats.trace import read_trace
 from faultproxy.scenarios import load_scenario
 from faultproxy.tasks.tasks_file import load_tasks
 from tests.support import model_upstream
+from tests.support.agent_commands import BOOKING_AGENT, MCP_COMMAND_AGENT, REFUND_AGENT
+from tests.support.bookings import Bookings
 from tests.support.fixtures import scenario
 from faultproxy.proxy.monitor_sessions import WATCHED_REQUESTS
+from tests.support.monitor import MonitorProcess
+from tests.support.payments import Payments
+from tests.support.ports import closed_port
 from tests.support.processes import wait_until
-from tests.e2e.run.test_monitor import MonitorProcess
-from tests.e2e.run.test_no_false_pass import REFUND_AGENT, Payments
-from tests.e2e.run.test_no_traffic import closed_port
-from tests.support.layout import AGENTS
 from tests.support.upstream import ServerThread
-
-BOOKING_AGENT = [sys.executable, str(AGENTS / "booking_agent.py")]
-MCP_COMMAND_AGENT = [sys.executable, str(AGENTS / "mcp_command_agent.py")]
-
-
-class Bookings:
-    """A booking API: cancelling answers a cancellation id; /admin/state says what is cancelled."""
-
-    def __init__(self) -> None:
-        self.cancelled: list[str] = []
-
-    def app(self) -> web.Application:
-        app = web.Application()
-        app.router.add_post("/bookings/{id}/cancel", self.cancel)
-        app.router.add_get("/admin/state", self.state)
-        return app
-
-    async def cancel(self, request: web.Request) -> web.Response:
-        self.cancelled.append(request.match_info["id"])
-        return web.json_response({"cancellation_id": f"CX{len(self.cancelled):04d}"}, status=201)
-
-    async def state(self, request: web.Request) -> web.Response:
-        return web.json_response({"cancelled": self.cancelled})
 
 
 @pytest.fixture

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-from aiohttp import web
 
 from examples.world import world_in_thread
 from faultproxy import Episode, RunOptions, freeze, replay, replay_function, run, run_function
@@ -31,40 +30,11 @@ from faultproxy.runner.inprocess import ChatFunction
 from faultproxy.runner.plan import GridPoint
 from faultproxy.scenarios import load_scenario
 from faultproxy.tasks.tasks_file import TaskError, load_tasks, task_set_from_json
+from tests.support.agent_commands import DESK_AGENT
+from tests.support.desk import Desk, close_task
 from tests.support.layout import AGENTS
 from tests.support.processes import alive
 from tests.support.upstream import ServerThread
-
-DESK_AGENT = [sys.executable, str(AGENTS / "desk_chat_agent.py")]
-
-
-class Desk:
-    """Tickets that can be looked up and closed (for good)."""
-
-    def __init__(self) -> None:
-        self.closed: list[str] = []
-
-    def app(self) -> web.Application:
-        app = web.Application()
-        app.router.add_get("/tickets/{id}", self.ticket)
-        app.router.add_post("/tickets/{id}/close", self.close)
-        app.router.add_post("/_reset", self.reset)
-        app.router.add_get("/_state", self.state)
-        return app
-
-    async def ticket(self, request: web.Request) -> web.Response:
-        return web.json_response({"id": request.match_info["id"], "subject": "printer on fire"})
-
-    async def close(self, request: web.Request) -> web.Response:
-        self.closed.append(request.match_info["id"])
-        return web.json_response({"id": request.match_info["id"], "closed": True})
-
-    async def reset(self, request: web.Request) -> web.Response:
-        self.closed.clear()
-        return web.json_response({"ok": True})
-
-    async def state(self, request: web.Request) -> web.Response:
-        return web.json_response({"closed": list(self.closed)})
 
 
 @pytest.fixture
@@ -73,17 +43,6 @@ def desk(monkeypatch) -> Iterator[tuple[Desk, ServerThread]]:
     with ServerThread(world.app()) as server:
         monkeypatch.setenv("DESK_URL", server.url)
         yield world, server
-
-
-def close_task(url: str, answer: str, closed: list[str], **user) -> dict:
-    return {
-        "id": "close_t77", "prompt": "Please close ticket T-77.", "shape": "writes_state",
-        "reset_url": f"{url}/_reset", "state_url": f"{url}/_state", "expected": {"state": {"closed": closed}, "effects": [{"method": "POST", "path": "*/close", "count": len(closed)}]},
-        "user": {"replies": [{"when": "(?i)shall i", "say": answer},
-                             {"when": "(?i)anything else", "say": "No, that's all.", "end": True},
-                             {"say": "Sorry?"}], "reply_timeout_s": 30, **user},
-        "confirm_before": ["POST */close"],
-    }
 
 
 def chat_run(tmp_path: Path, task: dict, mode: str, monkeypatch, k: int = 1, command: list[str] = DESK_AGENT,
@@ -230,7 +189,6 @@ def test_an_agent_service_hears_each_turn_over_http_and_is_stopped_at_the_end(tm
         USER_TO_AGENT, "GET", AGENT_TO_USER, USER_TO_AGENT, "POST", AGENT_TO_USER, USER_TO_AGENT, AGENT_TO_USER]
     assert record["output"]["answer"] == "Goodbye." and record["cause"] is None
     assert not alive(int((tmp_path / "pid").read_text()))  # stopped with its process group
-
 
 
 def user_turns(tmp_path: Path, record: dict) -> list[tuple[str, dict]]:

@@ -35,13 +35,12 @@ from faultproxy import RunOptions, run  # noqa: E402
 from faultproxy.tasks.tasks_file import load_tasks, task_set_from_json  # noqa: E402
 from faultproxy.formats.trace import AGENT_TO_USER, USER_TO_AGENT, read_trace  # noqa: E402
 from faultproxy.scenarios import load_scenario  # noqa: E402
+from tests.support.agent_commands import DESK_AGENT, PROBE_AGENT
+from tests.support.desk import Desk, close_task
 from tests.support.fixtures import scenario  # noqa: E402
-from tests.e2e.run.test_chat import DESK_AGENT, Desk, close_task  # noqa: E402
-from tests.support.layout import AGENTS
+from tests.support.processes import FAULTPROXY
 from tests.support.upstream import ServerThread, Upstream  # noqa: E402
 
-PROBE_AGENT = [sys.executable, str(AGENTS / "probe_agent.py")]
-FAULTPROXY = [sys.executable, "-m", "faultproxy"]
 # Kills the worker process it runs under (its parent): every worker that tries it dies.
 WORKER_KILLER = [sys.executable, "-c", "import os, signal; os.kill(os.getppid(), signal.SIGKILL)"]
 

@@ -15,10 +15,9 @@ import subprocess
 import sys
 
 from faultproxy.formats.rundir import read_run
+from tests.support.agent_commands import PROBE_AGENT
 from tests.support.fixtures import scenario
-from tests.support.layout import AGENTS
 
-PROBE_AGENT = [sys.executable, str(AGENTS / "probe_agent.py")]
 K = 12
 NO_FAULT = scenario("""
     - name: refund-503

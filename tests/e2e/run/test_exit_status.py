@@ -12,11 +12,10 @@ import sys
 from pathlib import Path
 
 from faultproxy.formats.rundir import read_run
+from tests.support.agent_commands import PROBE_AGENT
 from tests.support.fixtures import scenario
-from tests.support.layout import AGENTS
+from tests.support.processes import FAULTPROXY
 
-FAULTPROXY = [sys.executable, "-m", "faultproxy"]
-PROBE_AGENT = [sys.executable, str(AGENTS / "probe_agent.py")]
 REFUND_503 = scenario("""
     - name: refund-503
       match: {method: POST, path: "*/refund"}

@@ -4,7 +4,6 @@ proxy" and "traffic reached it, but no rule matched" happened."""
 
 from __future__ import annotations
 
-import socket
 import sys
 import subprocess
 from dataclasses import replace
@@ -16,8 +15,11 @@ from faultproxy.formats.rundir import read_run
 from faultproxy.formats.trace import read_trace
 from faultproxy.scenarios import load_scenario
 from faultproxy.tasks.tasks_file import load_tasks, task_set_from_json
+from tests.support.agent_commands import REFUND_AGENT
 from tests.support.fixtures import scenario
-from tests.e2e.run.test_no_false_pass import FAULTPROXY, REFUND_AGENT, payments, tasks_file  # noqa: F401 - fixture
+from tests.support.payments import tasks_file
+from tests.support.ports import closed_port
+from tests.support.processes import FAULTPROXY
 
 # Node 20's global fetch ignores HTTP(S)_PROXY (and NODE_USE_ENV_PROXY, which Node honours from 24):
 # this agent refunds straight at the payments API, around the proxy, and tells the truth about it.
@@ -127,13 +129,6 @@ def test_an_empty_trace_is_judged_when_the_task_expects_no_traffic_and_no_rule_c
     verdict = judge_episode(stateful, record, [])
     assert (verdict["status"], verdict["cause"]) == ("incomplete", "no_traffic")
     assert "expects effects or an end state:" in verdict["cause_detail"]
-
-
-def closed_port() -> int:
-    """A local port nothing listens on (connections to it are refused)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def test_a_failed_side_channel_is_recorded_and_the_verdict_stands(tmp_path, payments, monkeypatch):

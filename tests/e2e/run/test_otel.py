@@ -39,13 +39,14 @@ from faultproxy.otel.spans import exchange_span
 from faultproxy.runner.replay_agents import Replayer
 from faultproxy.scenarios import load_scenario
 from faultproxy.tasks.tasks_file import task_set_from_json
+from tests.support.agent_commands import DESK_AGENT
+from tests.support.desk import Desk, close_task
+from tests.support.monitor import MonitorProcess
 from tests.support.otlp_receiver import ReceivedSpan, receiving
 from tests.support.processes import alive, wait_until
 from tests.support.fixtures import scenario
-from tests.e2e.run.test_chat import DESK_AGENT, Desk, close_task
-from tests.e2e.run.test_monitor import MonitorProcess
-from tests.e2e.proxy.test_websocket import TURNS, function_calling_app
 from tests.support.layout import AGENTS, ROOT
+from tests.support.realtime import TURNS, function_calling_app
 from tests.support.upstream import ServerThread, Upstream
 
 EXAMPLES = ROOT / "examples"
@@ -553,7 +554,7 @@ def test_a_realtime_sessions_turns_are_chat_spans_and_its_function_calls_tool_sp
 
 
 def test_a_conversations_turns_are_spans_in_order_with_its_requests(tmp_path, monkeypatch):
-    """A real conversation (`--chat stdio`, tests/e2e/run/test_chat.py's help desk): each turn an INTERNAL
+    """A real conversation (`--chat stdio`, tests/support/desk.py's help desk): each turn an INTERNAL
     span named for its direction, between the HTTP spans of the requests the agent made for it."""
     world = Desk()
     receiver, collector = receiving()

@@ -6,7 +6,6 @@ import json
 import random
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -19,12 +18,10 @@ from faultproxy import RunOptions, run
 from faultproxy.tasks.tasks_file import load_tasks
 from faultproxy.formats.trace import read_trace
 from faultproxy.scenarios import load_scenario
+from tests.support.agent_commands import PROBE_AGENT
 from tests.support.fixtures import scenario
-from tests.support.layout import AGENTS
-from tests.support.processes import alive, logged_episodes, wait_until
+from tests.support.processes import FAULTPROXY, alive, logged_episodes, wait_until
 
-PROBE_AGENT = [sys.executable, str(AGENTS / "probe_agent.py")]
-FAULTPROXY = [sys.executable, "-m", "faultproxy"]
 
 REFUND_FLAKY = scenario("""
     - name: refund-503

@@ -32,8 +32,8 @@ from aiohttp import web
 
 from faultproxy.formats.trace import read_trace
 from tests.support.layout import AGENTS
-from tests.unit.formats.test_redact_encoded import leaks
 from tests.support.otlp_receiver import receiving
+from tests.support.secret_leaks import leaks
 from tests.support.upstream import ServerThread
 
 AGENT = AGENTS / "leaky_agent.py"
@@ -181,7 +181,7 @@ def test_the_run_report_freeze_and_replay_wrote_their_files(leaky_run):
 
 
 def test_no_planted_secret_is_in_any_file(leaky_run):
-    """Not as written, nor in anything base64 or gzip in any file holds (tests.unit.formats.test_redact_encoded's oracle)."""
+    """Not as written, nor in anything base64 or gzip in any file holds (tests.support.secret_leaks's oracle)."""
     files = files_under(leaky_run["run"], leaky_run["store"], leaky_run["replayed"])
     assert len(files) >= 12
     found = [(str(p), name) for p in files for name, value in [*PLANTS.items(), ("service", SERVICE_SECRET),

@@ -10,7 +10,6 @@ import math
 import random
 import re
 import shutil
-import sys
 from pathlib import Path
 from statistics import NormalDist
 
@@ -24,10 +23,9 @@ from faultproxy.evaluator.gate.sequential_looks import doubling_looks
 from faultproxy.evaluator.statistics import fixed_k_equivalent, look_levels
 from faultproxy.evaluator.statistics.stats import null_se, power_spending
 from faultproxy.formats.rundir import read_log, run_digest, write_plan
-from tests.e2e.run.test_sweep_resume import SCENARIO as SWEEP_SCENARIO, TASKS
-from tests.support.layout import AGENTS
+from tests.support.agent_commands import PROBE_AGENT
+from tests.support.sweep_inputs import SCENARIO as SWEEP_SCENARIO, TASKS
 
-PROBE_AGENT = [sys.executable, str(AGENTS / "probe_agent.py")]
 SCENARIO = SWEEP_SCENARIO.split("expect:")[0]  # no expect block: the sweep here has other levels
 REFUND = TASKS[0]  # a task whose agent always sends traffic (one that sends none is no_traffic under faults)
 

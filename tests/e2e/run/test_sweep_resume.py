@@ -6,35 +6,17 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from faultproxy.formats.rundir import read_log, read_run
-from tests.support.layout import AGENTS
+from tests.support.agent_commands import PROBE_AGENT
+from tests.support.sweep_inputs import SCENARIO, TASKS
+from tests.support.processes import FAULTPROXY
 
-PROBE_AGENT = [sys.executable, str(AGENTS / "probe_agent.py")]
-FAULTPROXY = [sys.executable, "-m", "faultproxy"]
 
-SCENARIO = """\
-name: refund_flaky
-description: the refund fails with 503 at rate lambda
-seed: 11
-params: {lambda: 0.5}
-rules:
-  - name: refund-503
-    match: {method: POST, path: "*/refund"}
-    fault: {type: server_error, status: 503}
-    when: {probability: lambda}
-expect:
-  max_drop: {at: 0.5, drop: 0.25}
-"""
-TASKS = [
-    {"id": "refund", "prompt": "ok", "shape": "writes_state", "expected": {"output": {"regex": "refunded: 200"}}},
-    {"id": "env", "prompt": "env", "shape": "lookup"},
-]
 COMPARED = ("params", "models", "planned", "logged", "complete", "points", "curves", "surface", "flags", "matrix",
             "acceptance")
 

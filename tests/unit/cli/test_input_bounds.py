@@ -4,7 +4,6 @@ nesting without end, files too large. Every YAML faultproxy reads goes through o
 from __future__ import annotations
 
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -13,8 +12,8 @@ import pytest
 from faultproxy.formats.yaml_input import MAX_DEPTH, MAX_DOCUMENT_CHARS
 from faultproxy.scenarios import ScenarioError, load_scenario
 from faultproxy.tasks.tasks_file import TaskError, load_tasks
+from tests.support.processes import FAULTPROXY
 
-FAULTPROXY = [sys.executable, "-m", "faultproxy"]
 LEVELS = "abcdefghi"
 
 

@@ -1,18 +1,15 @@
 """Secrets hidden in base64 and gzip (issue 22): the redactor opens them and scan finds them.
 
-Properties (hypothesis) against an oracle written here, independent of formats/encoded.py: it
+Properties (hypothesis) against an oracle (tests.support.secret_leaks), independent of formats/encoded.py: it
 decodes every base64-looking run of the output at every alignment, in both alphabets, and
 gunzips whatever is gzip, recursively; no configured secret may be in anything it finds."""
 
 from __future__ import annotations
 
 import base64
-import binascii
 import gzip
 import json
-import re
 import tempfile
-import zlib
 from pathlib import Path
 
 from hypothesis import HealthCheck, assume, given, settings
@@ -20,37 +17,10 @@ from hypothesis import strategies as st
 
 from faultproxy.cli.scan import scan
 from faultproxy.formats.redact import MASK, Redactor
+from tests.support.secret_leaks import leaks
 
 values = st.text(alphabet="ABCDEFGHJKLMNPQRSTUVWXYZabcdefghjkmnpqrstuvwxyz23456789-_", min_size=8, max_size=40)
 plain = st.text(alphabet="0123456789 ,.;:()", max_size=60)  # no secret name, shape or base64 run can form
-_RUN = re.compile(rb"[A-Za-z0-9+/_-]{4,}={0,2}")
-
-
-def everything_in(data: bytes, depth: int = 0) -> list[bytes]:
-    """data, what gzip in it holds and what every base64 run in it decodes to, recursively."""
-    found = [data]
-    if depth > 6:
-        return found
-    if data[:2] == b"\x1f\x8b":
-        try:
-            found += everything_in(zlib.decompressobj(wbits=31).decompress(data), depth + 1)
-        except zlib.error:
-            pass
-    for run in _RUN.findall(data):
-        run = run.rstrip(b"=").replace(b"-", b"+").replace(b"_", b"/")
-        for shift in range(4):
-            part = run[shift:]
-            part = part[:len(part) - len(part) % 4]
-            try:
-                found += everything_in(base64.b64decode(part, validate=True), depth + 1)
-            except (binascii.Error, ValueError):
-                pass
-    return found
-
-
-def leaks(output: str | bytes, secret: str) -> bool:
-    data = output.encode() if isinstance(output, str) else output
-    return any(secret.encode() in blob for blob in everything_in(data))
 
 
 def b64(data: bytes, urlsafe: bool = False, padded: bool = True) -> str:

@@ -1,0 +1,19 @@
+"""Views of a trace for comparing runs: what the agent got per exchange, and which fault did it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from faultproxy.formats.trace import read_trace
+
+
+def client_view(trace: Path) -> list[tuple]:
+    """What the agent got per exchange, and which fault did it: must be equal live and replayed."""
+    view = []
+    for line in read_trace(trace):
+        client, fault = line["client"], line["fault"] or {}
+        events = [e for _, e in client.get("sse") or ()]
+        view.append((line["seq"], line["request"]["method"], line["request"]["url"].split("?")[0],
+                     client["outcome"], client["status"], client.get("body"), events,
+                     fault.get("rule"), fault.get("delivered"), (line["upstream"] or {}).get("status")))
+    return view
