@@ -52,7 +52,7 @@ def read_only_tools(recordings: Iterable[Recorded]) -> frozenset[str]:
 
 
 def _trace_line(recorded: Recorded) -> dict[str, Any]:
-    """The parts of a trace line (proxy.trace) the evaluator's MCP helpers read."""
+    """The parts of a trace line (formats.trace) the evaluator's MCP helpers read."""
     def text(body: bytes | None) -> str | None:
         return body.decode("utf-8", "replace") if body is not None else None
 

@@ -4,7 +4,7 @@
     cause.line                               # one line a person can act on
 
 A failing episode (status fail, or incomplete) gets a cause computed from its verdict and its
-trace (evaluator.checks.parse_trace), with five parts:
+trace (evaluator.traces.parse_trace), with five parts:
 
 - outcome: "fail", or "incomplete: <why>" (infra_error, reset_failed, ...: the harness could not
   judge, and the cause's line then speaks of the harness, never of the agent);
@@ -137,8 +137,9 @@ def _family(response: str) -> str:
 
 def explain(exchanges: Sequence[Any], failed: Sequence[str], outcome: str, episode_key: str | None,
             declared: Declared = NOTHING_DECLARED) -> tuple[Cause, int | None]:
-    """The cause of one failing episode from its parsed trace (checks.parse_trace) and the names of
-    its failed checks; also the index of the fault it names in the trace (None: no fault).
+    """The cause of one failing episode from its parsed trace (evaluator.traces.parse_trace) and
+    the names of its failed checks; also the index of the fault it names in the trace (None: no
+    fault).
     `declared`: what the task says about its requests (irreversible, effects, read_only)."""
     checks = tuple(sorted(set(failed)))
     if harness_cause(outcome) is not None:

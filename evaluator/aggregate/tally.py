@@ -1,9 +1,9 @@
 """Tallying per task: what the report keeps about one task at one grid label.
 
 Memory: per task a count per distinct outcome and trajectory and one float per episode per
-resource; never a whole record. The episodes arrive as formats.rundir.VerdictFields, whose
-names and lists are still JSON text when the log's fast reader read them: they are counted as
-they are and each distinct value is decoded once, by finish() and price().
+resource; never a whole record. The episodes arrive as formats.verdict_layout.VerdictFields,
+whose names and lists are still JSON text when the log's fast reader read them: they are counted
+as they are and each distinct value is decoded once, by finish() and price().
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The checks of one episode: one small function each, judging effects, not words.
 
-Each check takes (task, record, exchanges) — the task (tasks.model.Task), the episode line
+Each check takes (task, record, exchanges) — the task (tasks.task_model.Task), the episode line
 (formats.rundir) and the trace parsed by `parse_trace` — and returns a CheckResult: passed
 True/False, or None when it does not apply to this task or episode, with a proposed severity
 and a one-line detail. evaluator.judging.judge resolves the final severity: the task's own
