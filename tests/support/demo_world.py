@@ -23,9 +23,8 @@ from faultproxy.runner.plan import GridPoint
 from faultproxy.scenarios import Scenario, load_scenario
 from faultproxy.tasks.task_model import EndpointPattern
 from faultproxy.tasks.tasks_file import load_tasks
-from tests.support.layout import ROOT
+from tests.support.layout import EXAMPLES
 
-EXAMPLES = ROOT / "examples"
 TASKS = load_tasks(EXAMPLES / "tasks.yaml")
 PARALLEL = (os.cpu_count() or 2) + 1  # agents are CPU-bound (mostly importing openai): more only thrashes
 

@@ -80,3 +80,11 @@ def scenario(rules: str, params: str = "{}", seed: int = 7) -> str:
     return f"name: test\ndescription: a test scenario\nseed: {seed}\nparams: {params}\nrules:\n" + textwrap.indent(
         textwrap.dedent(rules), "  "
     )
+
+
+# A scenario whose one rule matches no request: the proxy records every exchange and injects nothing.
+NOTHING = scenario("""
+    - name: never
+      match: {path: "/never"}
+      fault: {type: reset}
+""")

@@ -9,6 +9,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 AGENTS = ROOT / "tests" / "support" / "agents"  # the agents and servers tests start by path
+EXAMPLES = ROOT / "examples"  # the demo: its agents, world, tasks and scenarios
 
 
 def package_dirs() -> dict[str, Path]:

@@ -15,9 +15,7 @@ from faultproxy import RunOptions, run
 from faultproxy.formats.rundir import read_run
 from faultproxy.scenarios import load_scenario
 from faultproxy.tasks.tasks_file import load_tasks
-from tests.support.layout import ROOT
-
-EXAMPLES = ROOT / "examples"
+from tests.support.layout import EXAMPLES
 
 
 @pytest.fixture(scope="module")

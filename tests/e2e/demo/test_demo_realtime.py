@@ -18,9 +18,8 @@ from faultproxy.formats.trace import read_trace
 from faultproxy.scenarios import load_scenario
 from faultproxy.tasks.tasks_file import load_tasks
 from tests.support.demo_world import PARALLEL, committed, shop_log, trace_of, world_for_agents
-from tests.support.layout import ROOT
+from tests.support.layout import EXAMPLES
 
-EXAMPLES = ROOT / "examples"
 TASKS = load_tasks(EXAMPLES / "tasks_realtime.yaml")
 CLOSE = load_scenario(EXAMPLES / "realtime_close.yaml")
 

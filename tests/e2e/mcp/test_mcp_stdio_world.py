@@ -26,11 +26,10 @@ from faultproxy.runner.plan import GridPoint
 from faultproxy.runner.replay_agents import replay
 from faultproxy.scenarios import load_scenario
 from faultproxy.tasks.tasks_file import load_tasks
-from tests.support.layout import ROOT
+from tests.support.layout import EXAMPLES
 
 pytestmark = pytest.mark.timeout(600)
 
-EXAMPLES = ROOT / "examples"
 AGENT = [sys.executable, str(EXAMPLES / "mcp_agent.py")]
 STDIO_URL = "http://shop-mcp-stdio.stdio.invalid/mcp"
 NO_WORLD = {"SHOP_ROOT": "http://127.0.0.1:9"}  # nothing listens there: replay must not need the shop

@@ -22,15 +22,10 @@ from faultproxy.proxy.auth import new_token
 from faultproxy.proxy.server import ProxyServer
 from faultproxy.scenarios import load_scenario
 from faultproxy.tasks.tasks_file import load_tasks
-from tests.support.fixtures import scenario
+from tests.support.fixtures import NOTHING
 from tests.support.layout import AGENTS
 
 INTRUDER = [sys.executable, str(AGENTS / "intruder_agent.py")]
-NOTHING = scenario("""
-    - name: never
-      match: {path: "/never"}
-      fault: {type: reset}
-""")
 
 
 def rejected(flows: Path) -> list[dict]:

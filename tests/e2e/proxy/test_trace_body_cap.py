@@ -15,13 +15,7 @@ from faultproxy.proxy.server import ProxyServer
 from faultproxy.replay_store import entry_writer, har
 from faultproxy.replay_store.replay_matching import Pool
 from faultproxy.replay_store.replay_proxy import DIVERGED_STATUS, EpisodeReplay, ReplayInjector
-from tests.support.fixtures import scenario
-
-NOTHING = scenario("""
-    - name: never
-      match: {path: "/never"}
-      fault: {type: reset}
-""")
+from tests.support.fixtures import NOTHING
 
 
 def test_a_10_mb_request_is_one_line_of_about_the_limit(make_proxy, upstream, tmp_path):

@@ -12,13 +12,7 @@ import httpx
 
 from faultproxy.formats import background
 from faultproxy.formats.trace import read_trace, trace_path
-from tests.support.fixtures import scenario
-
-NOTHING = scenario("""
-    - name: never
-      match: {path: "/never"}
-      fault: {type: reset}
-""")
+from tests.support.fixtures import NOTHING, scenario
 
 
 def hold(writer) -> threading.Event:

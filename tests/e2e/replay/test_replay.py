@@ -24,10 +24,9 @@ from faultproxy.replay_store.freeze import freeze
 from faultproxy.replay_store.replay_proxy import ReplayOptions
 from faultproxy.runner.replay_agents import Replayer
 from faultproxy.scenarios import load_scenario
-from tests.support.layout import ROOT
+from tests.support.layout import EXAMPLES
 from tests.support.ports import PortWatch
 
-EXAMPLES = ROOT / "examples"
 TASK = "refund_order_1001"
 
 

@@ -22,10 +22,9 @@ from faultproxy.replay_store.freeze import freeze
 from faultproxy.runner.run_options import reverse_variables
 from faultproxy.scenarios import load_scenario
 from faultproxy.tasks.tasks_file import load_tasks, single_task
-from tests.support.layout import ROOT
+from tests.support.layout import EXAMPLES
 from tests.support.upstream import ServerThread, Upstream
 
-EXAMPLES = ROOT / "examples"
 NAIVE = [sys.executable, str(EXAMPLES / "naive_agent.py")]
 
 

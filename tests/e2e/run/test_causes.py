@@ -35,10 +35,9 @@ from faultproxy.scenarios import FAULT_KINDS, FaultKind, load_scenario
 from faultproxy.scenarios.faults.base import AgentAnswer
 from faultproxy.tasks.tasks_file import load_tasks
 from faultproxy.tasks.task_model import Effect, EndpointPattern, Expected, OutputSpec, Task
-from tests.support.layout import ROOT
+from tests.support.layout import EXAMPLES
 
 SHOP, MODEL = "http://127.0.0.1:8100", "http://127.0.0.1:8200"
-EXAMPLES = ROOT / "examples"
 
 
 def task(task_id: str, order: str) -> Task:

@@ -31,10 +31,9 @@ from faultproxy.formats.rundir import read_run
 from faultproxy.scenarios import load_scenario
 from faultproxy.tasks.tasks_file import load_tasks
 from tests.support import model_upstream
-from tests.support.layout import ROOT
+from tests.support.layout import EXAMPLES
 from tests.support.upstream import ServerThread
 
-EXAMPLES = ROOT / "examples"
 SCENARIOS = {"writes_lost", "reads_stale", "reads_drift", "model_faults", "rate_limit", "mcp"}
 
 

@@ -45,11 +45,10 @@ from tests.support.monitor import MonitorProcess
 from tests.support.otlp_receiver import ReceivedSpan, receiving
 from tests.support.processes import alive, wait_until
 from tests.support.fixtures import scenario
-from tests.support.layout import AGENTS, ROOT
+from tests.support.layout import AGENTS, EXAMPLES
 from tests.support.realtime import TURNS, function_calling_app
 from tests.support.upstream import ServerThread, Upstream
 
-EXAMPLES = ROOT / "examples"
 PLANTED = "sk-planted0123456789abcdefPLANTED"  # an OpenAI-shaped key the agent sends with every model call
 CLIENT, INTERNAL = 3, 1  # protobuf Span.SpanKind
 STATUS_ERROR = 2
