@@ -52,6 +52,10 @@ log = structlog.get_logger("faultproxy")
 
 
 class FaultInjector(WebSocketHooks):
+    # Answers from recordings, never an upstream (replay_store.replay_proxy sets it): the stdio lane
+    # tells a `faultproxy mcp` shim so, and the shim starts no server.
+    replays = False
+
     def __init__(self, scenario: Scenario | None = None, limits: EpisodeLimits | None = None) -> None:
         self.scenario = scenario
         self.limits = limits or EpisodeLimits()

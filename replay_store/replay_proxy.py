@@ -91,6 +91,8 @@ class EpisodeReplay:
 
 
 class ReplayInjector(FaultInjector):
+    replays = True
+
     def __init__(self) -> None:
         super().__init__(REPLAY_SCENARIO)
         self.sessions = SessionServer()  # plays frozen WebSocket sessions (replay_store.ws_replay)

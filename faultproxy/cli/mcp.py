@@ -72,7 +72,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
         if args.scenario or args.trace_dir or args.monitor:
             log.warning("mcp_flags_ignored", episode=located.episode,
                         why="inside a faultproxy episode, its proxy applies: its scenario and trace, not --monitor")
-        return asyncio.run(run_shim(command, ProxyLink(located.proxy_url, name, located.replay), interactive))
+        return asyncio.run(run_shim(command, ProxyLink(located.proxy_url, name), interactive))
     monitored = monitor_link(args, name)
     if monitored:
         return asyncio.run(run_shim(command, monitored, interactive))

@@ -1,6 +1,7 @@
 """The shim's end of the stdio lane (proxy/stdio/lane.py has the proxy's end and the protocol):
-hand the session's pipes to the episode's proxy, then look after the server until it says the
-session is over: kill it, or restart it and hand the new server's pipes over too."""
+ask the episode's proxy for a lane (which says whether it replays, before any server starts), hand
+it the session's pipes, then look after the server until it says the session is over: kill it,
+or restart it and hand the new server's pipes over too."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import json
 import os
 import socket
 from collections.abc import Mapping
-from typing import Any
+from dataclasses import dataclass
 
 import aiohttp
 import structlog
@@ -28,14 +29,20 @@ class LaneError(Exception):
     Unix sockets on this platform)."""
 
 
-async def hand_over(child: ChildServer, proxy_url: str, server: str, start_error: str | None,
-                    headers: Mapping[str, str] | None = None) -> int:
-    """Give the session to the proxy; the exit status it ends with. `headers` go on the lane
-    request (a monitored session's name: proxy/stdio/monitored.py)."""
-    where = await _ask_for_lane(proxy_url, headers or {})
-    lane = _connect(where["socket"])
+@dataclass(frozen=True)
+class Lane:
+    """The proxy's answer to the lane request: where to hand the session, and whether it replays."""
+
+    socket: str
+    ticket: str
+    replay: bool  # the proxy answers from a recording: no server is to run
+
+
+async def hand_over(child: ChildServer, where: Lane, server: str, start_error: str | None) -> int:
+    """Give the session to the proxy; the exit status it ends with."""
+    lane = _connect(where.socket)
     pipes = [0, 1, *child.give_pipes()] if child.process else [0, 1]
-    hello = encode({"ticket": where["ticket"], "server": server, "start_error": start_error})
+    hello = encode({"ticket": where.ticket, "server": server, "start_error": start_error})
     try:
         socket.send_fds(lane, [hello], pipes)
     except OSError as error:
@@ -45,7 +52,7 @@ async def hand_over(child: ChildServer, proxy_url: str, server: str, start_error
         os.close(fd)
     _let_go_of_stdio()
     reader, writer = await asyncio.open_unix_connection(sock=lane)
-    keeper = _Keeper(child, where["socket"], writer)
+    keeper = _Keeper(child, where.socket, writer)
     status = await keeper.obey(reader)
     await keeper.child.close()
     keeper.stop_watching()
@@ -53,7 +60,9 @@ async def hand_over(child: ChildServer, proxy_url: str, server: str, start_error
     return status
 
 
-async def _ask_for_lane(proxy_url: str, headers: Mapping[str, str]) -> dict[str, Any]:
+async def ask_for_lane(proxy_url: str, headers: Mapping[str, str]) -> Lane:
+    """The proxy's lane for this session; `headers` go on the request (a monitored session's name:
+    proxy/stdio/monitored.py). One local round trip, made before the server starts."""
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=LANE_WAIT_S)) as http:
         try:
             async with http.get(LANE_URL, proxy=proxy_url, headers=headers) as response:
@@ -65,7 +74,7 @@ async def _ask_for_lane(proxy_url: str, headers: Mapping[str, str]) -> dict[str,
             raise LaneError(f"the faultproxy proxy did not answer within {LANE_WAIT_S:g} s") from None
     if not isinstance(where, dict) or "socket" not in where:
         raise LaneError(f"the proxy gave no lane: HTTP {response.status}: {said.strip()[:200]}")
-    return where
+    return Lane(str(where["socket"]), str(where.get("ticket")), where.get("replay") is True)
 
 
 def _connect(path: str) -> socket.socket:

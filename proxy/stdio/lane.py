@@ -10,7 +10,9 @@ so (server_exit) and tells the proxy when it exits.
 The shim first asks for a lane through the proxy itself (`GET http://lane.stdio.invalid/`) with
 the episode's proxy credentials, so the proxy's authentication and attribution decide which
 episode the session belongs to; the answer names the socket (in a folder only this user can
-enter) and a one-time ticket. Then, one JSON document per line:
+enter), a one-time ticket, and whether this proxy replays (`"replay": true`: it answers from the
+recording, so the shim starts no server; it asks before starting one). Then, one JSON document
+per line:
 
     shim -> proxy  {"ticket": T, "server": NAME, "start_error": ...}   with the pipes, once
     proxy -> shim  {"kill": WHY}                                        server_exit: kill it now
@@ -95,7 +97,10 @@ class StdioLane:
             return
         ticket = secrets.token_urlsafe(16)
         self._tickets[ticket] = episode_of(flow), flow.metadata.get(SESSION_NAMING_KEY)
-        flow.response = http.Response.make(200, json.dumps({"socket": str(path), "ticket": ticket}),
+        # "replay": a replaying proxy answers from the recording, so the shim must start no server; it
+        # asks here before starting one (a function agent's MCP client passes no FAULTPROXY_REPLAY).
+        lane = {"socket": str(path), "ticket": ticket, "replay": self.injector.replays}
+        flow.response = http.Response.make(200, json.dumps(lane),
                                            {"content-type": "application/json"})
 
     async def done(self) -> None:

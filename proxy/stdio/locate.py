@@ -27,6 +27,8 @@ class Located:
 
     episode: str
     proxy_url: str
+    # FAULTPROXY_REPLAY=1 (a command agent under `faultproxy replay`): it marks a harness's episode;
+    # whether to start the server the shim learns from the proxy itself (proxy/stdio/lane.py).
     replay: bool
     pid: int | None  # the process whose environment said so; None: the shim's own
     # A faultproxy run or replay set them (it sets FAULTPROXY_TASK too), not an agent in production

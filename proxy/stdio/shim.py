@@ -5,9 +5,11 @@ Three ways to run, chosen by the link:
 - a link to a proxy (a `faultproxy run` episode's, or one this process embeds for `--scenario`):
   the session's pipes go to that proxy, which relays them through its fault injector
   (proxy/stdio/lane.py); this process looks after the server;
-- a replay link: no server is started; the replay proxy answers from the recording.
-If the proxy will not take the session, the session is not relayed unseen: each request gets a
-JSON-RPC error saying why, and the exit status is 2.
+- a link to a replay proxy: no server is started; the replay proxy answers from the recording.
+The shim asks the proxy for its lane before starting the server, and the answer says whether the
+proxy replays: the environment cannot say, since an MCP client passes its servers an environment
+of its own choosing. If the proxy will not take the session, the session is not relayed unseen:
+each request gets a JSON-RPC error saying why, and the exit status is 2.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from faultproxy.proxy.stdio.child import ChildServer, ServerStartError
-from faultproxy.proxy.stdio.handover import LaneError, hand_over
+from faultproxy.proxy.stdio.handover import Lane, LaneError, ask_for_lane, hand_over
 from faultproxy.proxy.stdio.pipes import Pipes
 from faultproxy.proxy.stdio.session import EXIT_CANNOT_START, StdioSession
 from faultproxy.proxy.stdio.upstream import ServerSide
@@ -30,7 +32,6 @@ class ProxyLink:
 
     proxy_url: str
     server: str
-    replay: bool = False
     headers: Mapping[str, str] = field(default_factory=dict)  # on the lane request: a monitored session's name
 
 
@@ -38,8 +39,15 @@ async def run_shim(command: list[str], link: ProxyLink | None, interactive: bool
     """One session; the exit status. `interactive`: stdin is a terminal (a person ran it, not an
     MCP client), so a server that cannot start is an error on the spot."""
     child = ChildServer(command)
+    lane: Lane | None = None
     start_error = None
-    if not (link and link.replay):
+    try:
+        lane = await ask_for_lane(link.proxy_url, link.headers) if link else None
+    except LaneError as error:  # no server is started for a session that will not be relayed
+        start_error = _say(str(error))
+        if interactive:  # a person at a terminal: the line says it all, no session to answer
+            return EXIT_CANNOT_START
+    if start_error is None and not (lane and lane.replay):
         try:
             await child.start()
         except ServerStartError as error:
@@ -47,14 +55,14 @@ async def run_shim(command: list[str], link: ProxyLink | None, interactive: bool
             if interactive:
                 return EXIT_CANNOT_START
             start_error = str(error)
-    if link is None:
+    if lane is None:
         status = await _relay_here(child, start_error)
     else:
         try:
-            status = await hand_over(child, link.proxy_url, link.server, start_error, link.headers)
+            status = await hand_over(child, lane, link.server, start_error)
         except LaneError as error:
             start_error = _say(str(error))
-            if interactive:  # a person at a terminal: the line says it all, no session to answer
+            if interactive:
                 await child.kill(start_error)
                 return EXIT_CANNOT_START
             await _relay_here(child, start_error)

@@ -6,7 +6,9 @@ What the client sees, with the server's state file saying what really ran; a cal
 lost with the old server (a hand-written server that never answers it); a naive agent that
 repeats the lost write without its idempotency key failing, a careful one passing; the frozen
 failure replayed with no server, and minimized. (Over Streamable HTTP the fault is the session's
-404: tests/e2e/mcp/test_mcp_control_plane.py's tables hold its rows.)
+404: tests/e2e/mcp/test_mcp_control_plane.py's tables hold its rows.) And the journal agent, an
+agent function, replayed in-process with no fault: its MCP client passes the shim no
+FAULTPROXY_REPLAY, and the shim learns from the replay proxy that it replays and starts no server.
 """
 
 from __future__ import annotations
@@ -187,6 +189,24 @@ def test_a_naive_agent_repeats_the_lost_write_a_careful_one_does_not_and_the_fai
         assert replayed.diverged == [] and replayed.meets_expectation, replayed.explain()
         assert {result["name"] for result in replayed.verdict["failed"]} == set(failed)
         result = minimize(entry, lambda e, forced: replayer.replay(e, forced=forced, agent=naive))
-    assert not (tmp_path / "replayed.json").exists()  # nothing started a server
+    assert not (tmp_path / "replayed.json").exists()  # no server started (the journal writes it on start)
     assert [d.ident for d in result.minimal] == [("restart", 1)]
     assert not result.trials[1].reproduced  # without the restart, the naive agent passes
+
+
+def test_a_function_agent_replayed_in_process_starts_no_server(tmp_path: Path) -> None:
+    """The journal agent's MCP client passes the shim only FAULTPROXY_EPISODE and HTTP_PROXY, as a
+    function agent's does; the journal server writes its state file when it starts."""
+    (tmp_path / "tasks.yaml").write_text(TASKS)
+    live = tmp_path / "live.json"
+    run_function(journal_agent(live, careful=True), load_tasks(tmp_path / "tasks.yaml"), k=1, scenario="observe",
+                 out=tmp_path / "run")
+    [episode] = read_run(tmp_path / "run").episodes
+    assert episode["verdict"]["status"] == "pass" and [e["key"] for e in entries(live)] == ["ops-700"]
+    [frozen] = freeze(tmp_path / "run", tmp_path / "store")
+    entry, replayed_state = har.read_entry(frozen.path), tmp_path / "replayed.json"
+    with Replayer(ReplayOptions(out=tmp_path / "replayed"), [entry]) as replayer:
+        result = replayer.replay(entry, agent=journal_agent(replayed_state, careful=True))
+    assert result.diverged == [] and not result.unserved and result.meets_expectation, result.explain()
+    assert result.record["output"] == episode["output"]  # the recording answered the call
+    assert not replayed_state.exists()  # no journal server started

@@ -2,7 +2,8 @@
 path: a journal whose `post_entry` is irreversible (it says nothing of it: no annotations; a
 tasks file names it) and deduplicates on an `idempotency_key` argument, and `list_entries`, a
 read. Entries are kept in a JSON file the test reads: it shows whether a call ran, even one whose
-answer the client never got. `Events` makes its streams resumable.
+answer the client never got. Over stdio the server writes it (empty) when it starts, so the file
+shows whether a server ran at all (replay must start none). `Events` makes its streams resumable.
 
     python tests/support/agents/journal_mcp_server.py STATE_FILE     # over stdio
 """
@@ -67,4 +68,7 @@ class Events(EventStore):
 
 
 if __name__ == "__main__":
-    make_server(Path(sys.argv[1])).run("stdio")
+    state = Path(sys.argv[1])
+    if not state.exists():  # a restarted server keeps the entries its predecessor wrote
+        state.write_text("[]")
+    make_server(state).run("stdio")
