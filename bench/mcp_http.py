@@ -38,7 +38,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp_shim import REPO, arguments, conclude, measure, report, start_listening, start_proxy
 from child_processes import cpu_seconds, tool
 
-SERVER = REPO / "tests" / "agents" / "asking_mcp_server.py"
+SERVER = REPO / "tests" / "support" / "agents" / "asking_mcp_server.py"
 MITMDUMP = "plain mitmdump"
 CPU_US: dict[str, list[tuple[float, float]]] = {}  # configuration -> per round (proxy, server) CPU µs per request
 

@@ -43,7 +43,7 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 REPO = Path(__file__).resolve().parent.parent
-SERVER = REPO / "tests" / "agents" / "counter_mcp_server.py"
+SERVER = REPO / "tests" / "support" / "agents" / "counter_mcp_server.py"
 TARGET_P50_ADDED_MS = 1.0
 RULES = "".join(f"""
   - name: never_{i}
