@@ -8,6 +8,8 @@ rather than per request; replay overrides `_message_decision` to force recorded 
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+
 from faultproxy.formats.redact import Redactor
 from faultproxy.formats.trace import encode_ws_message
 from faultproxy.proxy import decide
@@ -20,18 +22,20 @@ from mitmproxy import http
 from mitmproxy.websocket import WebSocketMessage
 
 
-class WebSocketHooks:
+class WebSocketHooks(ABC):
     """What the hooks need of the injector they are part of: its redactor, its limits, the fault
     object of a rule, and how an exchange's line is finished."""
 
     redactor: Redactor
     limits: EpisodeLimits
 
+    @abstractmethod
     def fault(self, scenario: Scenario, rule: Rule) -> Fault:
-        raise NotImplementedError
+        """The fault object that delivers `rule`'s fault."""
 
+    @abstractmethod
     def _finish(self, flow: http.HTTPFlow, ex: FlowExchange) -> None:
-        raise NotImplementedError
+        """Write the exchange's trace line, once."""
 
     async def websocket_message(self, flow: http.HTTPFlow) -> None:
         ex = flow.metadata.get(EXCHANGE_KEY)
