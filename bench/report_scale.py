@@ -131,8 +131,9 @@ def templates() -> dict[str, list[tuple[list[dict], dict]]]:
                  (wrong, {"end_state": {"orders": {"1001": {"status": "paid"}}},
                           "output": {"answer": "Needs a human.", "confidence": 0.2, "escalate": True,
                                      "reason": "unsure"}})],
-        "incomplete": [(wrong, {"completed": False, "cause": "crash", "exit_code": None, "output": None}),
-                       (clean_a, {"completed": False, "cause": "budget_wall", "exit_code": None, "output": None})],
+        # The harness's causes (a crash or a budget is the agent's: judged fail, formats.episode_causes).
+        "incomplete": [(wrong, {"completed": False, "cause": "worker_lost", "exit_code": None, "output": None}),
+                       (clean_a, {"completed": False, "cause": "reset_failed", "exit_code": None, "output": None})],
     }
 
 
