@@ -34,6 +34,7 @@ class EpisodeLimits:
     idle_s: float = 1_800.0  # 30 min
     trace_body_bytes: int = DEFAULT_BODY_LIMIT  # formats.trace: longer bodies are cut in the trace
     notifications: int = 100  # progress and logging notifications recorded per episode, each method; the rest counted
+    ended_sessions: int = 1_000  # MCP sessions a fault ended, kept per episode (proxy.faults.lingering)
 
 
 @dataclass(frozen=True)

@@ -53,7 +53,7 @@ from faultproxy.proxy.sse import is_event_stream, map_json_data, split_events
 from faultproxy.replay_store.har import Entry
 from faultproxy.replay_store.replay_matching import Pool
 from faultproxy.replay_store.ws_replay import Session, SessionServer
-from faultproxy.replay_store.stand_in import answer_difference, server_messages_after
+from faultproxy.replay_store.stand_in import answer_difference, server_messages_after, stand_in_session
 from faultproxy.scenarios import Scenario
 from faultproxy.tasks.request_class import Declared
 from mitmproxy import http
@@ -180,6 +180,7 @@ class ReplayInjector(FaultInjector):
             flow.kill()
             return
         response = recorded_response(recorded, ex.body_json())
+        stand_in_session(response, flow.request, recorded)
         if self.relay.routes(flow):  # slow_stream sent it to the pacing relay: pace the recording there
             self.relay.supply(flow, response)
             return

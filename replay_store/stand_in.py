@@ -1,4 +1,5 @@
-"""Replay's stand-in for a stdio MCP server: what the recorded server sent the client, and when.
+"""Replay's stand-in for a stdio MCP server: what the recorded server sent the client, and when;
+and for the session ids of an MCP server over Streamable HTTP.
 
 No server runs in replay; the client's messages are answered from the recording. A server also
 talks first: its requests (elicitation/create, sampling/createMessage, roots/list) and
@@ -13,6 +14,12 @@ The client's answer to a replayed server request is compared with the recorded o
 normalised JSON (parsed, redacted as the recording was, keys in any order). The request goes
 out with its recorded id, so the answer's id is the recorded one unless the client got it
 wrong; any difference is a divergence.
+
+Traces redact `Mcp-Session-Id`, so every recorded session of a server has the same id. Replay
+gives each its own (`stand_in_session`): the answer to a request with no session (an
+`initialize`) carries an id named for its recording, and an answer in a session carries that
+session's id. So what a fault left for one session (proxy.faults.lingering) holds for it alone
+in replay too, as it did when recorded.
 """
 
 from __future__ import annotations
@@ -24,9 +31,11 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from faultproxy.formats.redact import Redactor
+from faultproxy.formats.request_kinds import MCP_SESSION_HEADER
 from faultproxy.proxy.stdio.passage import CLIENT_TO_SERVER, SERVER_TO_CLIENT
 from faultproxy.proxy.stdio.route import STDIO_SUFFIX
 from faultproxy.replay_store.har import Recorded
+from mitmproxy import http
 
 
 def server_messages_after(recordings: Iterable[Recorded]) -> dict[int, list[Recorded]]:
@@ -44,6 +53,13 @@ def server_messages_after(recordings: Iterable[Recorded]) -> dict[int, list[Reco
             last[host] = recorded.seq
             following[recorded.seq].extend(early.pop(host, ()))
     return {seq: messages for seq, messages in following.items() if messages}
+
+
+def stand_in_session(response: http.Response, request: http.Request, recorded: Recorded) -> None:
+    """The recorded answer's session id, when it has one, as the session's own: the request's, or
+    for a new session one named for the recording that began it."""
+    if MCP_SESSION_HEADER in response.headers:
+        response.headers[MCP_SESSION_HEADER] = request.headers.get(MCP_SESSION_HEADER) or f"replayed-{recorded.seq}"
 
 
 def answer_difference(recorded: Recorded, answer: bytes, redactor: Redactor) -> str | None:

@@ -3,9 +3,13 @@ forgotten (session_expired), an access token that has expired (token_expired), a
 that is gone or renamed (tools_changed).
 
 A session a fault ended: every later request carrying it is answered 404, as the official SDK's
-server answers an unknown session, until the client initializes a new session with that server
-(a request with no session header to the same URL). It is known by its URL as well as its id:
-traces redact session ids, so in replay every session of a server has the same one.
+server answers an unknown session, for the rest of the episode. It is known by the server's URL
+and its id, so the other sessions with that server go on (a second client of the agent's, a new
+session the client initialized after the 404), and a request with no session header (an
+initialize, a health check) changes nothing. In replay, where traces redact session ids, the
+replay proxy gives each recorded session an id of its own (replay_store.stand_in.stand_in_session).
+An episode keeps at most `EpisodeLimits.ended_sessions` ended sessions (the oldest forgotten:
+its requests reach the server again) and forgets them all when it ends.
 
 A token a fault expired: every later request carrying the same Authorization header is answered
 the fault's 401, until the client presents another (it refreshed or re-authenticated). Only a
@@ -75,8 +79,17 @@ def _left(ex: FlowExchange, holds: str, answer_again: Answer) -> dict[str, Any]:
 
 
 def end_session(ex: FlowExchange, session: str, answer_again: Answer) -> None:
-    """From now on, the episode's requests in `session` get `answer_again`."""
-    ex.episode.lingering[f"session {ex.server()}"] = _left(ex, session, answer_again)
+    """From now on, the episode's requests in `session` to this request's server get `answer_again`;
+    beyond the episode's limit, the session it ended first is forgotten."""
+    lingering, key = ex.episode.lingering, _session_key(ex, session)
+    lingering[key] = _left(ex, session, answer_again)
+    ended = [name for name in lingering if name.startswith("session ")]  # oldest first, as dicts keep order
+    for name in ended[:max(0, len(ended) - ex.episode.limits.ended_sessions)]:
+        del lingering[name]
+
+
+def _session_key(ex: FlowExchange, session: str) -> str:
+    return f"session {ex.server()} {session}"
 
 
 def expire_token(flow: http.HTTPFlow, ex: FlowExchange, answer_again: Answer) -> bool:
@@ -193,17 +206,10 @@ def _relist(flow: http.HTTPFlow, changed: dict[str, Any]) -> None:
 
 
 def _held(flow: http.HTTPFlow, ex: FlowExchange) -> dict[str, Any] | None:
-    """What a fault left that this request meets, if anything; a new session forgets the old."""
-    session = session_of(flow)
-    lingering = ex.episode.lingering
-    if session is None:
-        lingering.pop(f"session {ex.server()}", None)
-    else:
-        ended = lingering.get(f"session {ex.server()}")
-        if ended is not None and ended["holds"] == session:
-            return ended
-    token = _token(flow)
-    return lingering.get(f"token {token}") if token is not None else None
+    """What a fault left that this request meets, if anything: its session ended, or its token expired."""
+    session, token, lingering = session_of(flow), _token(flow), ex.episode.lingering
+    ended = lingering.get(_session_key(ex, session)) if session is not None else None
+    return ended if ended is not None or token is None else lingering.get(f"token {token}")
 
 
 def answer_lingering(flow: http.HTTPFlow, ex: FlowExchange) -> bool:

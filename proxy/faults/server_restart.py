@@ -4,7 +4,7 @@ Over stdio the session restarts the server on this fault's word (RESTART_KEY; pr
 has the shim kill it and start the command again): `before` forwarding the call, which then meets
 the new, never-initialized server; or `after` it answered, the answer lost with the old server.
 Over Streamable HTTP the proxy cannot restart a remote server: the session is gone, as
-session_expired's (404 until the client initializes again). In replay no server runs: the
+session_expired's (that session's requests get 404; a new session goes on). In replay no server runs: the
 recording answers as the new server did, and the fault loses the same answer again.
 """
 

@@ -6,7 +6,7 @@ server does (the official SDK's: a JSON-RPC error, "Invalid request parameters",
 `ping` before `initialize`), until the client initializes again on the same stream. Over
 Streamable HTTP the proxy cannot restart a remote server; the session is gone as it would be
 after one: 404 with the SDK server's body, on the call and on every later request of that
-session, until the client initializes a new one (as session_expired).
+session, while a new one the client initializes goes on (as session_expired).
 `when: before` — the server restarted before the call came: over stdio the call reaches the new
 server, which refuses it (it never ran); over HTTP it gets the 404. `after` — the call ran, then
 the server restarted before its answer reached the client: the answer is lost (over stdio no
@@ -40,8 +40,8 @@ KIND = FaultKind(
                 "its answer is lost with the old server, no answer ever comes (nor to other calls in flight)"),
     over_mcp_http=("as `session_expired`: the restarted server has forgotten the session, 404 `Session not found` "
                    "on the call (`when: before`) or, the call having run, its answer stream ends empty (`after`, "
-                   "the default), then on every later request of that session until the client initializes a new "
-                   "one (over stdio: the table above)"),
+                   "the default), then on every later request of that session, while a new one the client "
+                   "initializes goes on (over stdio: the table above)"),
     robust_client=("initializes again (over stdio on the same stream: the SDK's `ClientSession.initialize()` "
                    "answers from its cache, so the client sends `initialize` itself, or starts the server anew), "
                    "re-lists the tools, and repeats the lost write only with its idempotency argument: a retry "

@@ -1,8 +1,9 @@
 """session_expired: an MCP server over Streamable HTTP has forgotten the client's session.
 
 The request carrying `Mcp-Session-Id` is answered 404 with the JSON-RPC error the official SDK's
-server sends for an unknown session, and so is every later request of that session, until the
-client initializes a new one (a request with no session header reaches the server as ever).
+server sends for an unknown session, and so is every later request of that session in the
+episode; the client's other sessions with the server, and a new one it initializes, go on (a
+request with no session header reaches the server as ever).
 `when: before` — the server had forgotten the session before the call came; it never ran.
 `after` — the call ran, then the session ended before its answer reached the client: the answer
 is lost (the connection closes), which leaves the call *maybe committed* for the client. A
@@ -17,7 +18,7 @@ KIND = FaultKind(
     name="session_expired",
     description=("MCP over Streamable HTTP: the server has forgotten the session; the request carrying "
                  "`Mcp-Session-Id` gets 404 `Session not found`, and so does every later request of that "
-                 "session, until the client initializes a new one (below)"),
+                 "session; other sessions, and a new one the client initializes, go on (below)"),
     params={
         "when": ParamSpec("string", "before", "the session ended before the call reached the server, "
                           "or after it ran", choices=("before", "after")),
@@ -27,7 +28,8 @@ KIND = FaultKind(
     over_stdio=("nothing: a stdio session has no `Mcp-Session-Id` to forget; the fault is recorded as not "
                 "delivered, saying so"),
     over_mcp_http=("404 `Session not found` (the official SDK's server's answer) on the call and on every later "
-                   "request of that session, DELETE included, until it initializes a new session; with `when: "
+                   "request of that session, DELETE included (its other sessions with the server, and a new one it "
+                   "initializes, go on); with `when: "
                    "after` the call ran and its answer stream ends empty first (the SDK's client: \"SSE stream "
                    'ended without a response")'),
     robust_client=("initializes a new session and goes on, without repeating a write whose outcome it did not "

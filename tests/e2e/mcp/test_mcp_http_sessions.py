@@ -1,0 +1,98 @@
+"""What session_expired leaves is the ended session's alone: two clients of one agent hold
+sessions with the same server (the journal on the official SDK, behind a path of its own), a
+fault ends one, and the other goes on; a request with no session header (a health check on the
+same host, a third client's initialize) does not bring the ended one back, which keeps its 404
+as a server that lost it answers. And how many ended sessions an episode keeps is bounded.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import requests
+from mcp.shared.exceptions import MCPError
+
+from faultproxy.formats.trace import read_trace
+from faultproxy.proxy.episodes import EpisodeLimits
+from tests.support.agents.journal_mcp_server import entries, make_server
+from tests.support.fixtures import scenario
+from tests.support.mcp_clients import HttpServer, http_session
+
+pytestmark = pytest.mark.timeout(120)
+
+PATH = "/svc/books/rpc"
+GONE = "Session not found"
+POST = {"account": "ops", "cents": 700}
+
+
+class Journal(HttpServer):
+    def __init__(self, state: Path) -> None:
+        self.state = state
+        super().__init__(make_server(state).streamable_http_app(host="127.0.0.1", streamable_http_path=PATH), PATH)
+
+
+@pytest.fixture
+def journal(tmp_path: Path) -> Iterator[Journal]:
+    with Journal(tmp_path / "journal.json") as server:
+        yield server
+
+
+def expire_posts(calls: str) -> str:
+    return scenario("- name: expire\n  match: {body: {method: tools/call, params.name: post_entry}}\n"
+                    f"  when: {{calls: [{calls}]}}\n  fault: {{type: session_expired}}\n")
+
+
+def held_and_forwarded(proxy, tmp_path: Path) -> tuple[list[str], list[str]]:
+    """The JSON-RPC methods (or HTTP method) the proxy answered for the fault, and those it forwarded."""
+    proxy.stop()
+    lines = sorted(read_trace(next((tmp_path / "flows").iterdir())), key=lambda line: line["seq"])
+
+    def what(line: dict) -> str:
+        body = line["request"]["body"]
+        return json.loads(body)["method"] if body else line["request"]["method"]
+    return ([what(line) for line in lines if line.get("consequence_of")],
+            [what(line) for line in lines if line["forwarded"]])
+
+
+async def test_one_session_ends_and_the_others_with_its_server_go_on(journal: Journal, make_proxy,
+                                                                     tmp_path: Path) -> None:
+    proxy = make_proxy(expire_posts("1"))
+    via = proxy.proxy_url("ep")
+    async with http_session(via, journal.url) as first, http_session(via, journal.url) as second:
+        with pytest.raises(MCPError, match=GONE):
+            await first.call_tool("post_entry", POST)
+        posted = json.loads((await second.call_tool("post_entry", POST)).content[0].text)
+        health = requests.get(journal.url.replace(PATH, "/healthz"), proxies={"http": via}, timeout=30)
+        async with http_session(via, journal.url) as third:  # a new session's initialize, to the same URL
+            assert {tool.name for tool in (await third.list_tools()).tools} == {"post_entry", "list_entries"}
+        with pytest.raises(MCPError, match=GONE):  # still ended, as a server that lost it answers
+            await first.list_tools()
+        assert [entry["id"] for entry in json.loads((await second.call_tool(
+            "list_entries", {"account": "ops"})).content[0].text)] == ["E1"]
+    assert posted["id"] == "E1" and [entry["id"] for entry in entries(journal.state)] == ["E1"]
+    assert health.status_code == 404  # the server's own answer: the check reached it
+    held, forwarded = held_and_forwarded(proxy, tmp_path)
+    assert held == ["tools/list", "DELETE"]  # the ended session's requests after the fault; its own call answered 404
+    assert forwarded.count("initialize") == 3 and forwarded.count("tools/call") == 2  # the second's post and read
+
+
+async def test_an_episode_keeps_its_latest_ended_sessions_up_to_its_limit(journal: Journal, make_proxy,
+                                                                          tmp_path: Path) -> None:
+    proxy = make_proxy(expire_posts("1, 2, 3"), limits=EpisodeLimits(ended_sessions=2))
+    via = proxy.proxy_url("ep")
+    async with http_session(via, journal.url) as first, http_session(via, journal.url) as second, \
+            http_session(via, journal.url) as third:
+        for client in (first, second, third):
+            with pytest.raises(MCPError, match=GONE):
+                await client.call_tool("post_entry", POST)
+        assert len(proxy.injector.episodes.peek("ep").lingering) == 2
+        listed = await first.list_tools()  # the oldest, forgotten: it reaches the server, which never lost it
+        for client in (second, third):
+            with pytest.raises(MCPError, match=GONE):
+                await client.list_tools()
+    assert {tool.name for tool in listed.tools} == {"post_entry", "list_entries"}
+    held, _ = held_and_forwarded(proxy, tmp_path)
+    assert held == ["tools/list", "tools/list", "DELETE", "DELETE"]  # the first's DELETE reached the server
