@@ -17,7 +17,9 @@ answers; the recording's next commit is not served for it. Then:
    again — a re-read of something already read. Reads are GET, HEAD and OPTIONS, the MCP
    methods that list or read, and tools/call of a tool that the recorded server's tools/list
    marks readOnlyHint. Writes never repeat.
-Nothing left: the request diverged from the recording.
+Nothing left: the request diverged from the recording. Why is said of the closest recording;
+of a JSON-RPC batch, by its place among the batches to its endpoint and what its members send,
+beside the recording's batch at that place.
 
 A stdio MCP server's own requests and notifications (direction "server to client") are a pool
 of their own (`from_server`), taken by replay's stand-in for the server: a client's
@@ -96,6 +98,7 @@ class Pool:
         self._by_endpoint: dict[Endpoint, list[Recorded]] = defaultdict(list)
         self._last: dict[Any, Recorded] = {}
         self._keyed: dict[tuple[Endpoint, str], Recorded] = {}  # (endpoint, idempotency key) -> its answer
+        self._batches: dict[str, int] = defaultdict(int)  # "METHOD host/path" -> batches the client sent there
         self._read_only_tools = read_only_tools(self.recordings)
         for recorded in self._servable():
             ident = identity_of(recorded.method, recorded.url, recorded.request_headers, recorded.request_body)
@@ -107,6 +110,8 @@ class Pool:
         headers = list(headers)
         ident = identity_of(method, url, headers, body, self.redactor)
         key = _idempotency_key(headers, body)
+        if _is_batch(ident):
+            self._batches[_place(ident)] += 1
         if key is not None and (ident.endpoint, key) in self._keyed:
             return Match(self._keyed[(ident.endpoint, key)], "idempotent")
         for how, candidates in (("exact", self._by_identity.get(ident, ())),
@@ -162,6 +167,8 @@ class Pool:
     def explain_miss(self, method: str, url: str, headers: Iterable[tuple[str, str]], body: bytes | None) -> str:
         """Why nothing matched, naming the closest recording (as Hoverfly reports its closest miss)."""
         ident = identity_of(method, url, headers, body, self.redactor)
+        if _is_batch(ident):
+            return self._batch_miss(ident)
         same_path = [r for r in self._servable() if self._identity[r.seq].endpoint.path == ident.endpoint.path]
         if not same_path:
             paths = sorted({str(self._identity[r.seq].endpoint) for r in self._servable()})
@@ -179,3 +186,27 @@ class Pool:
         return (f"all {count} recording(s) of {ident.endpoint} were already served, "
                 "and only a read is served twice")
 
+    def _batch_miss(self, ident: Identity) -> str:
+        """A batch that matched nothing: its place among the client's batches to its endpoint and
+        what it sends, beside the recording's batch at that place."""
+        place, sent = _place(ident), self._batches[_place(ident)]
+        said = f"batch {sent} to {place} sends {_members(ident)}"
+        recorded = [r for r in self._servable()
+                    if _is_batch(self._identity[r.seq]) and _place(self._identity[r.seq]) == place]
+        if len(recorded) < sent:
+            return f"{said}; the recording has {len(recorded)} batch(es) there"
+        there = recorded[sent - 1]
+        return f"{said}; the recording's batch {sent} there (#{there.seq}) sent {_members(self._identity[there.seq])}"
+
+
+def _is_batch(ident: Identity) -> bool:
+    return ident.body.startswith("json:[")
+
+
+def _place(ident: Identity) -> str:
+    return f"{ident.endpoint.method} {ident.endpoint.host}{ident.endpoint.path}"
+
+
+def _members(ident: Identity) -> str:
+    """What a batch's members send (their methods, a call's tool), its answers to the server left out."""
+    return ident.endpoint.operation.replace(",", ", ") or "nothing but answers"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -205,6 +206,9 @@ def test_a_batch_that_also_carries_a_notification_replays_with_the_server_stoppe
         assert [d["url"] for d in changed.diverged] == [url] and not changed.meets_expectation, changed.diverged
     [diverged] = [line for line in read_trace(notice.trace) if line["seq"] == notice.diverged[0]["seq"]]
     assert json.loads(diverged["request"]["body"]) == [other]  # what went on of the batch: no recording has it
+    host = url.split("/")[2]
+    assert re.fullmatch(rf"batch 1 to POST {host}/mcp sends notifications/cancelled; the recording's batch 1 there "
+                        r"\(#\d+\) sent notifications/roots/list_changed", notice.diverged[0]["why"]), notice.diverged
     assert answer.diverged[0]["why"].startswith("the client answered the server's elicitation/create")
 
 
