@@ -39,7 +39,8 @@ The record (what read_trace yields, and what TraceWriter.write takes):
             (an MCP session it ended, a token it expired): {rule, type, seq} of that fault's line;
             not forwarded, and no fault decision of its own
   infra_error: only when the proxy failed to reach or hear the upstream by no fault's doing
-            (refused, DNS, TLS, a reset): the reason. It makes the episode incomplete, unless the
+            (refused, DNS, TLS, a reset before the upstream answered; one after its status
+            line is the upstream's own doing, `upstream` then holds what it sent): the reason. It makes the episode incomplete, unless the
             request is a known side channel: then the verdict lists it (evaluator.judging.side_channels)
   matched:  only when some rule's match block selected the request: those rules' names (whether
             or not one fired); a report tells "no rule matched" from "rules matched, none fired"

@@ -387,9 +387,10 @@ def _awaits_upstream(ex: FlowExchange) -> bool:
 def infrastructure_error(ex: FlowExchange) -> str | None:
     """The reason, when an exchange's error is the proxy's own failure to reach or hear the
     upstream (refused, DNS, TLS verification, a reset) rather than a fault's doing or the
-    client's leaving."""
+    client's leaving. An upstream that answered and then broke its answer off is heard: what
+    the agent does next is judged (the commit is unknown: evaluator.traces.ambiguity)."""
     message = ex.error or ""
-    if not ex.forwarded or ex.outcome != "error" or not message:
+    if not ex.forwarded or ex.outcome != "error" or not message or ex.upstream is not None:
         return None
     if message == flow_module.Error.KILLED_MESSAGE or message.startswith(_CLIENT_GONE_ERROR):
         return None

@@ -5,7 +5,9 @@ A request the proxy forwarded (the trace's `forwarded`) and that did not come ba
 may still have taken effect: a gateway that timed out after the server committed answers 504, a
 connection reset after the server wrote its row tells the client nothing, an MCP server that
 reports an error (an `isError` result, a JSON-RPC error such as -32800) may have done part or all
-of the call first. Retrying such a request blind (no idempotency key, or a fresh one) can commit
+of the call first, and so may a server that answered 200 and then broke its answer off, or ended
+the event stream of a JSON-RPC call before the answer with the call's id (the client learnt
+nothing; evaluator.traces.traced's `unanswered`). Retrying such a request blind (no idempotency key, or a fresh one) can commit
 it twice, whether or not the first commit shows in the trace.
 
 AMBIGUOUS_OUTCOMES is the list of those outcomes, as data: each entry names the outcome and says
@@ -52,6 +54,10 @@ def _ambiguous_status(ex: Any) -> str | None:
     return f"answered {ex.upstream_status}" if ex.upstream_status in AMBIGUOUS_STATUSES else None
 
 
+def _unanswered(ex: Any) -> str | None:
+    return f"answered {ex.upstream_status}, but {ex.unanswered}" if ex.unanswered else None
+
+
 def _mcp_error(ex: Any) -> str | None:
     if ex.mcp_tool is None or not ex.rpc_failed:
         return None
@@ -65,6 +71,7 @@ def _mcp_error(ex: Any) -> str | None:
 AMBIGUOUS_OUTCOMES: tuple[AmbiguousOutcome, ...] = (
     AmbiguousOutcome("no_answer", _no_answer),  # reset, cut, timed out, the client gone first
     AmbiguousOutcome("server_error", _ambiguous_status),  # 408 and 5xx from the upstream (a gateway's 504)
+    AmbiguousOutcome("unanswered", _unanswered),  # a 2xx whose body or event stream ended before the answer
     AmbiguousOutcome("mcp_error", _mcp_error),  # isError, or a JSON-RPC error other than a refusal
 )
 

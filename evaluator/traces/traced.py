@@ -7,12 +7,15 @@ Vocabulary (the checks' own, see evaluator.checks):
   write / unclassified) is tasks.request_class's word (`request_class`); every exchange that is
   no model call and no MCP plumbing (initialize, notifications, lists, the GET stream, DELETE) is
   a tool call;
-- committed: the upstream answered 2xx (the trace's `upstream` is not null) and did not say it
-  replayed an earlier answer (Idempotent-Replayed: true);
+- committed: the upstream answered 2xx (the trace's `upstream` is not null), its answer reached
+  its end (a body that broke off midway, or an event stream answering a JSON-RPC request that
+  ended before the answer with the request's id, is no commit the client heard of: `unanswered`),
+  and it did not say it replayed an earlier answer (Idempotent-Replayed: true);
 - maybe committed: the request was forwarded (the trace's `forwarded`) and ended in a way that
   leaves its commit unknown (evaluator.traces.ambiguity: no answer, 408 or 5xx, an MCP error);
-- failed (from the client's view): reset, cut, error or an injected answer, a status >= 400, or
-  client_gone (the episode ended while the proxy still held the exchange);
+- failed (from the client's view): reset, cut, error or an injected answer, a status >= 400,
+  client_gone (the episode ended while the proxy still held the exchange), or an event stream
+  that ended without the JSON-RPC answer the request waited for;
 - the same request: the same identity (evaluator.traces.identity, the definition replay matching
   uses too): method, host, path, query and canonical body, volatile keys such as timestamps,
   request ids and idempotency keys removed.
@@ -174,12 +177,38 @@ class TracedExchange:
         result = answer.get("result")
         return "error" in answer or (isinstance(result, dict) and result.get("isError") is True)
 
+    @cached_property
+    def rpc_id(self) -> Any:
+        """The id of a JSON-RPC request (the one its answer carries), else None."""
+        return self.body_json.get("id") if self.rpc_method is not None else None
+
+    @cached_property
+    def unanswered(self) -> str | None:
+        """How a 2xx answer fell short of its end, or None. Any answer: "its answer broke off"
+        (the upstream's body or event stream failed midway: the client outcome is error). An
+        event stream answering a JSON-RPC request, with no event carrying the answer with the
+        request's id: "the client left before the answer came" (client_gone), else "its event
+        stream ended without the answer". A stream with no event at all is one of these: every
+        trace records each event the upstream sent, so none recorded is none sent."""
+        status = self.upstream_status
+        if status is None or not 200 <= status < 300:
+            return None
+        if self.client_outcome == "error":
+            return "its answer broke off"
+        if self.rpc_id is None or not _is_event_stream(self.upstream_headers):
+            return None
+        if _answers(self.raw.get("upstream") or {}, self.rpc_id):
+            return None
+        if self.client_outcome == "client_gone":
+            return "the client left before the answer came"
+        return "its event stream ended without the answer"
+
     @property
     def committed(self) -> bool:
         status = self.upstream_status
         if status is None or not 200 <= status < 300:
             return False
-        if self._reported_failure:
+        if self._reported_failure or self.unanswered:
             return False
         return not any(v.strip().lower() == "true" for v in self.upstream_headers.get("idempotent-replayed", ()))
 
@@ -205,7 +234,17 @@ class TracedExchange:
             return status is None or status >= 400 or self._reported_failure
         if self.client_outcome in _FAILED_OUTCOMES or status is None or status >= 400:
             return True
-        return self._reported_failure
+        return self._reported_failure or self._client_unanswered
+
+    @property
+    def _client_unanswered(self) -> bool:
+        """Did the client's event stream (its own, when a fault changed it) end without the
+        JSON-RPC answer its request waited for?"""
+        if self.rpc_id is None or not _is_event_stream(self.client_headers):
+            return False
+        client = self.raw.get("client") or {}
+        seen = client if client.get("sse") or client.get("body") is not None else (self.raw.get("upstream") or {})
+        return not _answers(seen, self.rpc_id)
 
     @property
     def _answered_before_gone(self) -> bool:
@@ -214,15 +253,13 @@ class TracedExchange:
         disconnected: the answer was delivered, and the next call is no retry of this one."""
         client = self.raw.get("client") or {}
         gone, headers_after = client.get("gone_after_s"), self.raw.get("response_after_s")
-        request_id = self.body_json.get("id") if self.rpc_method is not None else None
-        if gone is None or headers_after is None or request_id is None:
+        if gone is None or headers_after is None or self.rpc_id is None:
             return False
         sent = client if client.get("sse") else (self.raw.get("upstream") or {})  # the client's, when it differs
         for offset, event in sent.get("sse") or ():
             if headers_after + offset > gone + _CLOCK_SLACK_S:
                 return False
-            if any(isinstance(document, dict) and document.get("id") == request_id
-                   and ("result" in document or "error" in document) for document in documents({"sse": [[offset, event]]})):
+            if _answers({"sse": [[offset, event]]}, self.rpc_id):
                 return True
         return False
 
@@ -313,6 +350,18 @@ class TracedExchange:
                     pass
             return max(0.0, when - base)
         return None
+
+
+def _is_event_stream(headers: Mapping[str, tuple[str, ...]]) -> bool:
+    return any(v.split(";")[0].strip().lower() == "text/event-stream" for v in headers.get("content-type", ()))
+
+
+def _answers(message: Mapping[str, Any], request_id: Any) -> bool:
+    """Does a recorded response carry the JSON-RPC answer (result or error) to `request_id`?"""
+    if not message.get("sse") and isinstance(message.get("body"), str):
+        message = {"sse": [[0, message["body"]]]}  # a buffered stream's body, its data lines read alike
+    return any(isinstance(document, dict) and document.get("id") == request_id
+               and ("result" in document or "error" in document) for document in documents(message))
 
 
 def documents(message: Mapping[str, Any]) -> list[Any]:
