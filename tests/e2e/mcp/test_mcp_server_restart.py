@@ -5,7 +5,8 @@ and refuses it, as the SDK's server does, until the client initializes again on 
 What the client sees, with the server's state file saying what really ran; a call in flight
 lost with the old server (a hand-written server that never answers it); a naive agent that
 repeats the lost write without its idempotency key failing, a careful one passing; the frozen
-failure replayed with no server, and minimized. (Over Streamable HTTP the fault is the session's
+failure replayed with no server, and minimized; an agent that never initializes again (`when:
+before`) failing on the fault, neither passing nor incomplete. (Over Streamable HTTP the fault is the session's
 404: tests/e2e/mcp/test_mcp_control_plane.py's tables hold its rows.) And the journal agent, an
 agent function, replayed in-process with no fault: its MCP client passes the shim no
 FAULTPROXY_REPLAY, and the shim learns from the replay proxy that it replays and starts no server.
@@ -25,6 +26,7 @@ from mcp.client.stdio import stdio_client
 from mcp.shared.exceptions import MCPError
 
 from faultproxy import Episode, run_function
+from faultproxy.evaluator.aggregate import build_report
 from faultproxy.evaluator.traces import parse_trace
 from faultproxy.formats.rundir import read_run
 from faultproxy.formats.trace import read_trace
@@ -137,6 +139,13 @@ TASKS = """tasks:
 """
 
 
+def journal_behind_shim(episode: Episode, state: Path) -> StdioServerParameters:
+    """The journal server behind `faultproxy mcp`, given the episode's variables so the shim finds its proxy."""
+    return StdioServerParameters(
+        command=sys.executable, args=["-m", "faultproxy", "mcp", "--", sys.executable, str(JOURNAL), str(state)],
+        env={"FAULTPROXY_EPISODE": episode.key, "HTTP_PROXY": episode.proxy_url})
+
+
 def journal_agent(state: Path, careful: bool):
     """Posts one entry over stdio; when no answer comes or the server refuses, initializes again on
     the same stream and posts once more. The careful agent re-lists the tools and carries an
@@ -144,10 +153,8 @@ def journal_agent(state: Path, careful: bool):
     arguments = {"account": "ops", "cents": 700} | ({"idempotency_key": "ops-700"} if careful else {})
 
     async def post(episode: Episode) -> str:
-        server = StdioServerParameters(  # the episode's variables passed on, so `faultproxy mcp` finds its proxy
-            command=sys.executable, args=["-m", "faultproxy", "mcp", "--", sys.executable, str(JOURNAL), str(state)],
-            env={"FAULTPROXY_EPISODE": episode.key, "HTTP_PROXY": episode.proxy_url})
-        async with stdio_client(server) as (read, write), ClientSession(read, write) as mcp:
+        async with stdio_client(journal_behind_shim(episode, state)) as (read, write), \
+                ClientSession(read, write) as mcp:
             await mcp.initialize()
             await mcp.list_tools()
             try:
@@ -192,6 +199,50 @@ def test_a_naive_agent_repeats_the_lost_write_a_careful_one_does_not_and_the_fai
     assert not (tmp_path / "replayed.json").exists()  # no server started (the journal writes it on start)
     assert [d.ident for d in result.minimal] == [("restart", 1)]
     assert not result.trials[1].reproduced  # without the restart, the naive agent passes
+
+
+def never_initializing_agent(state: Path):
+    """Posts one entry over stdio; when the call fails, posts once more on the same session, never
+    initializing again, and answers with what it was told (exiting 0, as such agents do)."""
+    async def post(episode: Episode) -> str:
+        failures = []
+        async with stdio_client(journal_behind_shim(episode, state)) as (read, write), \
+                ClientSession(read, write) as mcp:
+            await mcp.initialize()
+            for _ in range(2):
+                try:
+                    return (await mcp.call_tool("post_entry", {"account": "ops", "cents": 700})).content[0].text
+                except MCPError as error:
+                    failures.append(str(error))
+        return "failed: " + "; ".join(failures)
+
+    def agent(episode: Episode) -> dict:
+        return {"answer": asyncio.run(post(episode))}
+    return agent
+
+
+def test_an_agent_that_never_initializes_the_restarted_server_again_fails_on_the_fault(tmp_path: Path) -> None:
+    """server_restart `when: before` over stdio: both calls meet the new server, which refuses them
+    (-32602). The harness knows why: the episode fails (nothing posted; the agent exited 0, which
+    counts as its claim of success), its cause names the restart, and it is neither a pass nor
+    incomplete."""
+    (tmp_path / "tasks.yaml").write_text(TASKS)
+    (tmp_path / "scenario.yaml").write_text(restart_on_first_post("before"))
+    run_function(never_initializing_agent(tmp_path / "journal.json"), load_tasks(tmp_path / "tasks.yaml"), k=1,
+                 scenario=load_scenario(tmp_path / "scenario.yaml"), out=tmp_path / "run")
+    [record] = read_run(tmp_path / "run").episodes
+    verdict = record["verdict"]
+    assert record["output"]["answer"] == "failed: Invalid request parameters; Invalid request parameters"
+    assert entries(tmp_path / "journal.json") == []  # neither call ran
+    assert verdict["status"] == "fail" and verdict["cause"] is None, verdict
+    assert {result["name"]: result["severity"] for result in verdict["failed"]} == {
+        "effects": "medium", "claimed_success": "high"}, verdict
+    assert [(fault["type"], fault["delivered"]) for fault in verdict["faults"]] == [("server_restart", True)]
+    [cause] = build_report(tmp_path / "run")["causes"]["clusters"]
+    assert (cause["fault"], cause["where"], cause["response"]) == (
+        {"rule": "restart", "type": "server_restart"}, "POST /mcp tools/call:post_entry", "retried 1 time, then gave up")
+    calls = [line for line in read_trace(next((tmp_path / "run" / "flows").iterdir())) if rpc(line) == "tools/call"]
+    assert [json.loads(line["upstream"]["body"])["error"]["code"] for line in calls] == [-32602, -32602]
 
 
 def test_a_function_agent_replayed_in_process_starts_no_server(tmp_path: Path) -> None:
