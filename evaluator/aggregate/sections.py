@@ -351,14 +351,14 @@ def _calibration(tasks: list[TaskAccumulator]) -> dict[str, Any] | None:
         outcomes.extend(t.conf_ok)
     if not confidences:
         return None
-    ok = [bool(o) for o in outcomes]
+    ok = list(map(bool, outcomes))
     low_n = low_pass = high_pass = 0
-    for p, o in zip(confidences, outcomes):
+    for (p, o), m in Counter(zip(confidences, outcomes)).items():  # few distinct pairs, however many episodes
         if p < 0.5:
-            low_n += 1
-            low_pass += o
+            low_n += m
+            low_pass += o * m
         else:
-            high_pass += o
+            high_pass += o * m
     high_n = len(ok) - low_n
     comparison: dict[str, Any] = {
         "threshold": 0.5,

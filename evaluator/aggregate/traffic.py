@@ -13,6 +13,8 @@ agent's APIs: the requests seen say what to match), or rules matched but no faul
 
 from __future__ import annotations
 
+import heapq
+import os
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -22,7 +24,7 @@ from urllib.parse import urlsplit
 
 from faultproxy.evaluator.traces import matches_any, parse_trace
 from faultproxy.formats.rundir import FLOWS_DIR
-from faultproxy.formats.trace import REJECTED_NAME, read_trace
+from faultproxy.formats.trace import read_trace, rejected_path
 from faultproxy.tasks.task_model import MCP_PREFIX
 
 TRACES_READ = 200
@@ -59,9 +61,9 @@ def seen_traffic(run_dir: Path, traces: int = TRACES_READ, patterns: Mapping[str
     them each of `patterns` (text -> a tasks-file pattern) named."""
     seen = SeenTraffic()
     folder = Path(run_dir) / FLOWS_DIR
-    paths = sorted(p for p in folder.glob("*.jsonl") if p.stem != REJECTED_NAME) if folder.is_dir() else []
-    seen.capped = len(paths) > traces
-    for path in paths[:traces]:
+    names = first_trace_names(folder, traces + 1)  # one more: were any left unread?
+    seen.capped = len(names) > traces
+    for path in (folder / name for name in names[:traces]):
         for ex in parse_trace(read_trace(path)):
             if ex.session_kind is not None:  # a live session's turn or call: its upgrade is the request
                 continue
@@ -74,6 +76,19 @@ def seen_traffic(run_dir: Path, traces: int = TRACES_READ, patterns: Mapping[str
             for text, pattern in (patterns or {}).items():
                 seen.patterns[text] += matches_any((pattern,), ex) is not None
     return seen
+
+
+def first_trace_names(folder: Path, count: int) -> list[str]:
+    """The first `count` episode trace file names in the folder, in name order. A large run has
+    hundreds of thousands: their names are listed as strings and only the first kept (no Path
+    each, no full sort)."""
+    rejected = rejected_path(folder).name  # the proxy's requests that no episode owned
+    try:
+        with os.scandir(folder) as entries:
+            names = [entry.name for entry in entries if entry.name.endswith(".jsonl") and entry.name != rejected]
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    return heapq.nsmallest(count, names)
 
 
 def unexercised_reason(seen: SeenTraffic) -> str:

@@ -8,7 +8,10 @@ number that looks real.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Iterable, Iterator, Sequence
+from itertools import chain, repeat
+from operator import sub
 from statistics import NormalDist
 
 
@@ -94,8 +97,13 @@ def coefficient_of_variation(values: Sequence[float]) -> float:
     mean = math.fsum(values) / len(values)
     if mean == 0:
         return 0.0
-    sd = math.sqrt(math.fsum((x - mean) ** 2 for x in values) / len(values))
+    sd = math.sqrt(math.fsum(_squares(map(sub, values, repeat(mean)))) / len(values))
     return sd / abs(mean)
+
+
+def _squares(values: Iterable[float]) -> Iterator[float]:
+    """x ** 2 of each value, iterated in C: a report squares a million deviations at a time."""
+    return map(pow, values, repeat(2))
 
 
 def _check_pairs(confidences: Sequence[float], outcomes: Sequence[bool]) -> None:
@@ -103,14 +111,14 @@ def _check_pairs(confidences: Sequence[float], outcomes: Sequence[bool]) -> None
         raise ValueError(f"{len(confidences)} confidences but {len(outcomes)} outcomes")
     if not confidences:
         raise ValueError("no confidences")
-    if any(not 0 <= p <= 1 for p in confidences):
+    if any(map(math.isnan, confidences)) or not 0 <= min(confidences) <= max(confidences) <= 1:
         raise ValueError("confidences must lie in [0, 1]")
 
 
 def brier_score(confidences: Sequence[float], outcomes: Sequence[bool]) -> float:
     """Brier score = (1/m)·Σ (pᵢ − oᵢ)², oᵢ ∈ {0, 1}. 0 is perfect, 0.25 is always saying 0.5."""
     _check_pairs(confidences, outcomes)
-    return math.fsum((p - float(o)) ** 2 for p, o in zip(confidences, outcomes)) / len(outcomes)
+    return math.fsum(_squares(map(sub, confidences, map(float, outcomes)))) / len(outcomes)
 
 
 def calibration_buckets(confidences: Sequence[float], outcomes: Sequence[bool],
@@ -124,20 +132,22 @@ def calibration_buckets(confidences: Sequence[float], outcomes: Sequence[bool],
     _check_pairs(confidences, outcomes)
     if len(edges) < 2 or any(a >= b for a, b in zip(edges, edges[1:])):
         raise ValueError(f"edges must be strictly increasing with at least two, got {edges}")
-    if any(not edges[0] <= p <= edges[-1] for p in confidences):
+    if not edges[0] <= min(confidences) <= max(confidences) <= edges[-1]:
         raise ValueError(f"a confidence lies outside [{edges[0]}, {edges[-1]}]")
-    members: list[list[tuple[float, bool]]] = [[] for _ in edges[1:]]
-    for p, o in zip(confidences, outcomes):
+    # Each distinct (confidence, outcome) once, with its count: a million episodes report few of
+    # them. fsum is exact whatever the order, so the means are those of the episodes one by one.
+    members: list[list[tuple[float, bool, int]]] = [[] for _ in edges[1:]]
+    for (p, o), m in Counter(zip(confidences, outcomes)).items():
         # Index of the last edge ≤ p; p == the top edge belongs to the last bucket.
         i = next(j for j in range(len(edges) - 2, -1, -1) if edges[j] <= p)
-        members[i].append((p, o))
+        members[i].append((p, bool(o), m))
     rows = []
     for lo, hi, items in zip(edges, edges[1:], members):
-        m = len(items)
+        m = sum(count for _, _, count in items)
         rows.append({
             "lo": lo, "hi": hi, "count": m,
-            "mean_confidence": math.fsum(p for p, _ in items) / m if m else None,
-            "success_rate": sum(bool(o) for _, o in items) / m if m else None,
+            "mean_confidence": math.fsum(chain.from_iterable(repeat(p, n) for p, _, n in items)) / m if m else None,
+            "success_rate": sum(n for _, o, n in items if o) / m if m else None,
         })
     return rows
 

@@ -8,6 +8,7 @@ and judges each episode the way the runner does.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 from pathlib import Path
@@ -133,14 +134,7 @@ def make_run(root: Path, tasks: list[Task], k: int, episodes: dict[tuple[str, st
              labels: tuple[str, ...] = ("",), verdicts: bool = True) -> Path:
     """episodes[(label, task_id)][trial] is an episode spec, or None for a trial never logged."""
     run_dir = root
-    grid = [{"label": label, "params": {}, "model": None} for label in labels]
-    plan = {"faultproxy_version": "test", "scenario": {"name": "mixed", "digest": "d", "path": "x", "params": {}},
-            "tasks": {"path": "tasks.yaml", "digest": "t", "severity": {}, "prices": PRICES,
-                      "items": [t.to_json() for t in tasks]},
-            "k": k, "grid": grid, "command": ["agent"], "created": "2025-01-01T00:00:00Z"}
-    write_plan(run_dir, plan)
-    log = EpisodeLog(run_dir, {"faultproxy_version": "test", "scenario_digest": "d", "tasks_digest": "t", "k": k,
-                               "grid": grid, "command": ["agent"], "created": plan["created"]})
+    log = _planned_log(root, tasks, k, labels)
     by_id = {t.id: t for t in tasks}
     for trial in range(k):  # trial-major, as the runner plans
         for label in labels:
@@ -161,3 +155,51 @@ def make_run(root: Path, tasks: list[Task], k: int, episodes: dict[tuple[str, st
                 log.append(rec)
     log.close()
     return run_dir
+
+
+def make_large_run(root: Path, tasks: list[Task], k: int, episodes: dict[str, list[dict]],
+                   labels: tuple[str, ...] = ("",)) -> Path:
+    """A run of k trials per task and grid label, too many to judge one by one: each of a task's
+    episode specs (episodes[task_id]) is judged once, and each trial logs one of them (chosen by a
+    keyed hash) with its own confidence, duration and tokens, its trace the spec's."""
+    log = _planned_log(root, tasks, k, labels)
+    judged = {}
+    for task in tasks:
+        for i, spec in enumerate(episodes[task.id]):
+            spec = dict(spec)
+            trace = f"flows/{task.id}.spec{i}.jsonl"
+            lines = write_trace(root / trace, spec.pop("lines"))
+            rec = record(task_id=task.id, shape=task.shape, trace=trace, **spec)
+            judged[(task.id, i)] = (rec, judge_episode(task, rec, read_trace(lines), {}))
+    for trial in range(k):
+        for label in labels:
+            for task in tasks:
+                unit = _unit(label, task.id, trial)
+                rec, verdict = judged[(task.id, int(unit * 1e6) % len(episodes[task.id]))]
+                key = f"{task.id}.t{trial}" + (f".{label}" if label else "")
+                rec = rec | {"key": key, "trial": trial, "variant": trial, "grid_label": label,
+                             "duration_s": round(0.5 + 3 * unit, 3)}
+                episode = {name: rec[name] for name in verdict["episode"]}
+                confidence = None if verdict["confidence"] is None else round(unit, 2)
+                log.append(rec | {"verdict": {**verdict, "episode": episode, "confidence": confidence,
+                                              "tokens": verdict["tokens"] + int(400 * unit)}})
+    log.close()
+    return root
+
+
+def _planned_log(run_dir: Path, tasks: list[Task], k: int, labels: tuple[str, ...]) -> EpisodeLog:
+    """A run directory's plan.json, and its episode log opened with its header."""
+    grid = [{"label": label, "params": {}, "model": None} for label in labels]
+    plan = {"faultproxy_version": "test", "scenario": {"name": "mixed", "digest": "d", "path": "x", "params": {}},
+            "tasks": {"path": "tasks.yaml", "digest": "t", "severity": {}, "prices": PRICES,
+                      "items": [t.to_json() for t in tasks]},
+            "k": k, "grid": grid, "command": ["agent"], "created": "2025-01-01T00:00:00Z"}
+    write_plan(run_dir, plan)
+    return EpisodeLog(run_dir, {"faultproxy_version": "test", "scenario_digest": "d", "tasks_digest": "t", "k": k,
+                                "grid": grid, "command": ["agent"], "created": plan["created"]})
+
+
+def _unit(*parts: object) -> float:
+    """A number in [0, 1) fixed by its parts (a keyed hash, not a shared random generator)."""
+    digest = hashlib.blake2b(":".join(map(str, parts)).encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") / 2**64

@@ -1,0 +1,70 @@
+"""The report is the same whichever way the log is read, and the shortcuts a large run takes
+(the fast reader, forked chunks, counted rather than listed values, the first traces by name)
+give what the plain definitions give, to the last bit."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import shutil
+from pathlib import Path
+
+from faultproxy.evaluator.aggregate import build_report
+from faultproxy.evaluator.aggregate.traffic import seen_traffic
+from faultproxy.evaluator.statistics import brier_score, calibration_buckets, coefficient_of_variation
+from tests.support.run_records import (CANCEL, LOOKUP, REFUND, exchange, lookup_ok, lookup_wrong, make_large_run,
+                                       refund_after_429, refund_ok, refund_twice, worker_lost, write_trace)
+
+
+def test_a_large_report_is_the_same_read_fast_in_chunks_or_whole(tmp_path):
+    run = make_large_run(tmp_path / "run", [LOOKUP, REFUND, CANCEL], 400, {
+        "lookup_a": [lookup_ok(), lookup_wrong(), worker_lost()],
+        "refund_b": [refund_ok(), refund_after_429(), refund_twice()],
+        "cancel_c": [lookup_wrong(output={"answer": "Cancelled.", "confidence": 0.7}), worker_lost()],
+    }, labels=("a", "b"))
+    fast = build_report(run, jobs=1)
+    assert fast["log"]["verdicts_read_fast"] == fast["log"]["episodes_logged"] == 2400  # v2 lines, current writer
+    assert build_report(run, jobs=3) == fast
+    # The same lines without the layout's spacing: the fast reader declines each, json reads it.
+    whole = tmp_path / "whole"
+    shutil.copytree(run, whole)
+    log = whole / "episodes.jsonl"
+    log.write_text("".join(json.dumps(json.loads(line), separators=(",", ":"), ensure_ascii=False) + "\n"
+                           for line in log.read_text(encoding="utf-8").splitlines()), encoding="utf-8")
+    slow = build_report(whole, jobs=1)
+    assert slow["log"]["verdicts_read_fast"] == 0
+    assert {**slow, "run_dir": None, "log": None} == {**fast, "run_dir": None, "log": None}
+    calibration = fast["run"]["calibration"]
+    assert calibration["episodes"] > 1000 and len({b["count"] for b in calibration["buckets"]}) > 1
+
+
+def test_the_first_traces_by_name_are_read_and_the_rest_said(tmp_path):
+    flows = tmp_path / "flows"
+    for name in ("c", "a", "_rejected", "b"):
+        write_trace(flows / f"{name}.jsonl", [exchange("GET", f"http://127.0.0.1:9/{name}")])
+    (flows / "notes.txt").write_text("not a trace")
+    seen = seen_traffic(tmp_path, traces=2)
+    assert sorted(seen.requests) == ["GET 127.0.0.1:9/a", "GET 127.0.0.1:9/b"] and seen.capped
+    everything = seen_traffic(tmp_path, traces=3)
+    assert len(everything.requests) == 3 and not everything.capped
+    assert seen_traffic(tmp_path / "nowhere").total == 0
+
+
+def test_spread_and_calibration_equal_their_definitions_on_many_repeated_values():
+    rng = random.Random(7)
+    values = [rng.choice((0.1, 0.3, 1 / 3, 2.5, 1e6, 7.0)) + rng.randrange(3) * 1e-9 for _ in range(20000)]
+    mean = math.fsum(values) / len(values)
+    assert coefficient_of_variation(values) == math.sqrt(math.fsum((x - mean) ** 2 for x in values)
+                                                         / len(values)) / abs(mean)
+    confidences = [round(rng.random(), 2) for _ in range(20000)] + [0.0, 1.0]
+    outcomes = [rng.random() < p for p in confidences]
+    assert brier_score(confidences, outcomes) == math.fsum((p - float(o)) ** 2 for p, o in
+                                                           zip(confidences, outcomes)) / len(outcomes)
+    edges = (0, .2, .4, .6, .8, 1.0)
+    for row in calibration_buckets(confidences, outcomes, edges):
+        last = row["hi"] == edges[-1]
+        members = [(p, o) for p, o in zip(confidences, outcomes) if row["lo"] <= p and (p < row["hi"] or last)]
+        assert row["count"] == len(members)
+        assert row["mean_confidence"] == math.fsum(p for p, _ in members) / len(members)
+        assert row["success_rate"] == sum(o for _, o in members) / len(members)
