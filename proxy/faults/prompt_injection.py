@@ -11,7 +11,7 @@ from typing import Any
 
 from faultproxy.proxy.exchange import FlowExchange
 from faultproxy.proxy.faults.base import Fault, replace_body, rewritten_documents
-from faultproxy.proxy.faults.schema_drift import path_targets
+from faultproxy.proxy.faults.schema_drift import first_of_type, path_targets
 from faultproxy.scenarios.faults import prompt_injection
 from faultproxy.scenarios.faults.prompt_injection import CANARY_FIELD, canary
 from mitmproxy import http
@@ -65,6 +65,8 @@ def plant_instruction(document: Any, instruction: str, at: str | None) -> tuple[
     if at is None:
         targets = [(document, key) for key, value in document.items() if isinstance(value, str)] \
             if isinstance(document, dict) else []
+        if not targets and (first := first_of_type(document, (), "string")) is not None:
+            targets = [first]
     else:
         segments = tuple(at.split("."))
         targets = [(parent, key) for parent, key in path_targets(document, segments[:-1], segments[-1])

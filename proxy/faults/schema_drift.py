@@ -2,6 +2,10 @@
 body, in each SSE `data:` event, or in a JSON WebSocket message its rule matched.
 
 A path is a tuple of keys; `*` stands for every element of a list or every value of a mapping.
+An op with `first: TYPE` edits the first value of that JSON type at or below its path instead, in
+the answer's text order (depth first), so a rule can drift an answer whose field names it does not
+know; a JSON-RPC message (an MCP answer) is left alone by it: its envelope and MCP's content
+blocks are the protocol's, not the tool's (name `result.*` paths to drift those).
 Operations work on a deep copy and report whether anything changed, so a drift rule that
 matched a body without the targeted field is recorded as not delivered.
 """
@@ -18,7 +22,7 @@ from faultproxy.proxy.faults.base import Fault
 from faultproxy.proxy.sse import map_json_data
 from faultproxy.proxy.websocket import MessageFault, WsSession, message_json
 from faultproxy.scenarios.faults import schema_drift
-from faultproxy.scenarios.faults.schema_drift import DriftOp
+from faultproxy.scenarios.faults.schema_drift import FIELD, DriftOp
 from mitmproxy import http
 from mitmproxy.websocket import WebSocketMessage
 
@@ -39,7 +43,7 @@ class SchemaDriftFault(Fault):
         return drifted
 
     def _detail(self) -> str:
-        return ", ".join(f"{op.op} {'.'.join(op.path)}" for op in self.params["ops"])
+        return ", ".join(f"{op.op} {_place(op)}" for op in self.params["ops"])
 
     async def message(self, flow: http.HTTPFlow, session: WsSession, message: WebSocketMessage,
                       fault: MessageFault) -> None:
@@ -66,6 +70,13 @@ class SchemaDriftFault(Fault):
             flow.response.content = json.dumps(drifted, separators=(",", ":")).encode()
 
 
+def _place(op: DriftOp) -> str:
+    path = ".".join(op.path)
+    if op.first is None:
+        return path
+    return f"the first {op.first}" + (f" below {path}" if path else "")
+
+
 def apply_drift(document: Any, ops: Iterable[DriftOp]) -> tuple[Any, bool]:
     """The document with every op applied (on a deep copy), and whether anything changed."""
     document = copy.deepcopy(document)
@@ -77,6 +88,9 @@ def apply_drift(document: Any, ops: Iterable[DriftOp]) -> tuple[Any, bool]:
 
 
 def _apply_one(document: Any, op: DriftOp) -> tuple[Any, bool]:
+    if op.first is not None:
+        found = first_of_type(document, op.path, op.first)
+        return document, found is not None and _edit(*found, op)
     if not op.path or op.path in (("$",), ("",)):
         if op.op == "reorder" and isinstance(document, dict):
             return _reordered(document, op.order), len(document) > 1
@@ -98,6 +112,36 @@ def path_targets(node: Any, prefix: tuple[str, ...], last: str):
             yield parent, last
         elif isinstance(parent, list) and last.isdigit():
             yield parent, int(last)
+
+
+def first_of_type(document: Any, path: tuple[str, ...], json_type: str) -> tuple[Any, Any] | None:
+    """(container, key) of the first value of `json_type` at or below the places `path` names, in
+    the document's text order; None in a JSON-RPC message, or when there is none."""
+    if isinstance(document, dict) and document.get("jsonrpc") == "2.0":
+        return None
+    for start in _walk(document, path):
+        found = next(_places_of_type(start, json_type), None)
+        if found is not None:
+            return found
+    return None
+
+
+def _places_of_type(node: Any, json_type: str):
+    items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+    for key, value in items:
+        if _is_type(value, json_type):
+            yield node, key
+        yield from _places_of_type(value, json_type)
+
+
+def _is_type(value: Any, json_type: str) -> bool:
+    if json_type in ("number", "integer"):
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and (
+            json_type == "number" or isinstance(value, int))
+    return isinstance(value, _PYTHON_TYPES[json_type])
+
+
+_PYTHON_TYPES = {"string": str, "boolean": bool, "null": type(None), "array": list, "object": dict}
 
 
 def _walk(node: Any, path: tuple[str, ...]):
@@ -129,7 +173,7 @@ def _edit(parent: Any, key: Any, op: DriftOp) -> bool:
     elif op.op == "rename":
         if not isinstance(parent, dict):
             return False
-        _rename_in_place(parent, key, op.to)
+        _rename_in_place(parent, key, op.to.replace(FIELD, str(key)))
     elif op.op == "retype":
         parent[key] = _retyped(parent[key], op.to)
     elif op.op == "wrap":

@@ -1,7 +1,9 @@
 """schema_drift: edits to the upstream's JSON body, to each SSE `data:` event, and to JSON WebSocket
 messages its rule's `websocket:` block matches; forwarded.
 
-Its one parameter, `ops`, is a list of edits, each read here from the YAML with its own line.
+Its one parameter, `ops`, is a list of edits, each read here from the YAML with its own line. An
+edit names its field by `path`, or, on a world whose field names it cannot know, by `first`: the
+first value of a JSON type in the answer's text order (depth first) at or below `path`.
 """
 
 from __future__ import annotations
@@ -21,11 +23,15 @@ _OP_FIELDS = {"rename": ("to",), "remove": (), "add": ("value",), "retype": ("to
               "wrap": ("key",), "reorder": ("order",)}
 _OP_REQUIRED = {"rename": ("to",), "add": ("value",), "retype": ("to",)}
 _OPS_ON_A_KEY = ("rename", "remove", "add")  # these edit a named field, so the path must end in one
+_OPS_ON_FIRST = ("rename", "remove", "retype", "wrap")  # these may edit the first value of a type instead
+FIELD = "{field}"  # in a rename's `to`: the renamed field's own name (`{field}_v2`)
 
 
 @dataclass(frozen=True)
 class DriftOp:
-    """One schema_drift edit. `path` is split on dots; `*` means every list item or dict value."""
+    """One schema_drift edit. `path` is split on dots; `*` means every list item or dict value.
+    `first`: a JSON type; the edit applies to the first value of that type at or below `path`
+    instead (in the answer's text order: depth first), whatever its name."""
 
     op: str
     path: tuple[str, ...]
@@ -33,6 +39,7 @@ class DriftOp:
     value: Any = None
     key: str | None = None
     order: str | None = None
+    first: str | None = None
 
 
 def read_ops(r: YamlReader, node: Node, field: str) -> tuple[DriftOp, ...]:
@@ -46,9 +53,14 @@ def _read_op(r: YamlReader, node: Node, field: str) -> DriftOp:
     if "op" not in present:
         raise r.error(node, f"{field}.op", "missing required field 'op'")
     op = r.choice(present["op"], f"{field}.op", r.string(present["op"], f"{field}.op"), DRIFT_OPS)
-    r.check_keys(node, field, present, ("op", "path", *_OP_FIELDS[op]),
-                 required=("path", *_OP_REQUIRED.get(op, ())))
-    path = _read_path(r, present["path"], f"{field}.path", op)
+    takes_first = op in _OPS_ON_FIRST and "first" in present
+    r.check_keys(node, field, present, ("op", "path", *_OP_FIELDS[op], *(("first",) if op in _OPS_ON_FIRST else ())),
+                 required=(*(() if takes_first else ("path",)), *_OP_REQUIRED.get(op, ())))
+    first = None
+    if takes_first:
+        first = r.choice(present["first"], f"{field}.first", r.string(present["first"], f"{field}.first"), JSON_TYPES)
+    names_a_key = first is None and op in _OPS_ON_A_KEY
+    path = _read_path(r, present["path"], f"{field}.path", op, names_a_key) if "path" in present else ()
     to = None
     if op == "rename":
         to = r.string(present["to"], f"{field}.to", nonempty=True)
@@ -62,16 +74,16 @@ def _read_op(r: YamlReader, node: Node, field: str) -> DriftOp:
         if "order" in present:
             order = r.choice(present["order"], f"{field}.order",
                              r.string(present["order"], f"{field}.order"), REORDER)
-    return DriftOp(op, path, to, value, key, order)
+    return DriftOp(op, path, to, value, key, order, first)
 
 
-def _read_path(r: YamlReader, node: Node, field: str, op: str) -> tuple[str, ...]:
+def _read_path(r: YamlReader, node: Node, field: str, op: str, names_a_key: bool) -> tuple[str, ...]:
     text = r.string(node, field)
     segments = () if text in ("", "$") else tuple(text.split("."))
     if not all(segments):
         raise r.error(node, field, f"invalid path '{text}': empty segment")
-    if op in _OPS_ON_A_KEY and (not segments or segments[-1] == "*"):
-        raise r.error(node, field, f"op '{op}' needs a path ending in a field name, got '{text}'")
+    if names_a_key and (not segments or segments[-1] == "*"):
+        raise r.error(node, field, f"op '{op}' needs a path ending in a field name (or `first: TYPE`), got '{text}'")
     return segments
 
 
@@ -81,8 +93,11 @@ KIND = FaultKind(
                  "block, [WebSocket sessions](websocket.md)) rewritten; gzip, br and zstd re-encoded, "
                  "Content-Length right"),
     params={
-        "ops": ParamSpec("ops", None, "edits to the JSON response body: " + ", ".join(DRIFT_OPS),
-                         required=True, read=read_ops),
+        "ops": ParamSpec("ops", None, "edits to the JSON response body: " + ", ".join(DRIFT_OPS) + "; each at a "
+                         "dotted `path`, or (rename, remove, retype, wrap) at `first: TYPE`, the first value of that "
+                         "JSON type in the answer's text order at or below `path` (default the whole answer; a "
+                         "JSON-RPC message is left alone), whatever its name; a rename's `to` may hold `{field}`, "
+                         "the old name", required=True, read=read_ops),
     },
     forwards=True,
     also_on_messages=True,

@@ -355,6 +355,35 @@ CASES = [
                   path: usage
                   to: x
         """, 10, "rules[0].fault.ops[0].to", "unknown field 'to'; expected one of op, path", None),
+    ("drift_first_on_add", """\
+        name: t
+        description: d
+        rules:
+          - name: r
+            fault:
+              type: schema_drift
+              ops: [{op: add, path: x, value: 1, first: string}]
+        """, 7, "rules[0].fault.ops[0].first", "unknown field 'first'; expected one of op, path, value", None),
+    ("drift_first_bad_type", """\
+        name: t
+        description: d
+        rules:
+          - name: r
+            fault:
+              type: schema_drift
+              ops:
+                - {op: rename, first: text, to: x}
+        """, 8, "rules[0].fault.ops[0].first", "must be one of string, number, integer", None),
+    ("drift_rename_names_no_field", """\
+        name: t
+        description: d
+        rules:
+          - name: r
+            fault:
+              type: schema_drift
+              ops:
+                - {op: rename, to: x}
+        """, 8, "rules[0].fault.ops[0].path", "missing required field 'path'", None),
     ("seed_float", """\
         name: t
         description: d
