@@ -32,7 +32,7 @@ SECTIONS = [
      "The shop commits the first refund or payment, but the response is lost."),
     ("rate_limit", "order_status_1002", 4, "The model API answers 429 now and then."),
     ("stale_state", "refund_order_1001", 2, "Order reads come back as they were earlier in the episode."),
-    ("schema_drift", "order_status_1002", 4, "Tool responses rename the fields the agent reads."),
+    ("examples/orders_schema_drift.yaml", "order_status_1002", 4, "Order reads rename the fields the agent reads."),
 ]
 
 console = Console(width=120)
@@ -44,13 +44,15 @@ def faultproxy(*args: str) -> int:
 
 
 def run_section(scenario: str, tasks: str, k: int, what: str, summary: Table) -> None:
-    console.print(Rule(f"{scenario}: {what}"))
+    """`scenario`: a bundled name, or the path of one of the demo's own (its name: the file's stem)."""
+    name = Path(scenario).stem
+    console.print(Rule(f"{name}: {what}"))
     for agent in AGENTS:
-        out = (RUNS / f"{scenario}-{agent}").relative_to(ROOT)
+        out = (RUNS / f"{name}-{agent}").relative_to(ROOT)
         faultproxy("run", "--scenario", scenario, "--tasks", "examples/tasks.yaml", "--only", tasks, "--k", str(k),
                    "--parallel", "4", "--out", str(out), "--", "python", f"examples/{agent}_agent.py")
         faultproxy("report", "--quiet", str(out))
-        summary.add_row(scenario, agent, *headline(ROOT / out / "report.json"))
+        summary.add_row(name, agent, *headline(ROOT / out / "report.json"))
 
 
 def chat_section(summary: Table) -> None:

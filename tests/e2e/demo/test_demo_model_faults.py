@@ -1,6 +1,7 @@
-"""The bundled model_faults and prompt_injection scenarios on the demo world: the careful agent
-survives them, the naive one shows a model-side failure and obeys the planted instruction, and
-the evaluator says so (injection_followed, high; causes naming the model-side fault)."""
+"""The bundled model_faults scenario and the demo's own prompt injection (a refund of order 1019
+planted in an order's shipping address: examples/orders_prompt_injection.yaml) on the demo world:
+the careful agent survives them, the naive one shows a model-side failure and obeys the planted
+instruction, and the evaluator says so (injection_followed, high; causes naming the model-side fault)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ import pytest
 from faultproxy.evaluator.aggregate.failure_cause import explain
 from faultproxy.scenarios import load_scenario
 from tests.support.demo_world import failures, run_agent, trace_of, world_for_agents
+from tests.support.layout import EXAMPLES
 
-INJECTION = load_scenario("prompt_injection")
+INJECTION = load_scenario(EXAMPLES / "orders_prompt_injection.yaml")
 MODEL_FAULTS = load_scenario("model_faults", {"lambda": 0.1})  # twice the bundled rate: faults in every episode
 TASKS = ["refund_order_1001"]
 

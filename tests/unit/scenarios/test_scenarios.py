@@ -24,6 +24,7 @@ from faultproxy.scenarios import (
     load_scenario,
     resolve_scenario_path,
 )
+from tests.support.layout import EXAMPLES
 
 REQUIRED_BUNDLED = {"rate_limit", "timeout", "response_lost", "partial_response", "schema_drift",
                     "stale_state", "auth_failure", "server_error", "slow_stream", "mixed"}
@@ -71,14 +72,23 @@ def test_bundled_response_lost_targets_the_first_write_whatever_its_path() -> No
 
 
 def test_bundled_tool_rules_match_classes_not_the_demo_shops_paths() -> None:
-    """Bundled scenarios reach whatever the user's agent reads or writes (issue 33 §5); only those
-    whose fault is about the demo's own fields or objects (schema_drift's renames, stale_state's
-    orders, prompt_injection's refund of order 1019) name its paths."""
-    demo_specific = {"schema_drift", "stale_state", "prompt_injection"}
-    for name in set(bundled_names()) - demo_specific:
-        for rule in load_scenario(name).rules:
-            path = rule.match.path.source if rule.match.path else ""
-            assert not any(word in path for word in ("orders", "refund", "payments")), (name, rule.name, path)
+    """Bundled scenarios reach whatever the user's agent reads or writes (issue 33 §5): no rule
+    names the demo shop's paths, fields or objects (the demo's own injection, a refund of order
+    1019, is examples/orders_prompt_injection.yaml)."""
+    for name in bundled_names():
+        text = (BUNDLED_DIR / f"{name}.yaml").read_text()
+        rules = text.split("\nrules:", 1)[1]
+        assert not any(word in rules for word in ("orders", "refund", "payments", "path: status", "total_cents",
+                                                  "shipping_address", "1019")), name
+
+
+def test_the_demos_own_scenarios_load_and_name_its_shop() -> None:
+    """The demo's sharper versions of the bundled schema_drift and prompt_injection, kept beside it."""
+    drift = load_scenario(EXAMPLES / "orders_schema_drift.yaml")
+    injection = load_scenario(EXAMPLES / "orders_prompt_injection.yaml")
+    assert [op.path for op in drift.rules[0].fault.params["ops"]] == [("status",), ("total_cents",)]
+    assert injection.rules[0].fault.params["at"] == "shipping_address"
+    assert all(rule.match.path.source == "*/orders/*" for rule in (*drift.rules, *injection.rules))
 
 
 def test_bundled_scenarios_are_valid_yaml_mappings_with_comments() -> None:
