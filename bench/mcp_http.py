@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """What the proxy adds to each MCP request over Streamable HTTP.
 
-The official SDK's Streamable HTTP client lists the tools of a server on the official SDK
-(tests/support/agents/asking_mcp_server.py --http, a process of its own) one request at a time. Each
-request's answer comes on an SSE stream, which passes the proxy's loopback relay so that a
-server's own messages on it can pass the fault injector (proxy/mcp_http.py): that hop is what
-this measures. Three configurations, each its own session:
+The official SDK's Streamable HTTP client calls a read tool (`order_status`) of a server on the
+official SDK (tests/support/agents/asking_mcp_server.py --http, a process of its own) one
+`tools/call` at a time. Each call's answer comes on an SSE stream; the SDK's client closes its
+connection once it has the answer event (it never reads the end of the body), so every call opens
+a new connection, direct too. Three configurations, each its own session:
 
   direct          the client talks to the server
   plain mitmdump  through `mitmdump -q` (forward proxy, a process of its own): what any
@@ -45,23 +45,29 @@ CPU_US: dict[str, list[tuple[float, float]]] = {}  # configuration -> per round 
 
 async def time_requests(url: str, proxy: str | None, processes: tuple, name: str,
                         calls: int, warmup: int) -> list[float]:
-    """Seconds per tools/list, one at a time, after `warmup` untimed ones; the CPU time that
+    """Seconds per tools/call, one at a time, after `warmup` untimed ones; the CPU time that
     `processes` (the proxy or None, the server) spent on the timed ones goes to CPU_US."""
     client = httpx2.AsyncClient(proxy=proxy, timeout=30)
     async with client, streamable_http_client(url, http_client=client) as (read, write), \
             ClientSession(read, write) as session:
         await session.initialize()
         for _ in range(warmup):
-            await session.list_tools()
+            await call(session)
         times = []
         before = [cpu_seconds(p.pid) if p else 0.0 for p in processes]
         for _ in range(calls):
             started = time.perf_counter()
-            await session.list_tools()
+            await call(session)
             times.append(time.perf_counter() - started)
         spent = [(cpu_seconds(p.pid) if p else 0.0) - b for p, b in zip(processes, before, strict=True)]
         CPU_US.setdefault(name, []).append(tuple(x / calls * 1e6 for x in spent))
         return times
+
+
+async def call(session: ClientSession) -> None:
+    answer = await session.call_tool("order_status", {"order": "A1"})
+    if answer.is_error or answer.content[0].text != "A1: shipped":
+        raise SystemExit(f"order_status answered {answer}")
 
 
 def report_cpu(names: list[str]) -> None:
@@ -92,7 +98,7 @@ def main() -> int:
             for process in (proxy, mitmdump, server):
                 process.terminate()
                 process.wait()
-    report(names, rounds, args, "tools/list over Streamable HTTP",
+    report(names, rounds, args, "tools/call over Streamable HTTP",
            "a run's MCP requests over HTTP pay what `in a run` shows", baseline=MITMDUMP)
     report_cpu(names)
     return conclude(rounds, args, baseline=MITMDUMP)

@@ -3,7 +3,7 @@ asks the client's model (sampling), `confirm_refund` asks the user to confirm (e
 an irreversible refund, written to a state file the test reads, and `refund_regardless` asks the
 same but refunds whatever the answer (a careless server); `roots` asks what the client exposes;
 `announce` tells the client its tools changed, outside any request (over Streamable HTTP: on the
-standalone GET stream). `make_server(state)` builds it for a test to serve over Streamable HTTP.
+standalone GET stream); `order_status` only reads, and says nothing else (bench/mcp_http.py times it). `make_server(state)` builds it for a test to serve over Streamable HTTP.
 
     python tests/support/agents/asking_mcp_server.py STATE_FILE             # over stdio
     python tests/support/agents/asking_mcp_server.py STATE_FILE --http PORT # over Streamable HTTP on 127.0.0.1
@@ -62,6 +62,11 @@ def make_server(state: Path) -> MCPServer:
         with warnings.catch_warnings():  # roots too is deprecated (SEP-2577); servers still ask
             warnings.simplefilter("ignore")
             return str(len((await ctx.request_context.session.list_roots()).roots))
+
+    @server.tool()
+    async def order_status(order: str) -> str:
+        """An order's status."""
+        return f"{order}: shipped"
 
     @server.tool()
     async def announce(ctx: Context) -> str:
