@@ -48,6 +48,13 @@ class Access(StrEnum):
 READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 MCP_SESSION_HEADER = "mcp-session-id"  # Streamable HTTP: sent on every request after initialize
 TOOL_CALL = "tools/call"
+# What only a client sends (MCP 2025-11-25's ClientRequest and ClientNotification, less what goes
+# both ways: ping, tasks/*, notifications/cancelled, progress and tasks/status): never a server's message.
+CLIENT_ONLY_METHODS = frozenset({
+    "initialize", "tools/list", TOOL_CALL, "resources/list", "resources/templates/list", "resources/read",
+    "resources/subscribe", "resources/unsubscribe", "prompts/list", "prompts/get", "completion/complete",
+    "logging/setLevel", "notifications/initialized", "notifications/roots/list_changed",
+})
 
 
 def rpc_method(body: Any) -> str | None:

@@ -31,7 +31,7 @@ from faultproxy.proxy.perturb import perturb_response
 from faultproxy.proxy.relay import Relay
 from faultproxy.proxy.flow_kinds import is_plumbing, kinds_of, learn_tools, uses_kinds
 from faultproxy.proxy.sse import is_event_stream, split_events
-from faultproxy.proxy.stream_tap import StreamTap, pump
+from faultproxy.proxy.stream_tap import WATCH_KEY, StreamTap, pump
 from faultproxy.proxy.answer_tokens import tokens_used
 from faultproxy.proxy.websocket import open_session
 from faultproxy.proxy.websocket_hooks import WebSocketHooks
@@ -227,7 +227,8 @@ class FaultInjector(WebSocketHooks):
         if is_event_stream(flow.response.headers.get("content-type")) and not buffered:
             # Through the relay an MCP stream's events are recorded as the server sent them there.
             flow.response.stream = StreamTap(ex, fault.event_shaper(ex) if fault else None,
-                                             record_upstream=not self.relay.hands_events(flow))
+                                             record_upstream=not self.relay.hands_events(flow),
+                                             watch=flow.metadata.get(WATCH_KEY))
         if fault:
             await fault.responseheaders(flow, ex)
         if flow.response.stream and flow.metadata.get(SUPPLIED_KEY):

@@ -12,9 +12,14 @@ client may answer several at once, with one POST of a JSON array (JSON-RPC batch
 the injector made of them (an answer it never gets is left out; none left: the proxy says 202).
 
 mitmproxy's stream function cannot wait, and a server's message may have to (a delay, the
-injector's hooks), so these streams go through the proxy's loopback relay (proxy/relay.py),
-which hands each event to a `ServerStream` before the client gets it; the stream still flows
-event by event. The POST or GET exchange itself is recorded as ever, its upstream events as the
+injector's hooks), so a stream whose server's messages a fault may hold goes through the proxy's
+loopback relay (proxy/relay.py), which hands each event to a `ServerStream` before the client
+gets it; the stream still flows event by event. A stream no fault may hold — none of the
+episode's rules can select a server's message at its URL (scenarios.selection), no fault acts on
+the request itself, no replay — flows through mitmproxy alone, which costs each request two
+parses and writes fewer: the stream function hands each event to its `ServerStream` as it goes on
+(`seen`), and the message passes the injector just after, in order, recorded as the relay path
+records it. The POST or GET exchange itself is recorded as ever, its upstream events as the
 server sent them (the client's, when they differ, as the client's).
 
 What a fault on a server's message does over HTTP, in the client's place:
@@ -35,17 +40,23 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Awaitable
 from dataclasses import dataclass
+from functools import cached_property
 from urllib.parse import urlsplit
 
 import structlog
 from faultproxy.proxy.attribution import PASS_THROUGH_KEY, episode_of
 from faultproxy.proxy.auth import EpisodeGate
 from faultproxy.proxy.exchange import EXCHANGE_KEY, FlowExchange
+from faultproxy.proxy.faults.lingering import REWRITE_KEY
 from faultproxy.proxy.injector import FaultInjector
 from faultproxy.proxy.sse import data_payloads
 from faultproxy.proxy.stdio.messages import Message, answer_for, parse_line
 from faultproxy.proxy.stdio.passage import SERVER_TO_CLIENT, Passage
+from faultproxy.proxy.stream_tap import WATCH_KEY
+from faultproxy.scenarios import Scenario
+from faultproxy.scenarios.selection import may_select_server_messages
 from mitmproxy import http
 
 log = structlog.get_logger("faultproxy.mcp")
@@ -75,13 +86,41 @@ class McpStreams:
         self.injector = injector
         self.gate = gate
         self.asked: dict[tuple[str, str | None, str], Asked] = {}  # (episode, session, id) -> the request
+        self._selects: dict[tuple[str, str, int, str], bool] = {}  # (scenario digest, URL) -> may_hold's rules part
         injector.mcp_streams = self
 
     async def route(self, flow: http.HTTPFlow, ex: FlowExchange) -> None:
         """Called by the injector as it forwards a request: a stream the server may talk back on
-        goes through the relay, which hands its events to a ServerStream."""
-        if opens_stream(flow, ex):
-            await self.injector.relay.route(flow, events=ServerStream(self, flow, ex))
+        goes through the relay, which hands its events to a ServerStream, when a fault may hold
+        them; otherwise mitmproxy's stream function hands them on (WATCH_KEY)."""
+        if not opens_stream(flow, ex):
+            return
+        stream = ServerStream(self, flow, ex)
+        if self._may_hold(flow, ex):
+            await self.injector.relay.route(flow, events=stream)
+        else:
+            flow.metadata[WATCH_KEY] = stream
+
+    def _may_hold(self, flow: http.HTTPFlow, ex: FlowExchange) -> bool:
+        """May a fault hold this stream's events: a rule that may select the server's messages at
+        its URL, a fault acting on the request itself (it may buffer or pace its stream, or
+        rewrite it: lingering), or a replay (the relay plays the recording)?"""
+        if ex.rule is not None or REWRITE_KEY in flow.metadata or self.injector.replays:
+            return True
+        request = flow.request
+        key = (ex.scenario.digest, request.host, request.port, request.path.split("?", 1)[0])
+        if key not in self._selects:
+            self._selects[key] = _selects_server_messages(ex.scenario, *key[1:])
+        return self._selects[key]
+
+    def response(self, flow: http.HTTPFlow) -> Awaitable[None] | None:
+        """A stream mitmproxy handed on has ended: its server's messages finish passing the
+        injector before the injector writes the exchange that carried them. (None, not a
+        coroutine, for every other flow: mitmproxy awaits only what a hook returns.)"""
+        stream = flow.metadata.pop(WATCH_KEY, None)
+        return stream.settled() if stream is not None else None
+
+    error = response  # the client left, or the upstream broke off: the same
 
     async def request(self, flow: http.HTTPFlow) -> None:
         if not self.asked or flow.response is not None or flow.request.method != "POST":
@@ -177,9 +216,7 @@ class ServerStream:
         self.headers = {name: value for name, value in flow.request.headers.items() if name.lower() in _ANSWER_HEADERS}
         self.session = flow.request.headers.get(SESSION_HEADER)
         self.episode = episode_of(flow)
-        target = urlsplit(self.url)
-        self.passage = Passage(streams.injector, streams.gate, self.episode, "",
-                               (target.scheme, flow.request.host, flow.request.port, flow.request.path))
+        self.target = (urlsplit(self.url).scheme, flow.request.host, flow.request.port, flow.request.path)
         # Event offsets count from the response's headers (formats.trace), not from the forward:
         # the verdict adds them to response_after_s to tell whether an answer reached the client.
         self.started = time.monotonic()
@@ -188,20 +225,46 @@ class ServerStream:
         self.supplied = False
         self.asking: set[tuple[str, str | None, str]] = set()  # keys of its requests in streams.asked
         self._posting: set[asyncio.Task] = set()
+        self._passing: asyncio.Future | None = None  # handed on by mitmproxy: the last message on its way
+
+    @cached_property
+    def passage(self) -> Passage:
+        # Made for the first of the server's messages: most streams carry only the answer.
+        return Passage(self.streams.injector, self.streams.gate, self.episode, "", self.target)
 
     def headers_sent(self) -> None:
         self.started = time.monotonic()
 
     async def event(self, event: bytes, supplied: bool) -> bytes | None:
+        """Through the relay: the event the client gets (None: withheld)."""
         self.supplied = supplied
         offset = time.monotonic() - self.started
         self.ex.upstream_events.append((offset, event))
-        shown = await self._pass(event)
+        message = _message(event)
+        shown = await self._pass(event, message) if _from_server(message) else event
         if shown is None and self.ex.client_events is None:  # what the client gets differs from here on
             self.ex.client_events = self.shown
         if shown is not None:
             self.shown.append((time.monotonic() - self.started, shown))
         return shown
+
+    def seen(self, event: bytes) -> None:
+        """Handed on by mitmproxy (the stream tap, WATCH_KEY): a server's message passes the
+        injector just after the client got it, each after the one before."""
+        message = _message(event)
+        if _from_server(message):
+            self._passing = asyncio.ensure_future(self._pass_after(self._passing, event, message))
+
+    async def _pass_after(self, before: asyncio.Future | None, event: bytes, message: Message) -> None:
+        if before is not None:
+            await before
+        await self._pass(event, message)
+
+    async def settled(self) -> None:
+        """Handed on by mitmproxy, the stream has ended: its messages have passed, then `end`."""
+        if self._passing is not None:
+            await self._passing
+        self.end()
 
     def end(self) -> None:
         """The stream ended: a live server's requests still unanswered wait no more (their
@@ -213,10 +276,8 @@ class ServerStream:
         if self.unrecorded and self.ex.upstream is not None:
             self.ex.upstream["headers"].append((UNRECORDED_HEADER, str(self.unrecorded)))
 
-    async def _pass(self, event: bytes) -> bytes | None:
-        message = _message(event)
-        if message is None or message.kind not in ("request", "notification"):
-            return event  # the final answer, a comment, a priming event: the client's as sent
+    async def _pass(self, event: bytes, message: Message) -> bytes | None:
+        """A server's request or notification through the injector: the event the client gets."""
         if message.kind == "notification" and not self.passage.records(message.method):
             self.unrecorded += 1
             return event
@@ -254,6 +315,15 @@ class ServerStream:
             return
         if status >= 300:
             log.warning("mcp_answer_refused", url=self.url, status=status)
+
+
+def _selects_server_messages(scenario: Scenario, host: str, port: int, path: str) -> bool:
+    return any(may_select_server_messages(rule.match, host, port, path) for rule in scenario.rules)
+
+
+def _from_server(message: Message | None) -> bool:
+    """A server's request or notification (not the final answer, a comment or a priming event)?"""
+    return message is not None and message.kind in ("request", "notification")
 
 
 def _message(event: bytes) -> Message | None:

@@ -4,9 +4,9 @@ mitmproxy calls a response's stream function synchronously, so it cannot wait be
 without stalling every other flow. For slow_stream the injector points the flow at this relay
 instead; the relay fetches the real upstream itself and writes each event after its delay,
 and mitmproxy streams that through to the client unchanged. In replay the relay paces the
-recorded response instead of fetching one (`supply`). MCP's Streamable HTTP streams come this
-way too (unpaced): a server's messages on them pass the fault injector, which may hold, drop or
-answer them before the client sees them (proxy/mcp_http.py).
+recorded response instead of fetching one (`supply`). MCP's Streamable HTTP streams whose
+server's messages a fault may hold come this way too (unpaced): those messages pass the fault
+injector, which may hold, drop or answer them before the client sees them (proxy/mcp_http.py).
 """
 
 from __future__ import annotations

@@ -1,14 +1,25 @@
 """Event streams as they pass the injector: each event recorded with its time offset, and
-shaped, dropped or cut on its boundaries by the fault that holds the exchange."""
+shaped, dropped or cut on its boundaries by the fault that holds the exchange; a watcher
+(WATCH_KEY) sees each event the upstream sent, as it goes on unchanged."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Protocol
 
 from faultproxy.proxy.exchange import FlowExchange
 from faultproxy.proxy.sse import EventSplitter
 from mitmproxy import http
+
+WATCH_KEY = "faultproxy_stream_watch"  # flow.metadata: an EventWatch for the flow's event stream
+
+
+class EventWatch(Protocol):
+    """What sees each event of a stream it may not hold: it acts after the event has gone on
+    (an MCP server's messages passing the injector: proxy/mcp_http.py)."""
+
+    def seen(self, event: bytes) -> None: ...
 
 
 class StreamTap:
@@ -16,10 +27,11 @@ class StreamTap:
     and lets a fault shape, drop or cut events on their boundaries."""
 
     def __init__(self, ex: FlowExchange, shaper: Callable[[bytes], bytes | None] | None,
-                 record_upstream: bool = True) -> None:
+                 record_upstream: bool = True, watch: EventWatch | None = None) -> None:
         self.ex = ex
         self.shaper = shaper
         self.record_upstream = record_upstream
+        self.watch = watch
         self.splitter = EventSplitter()
         self.started = time.monotonic()
         self.client_events = [] if shaper else None  # the exchange's, which only a shaper changes here
@@ -39,6 +51,8 @@ class StreamTap:
             offset = time.monotonic() - self.started
             if self.record_upstream:
                 self.ex.upstream_events.append((offset, event))
+            if self.watch is not None:
+                self.watch.seen(event)
             shaped = self.shaper(event) if self.shaper else event
             if shaped is None:
                 continue

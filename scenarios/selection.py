@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 import structlog
-from faultproxy.formats.model_apis import ModelApi, detect_api, is_streamed
-from faultproxy.formats.request_kinds import Kind
-from faultproxy.scenarios.scenario_model import MatchSpec
+from faultproxy.formats.model_apis import ModelApi, detect_api, is_model_call, is_streamed
+from faultproxy.formats.request_kinds import CLIENT_ONLY_METHODS, Kind
+from faultproxy.scenarios.scenario_model import BodyPredicate, MatchSpec, TextPattern
 
 log = structlog.get_logger("faultproxy.match")
 
@@ -78,3 +79,30 @@ def request_matches(
     if spec.stream is not None and is_streamed(api, path, body) != spec.stream:
         return False
     return not spec.body or (body is not NO_BODY and all(predicate.matches(body) for predicate in spec.body))
+
+
+_SERVER_MESSAGE_HEADERS = {"content-type": "application/json"}  # a server's message's, as it passes the proxy
+
+
+def may_select_server_messages(spec: MatchSpec, host: str, port: int, path: str) -> bool:
+    """Could this match select a message an MCP server sends on an event stream from this URL?
+    Such a message passes the proxy as a POST to the URL with the JSON-RPC message as its body
+    (proxy.mcp_http), so body predicates are unknown until it comes: True unless the rule
+    certainly cannot select it. Its kind is MCP plumbing (formats.request_kinds), never a tool
+    call, a read or a write; its method is never one only a client sends."""
+    if spec.websocket is not None:
+        return False
+    if spec.kinds is not None and not (Kind.MODEL in spec.kinds and is_model_call(path)):
+        return False
+    if any(_names_client_methods_only(predicate) for predicate in spec.body):
+        return False
+    return request_matches(replace(spec, body=(), kinds=None, stream=None), "POST", host, port, path,
+                           _SERVER_MESSAGE_HEADERS, lambda: NO_BODY)
+
+
+def _names_client_methods_only(predicate: BodyPredicate) -> bool:
+    """Does this predicate ask for a JSON-RPC method only a client sends (literal names only)?"""
+    if predicate.path != ("method",):
+        return False
+    options = predicate.expected if isinstance(predicate.expected, tuple) else (predicate.expected,)
+    return all(isinstance(option, TextPattern) and option.source in CLIENT_ONLY_METHODS for option in options)
