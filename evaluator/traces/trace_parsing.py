@@ -4,6 +4,7 @@ a live session's turns and function calls as exchanges of their own (evaluator.t
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
@@ -11,7 +12,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from faultproxy.evaluator.traces.model_sessions import session_lines
-from faultproxy.evaluator.traces.traced import TracedExchange
+from faultproxy.evaluator.traces.traced import TracedExchange, answers
 from faultproxy.formats.trace import is_turn
 from faultproxy.scenarios import trace_forwarded
 
@@ -79,4 +80,18 @@ def parse_trace(trace: Iterable[Mapping[str, Any]]) -> list[TracedExchange]:
     exchanges = [parse_exchange(derived) for line in trace if not is_turn(line)
                  for derived in (line, *session_lines(line))]
     exchanges.sort(key=lambda ex: (ex.started, ex.seq))
-    return exchanges
+    return _answered_on_resume(exchanges)
+
+
+def _answered_on_resume(exchanges: list[TracedExchange]) -> list[TracedExchange]:
+    """A JSON-RPC call whose event stream ended before its answer, answered on a stream the client
+    resumed later (MCP's resumability: a GET to the same server with Last-Event-ID, which the
+    server answers with what followed on the lost stream): the answer did arrive."""
+    resumed = [ex for ex in exchanges if ex.method == "GET" and "last-event-id" in ex.headers]
+    if not resumed:
+        return exchanges
+    return [dataclasses.replace(ex, answered_on_resume=True)
+            if ex.unanswered and ex.rpc_id is not None and any(
+                later.url == ex.url and later.started >= ex.started and answers(later.raw.get("upstream") or {}, ex.rpc_id)
+                for later in resumed)
+            else ex for ex in exchanges]

@@ -79,6 +79,7 @@ class TracedExchange:
     tokens: int
     error: str | None
     raw: Mapping[str, Any]
+    answered_on_resume: bool = False  # its answer came on a stream the client resumed (trace_parsing)
 
     @cached_property
     def session_kind(self) -> str | None:
@@ -189,15 +190,16 @@ class TracedExchange:
         event stream answering a JSON-RPC request, with no event carrying the answer with the
         request's id: "the client left before the answer came" (client_gone), else "its event
         stream ended without the answer". A stream with no event at all is one of these: every
-        trace records each event the upstream sent, so none recorded is none sent."""
+        trace records each event the upstream sent, so none recorded is none sent. None when the
+        answer came on a stream the client resumed (`answered_on_resume`)."""
         status = self.upstream_status
-        if status is None or not 200 <= status < 300:
+        if status is None or not 200 <= status < 300 or self.answered_on_resume:
             return None
         if self.client_outcome == "error":
             return "its answer broke off"
         if self.rpc_id is None or not _is_event_stream(self.upstream_headers):
             return None
-        if _answers(self.raw.get("upstream") or {}, self.rpc_id):
+        if answers(self.raw.get("upstream") or {}, self.rpc_id):
             return None
         if self.client_outcome == "client_gone":
             return "the client left before the answer came"
@@ -240,11 +242,11 @@ class TracedExchange:
     def _client_unanswered(self) -> bool:
         """Did the client's event stream (its own, when a fault changed it) end without the
         JSON-RPC answer its request waited for?"""
-        if self.rpc_id is None or not _is_event_stream(self.client_headers):
+        if self.rpc_id is None or self.answered_on_resume or not _is_event_stream(self.client_headers):
             return False
         client = self.raw.get("client") or {}
         seen = client if client.get("sse") or client.get("body") is not None else (self.raw.get("upstream") or {})
-        return not _answers(seen, self.rpc_id)
+        return not answers(seen, self.rpc_id)
 
     @property
     def _answered_before_gone(self) -> bool:
@@ -259,7 +261,7 @@ class TracedExchange:
         for offset, event in sent.get("sse") or ():
             if headers_after + offset > gone + _CLOCK_SLACK_S:
                 return False
-            if _answers({"sse": [[offset, event]]}, self.rpc_id):
+            if answers({"sse": [[offset, event]]}, self.rpc_id):
                 return True
         return False
 
@@ -356,7 +358,7 @@ def _is_event_stream(headers: Mapping[str, tuple[str, ...]]) -> bool:
     return any(v.split(";")[0].strip().lower() == "text/event-stream" for v in headers.get("content-type", ()))
 
 
-def _answers(message: Mapping[str, Any], request_id: Any) -> bool:
+def answers(message: Mapping[str, Any], request_id: Any) -> bool:
     """Does a recorded response carry the JSON-RPC answer (result or error) to `request_id`?"""
     if not message.get("sse") and isinstance(message.get("body"), str):
         message = {"sse": [[0, message["body"]]]}  # a buffered stream's body, its data lines read alike

@@ -18,11 +18,15 @@ import httpx2
 from aiohttp import web
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.shared.exceptions import MCPError
 
 from faultproxy import run_function, task_set_from_json
+from faultproxy.evaluator.traces import parse_trace
 from faultproxy.formats.rundir import read_run
 from faultproxy.formats.trace import read_trace
+from tests.support.agents.journal_mcp_server import Events
+from tests.support.mcp_clients import HttpServer
 from tests.support.upstream import ServerThread
 
 PATH = "/rooms/rpc"
@@ -153,6 +157,42 @@ def test_a_call_whose_stream_ended_before_its_answer_may_have_committed(tmp_path
                  if '"tools/call"' in (line["request"]["body"] or "") and line.get("direction") is None)
     assert first["upstream"]["status"] == 200 and first["client"]["outcome"] == "error"
     assert "infra_error" not in first
+
+
+def polling_server(holds: list[str]) -> MCPServer:
+    """The SDK's own server with resumable streams: `reserve_room` holds the room, then closes its
+    stream before answering (SEP-1699 polling); the client resumes with Last-Event-ID and gets
+    the answer on that GET stream."""
+    server = MCPServer("rooms")
+
+    @server.tool()
+    async def reserve_room(room: str, ctx: Context) -> str:
+        holds.append(room)
+        await ctx.close_sse_stream()
+        return json.dumps({"hold": f"H-{len(holds)}"})
+
+    return server
+
+
+def test_an_answer_that_came_on_a_resumed_stream_is_a_commit_the_client_heard_of(tmp_path):
+    holds: list[str] = []
+
+    async def reserve(episode, url: str) -> bool:
+        async with httpx2.AsyncClient(proxy=episode.proxy_url, timeout=30) as http, \
+                streamable_http_client(url, http_client=http) as (read, write), ClientSession(read, write) as mcp:
+            await mcp.initialize()
+            return "H-1" in (await mcp.call_tool("reserve_room", {"room": "R-7"})).content[0].text
+
+    app = polling_server(holds).streamable_http_app(host="127.0.0.1", event_store=Events(), retry_interval=10)
+    with HttpServer(app) as server:
+        tasks = task_set_from_json([{"id": "once", "prompt": "Hold R-7.", "irreversible": ["mcp:reserve_room"]}])
+        run_function(lambda episode: asyncio.run(reserve(episode, server.url)), tasks, k=1, scenario="observe",
+                     out=tmp_path / "run")
+    [record] = read_run(tmp_path / "run").episodes
+    assert holds == ["R-7"] and record["verdict"]["status"] == "pass", record["verdict"]
+    [call] = [ex for ex in parse_trace(read_trace(tmp_path / "run" / record["trace"])) if ex.mcp_tool]
+    assert not any('"result"' in event for _, event in call.raw["upstream"].get("sse") or ())  # not on its own stream
+    assert call.answered_on_resume and call.committed and not call.failed
 
 
 def failed_checks(verdict: dict) -> dict[str, str]:

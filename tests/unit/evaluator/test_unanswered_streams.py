@@ -110,3 +110,19 @@ def test_only_a_keyed_retry_or_a_look_first_passes_after_an_unanswered_call(tmp_
     look = call("room_holds", 9, 1.5, [answer(9)])
     again = [call("reserve_room", 5, 1, [PROGRESS]), look, call("reserve_room", 10, 2, [answer(10)])]
     assert idempotency(tmp_path, again)["passed"] is True
+
+
+def test_an_answer_on_a_resumed_stream_arrived(tmp_path):
+    """MCP's resumability: the server ended the call's stream after an event with an id, and the
+    client resumed with a GET carrying Last-Event-ID, on which the answer came."""
+    first = call("reserve_room", 5, 1, ["id: 7\ndata: \n\n"])
+    resumed = exchange("GET", RPC_URL, headers=[["Last-Event-ID", "7"], ["Accept", "text/event-stream"]], at=1.5)
+    resumed["upstream"] = {"status": 200, "headers": SSE, "body": None,
+                           "sse": [[0, f"id: 8\ndata: {json.dumps(answer(5))}\n\n"]]}
+    lines = [first, resumed]
+    ex = parse_trace(read_trace(write_trace(tmp_path / "resumed.jsonl", lines)))[0]
+    assert ex.committed and not ex.failed and ex.ambiguity is None
+    other = dict(resumed, seq=resumed["seq"] + 100, upstream=resumed["upstream"] | {
+        "sse": [[0, f"data: {json.dumps(answer(6))}\n\n"]]})
+    ex = parse_trace(read_trace(write_trace(tmp_path / "other.jsonl", [first, other])))[0]
+    assert not ex.committed and ex.ambiguity == "answered 200, but its event stream ended without the answer"
