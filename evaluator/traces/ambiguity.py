@@ -7,8 +7,8 @@ connection reset after the server wrote its row tells the client nothing, an MCP
 reports an error (an `isError` result, a JSON-RPC error such as -32800) may have done part or all
 of the call first, and so may a server that answered 200 and then broke its answer off, or ended
 the event stream of a JSON-RPC call before the answer with the call's id (the client learnt
-nothing; evaluator.traces.traced's `unanswered`). Retrying such a request blind (no idempotency key, or a fresh one) can commit
-it twice, whether or not the first commit shows in the trace.
+nothing; evaluator.traces.traced's `unanswered`). Retrying such a request blind (no idempotency
+key, or a fresh one) can commit it twice, whether or not the first commit shows in the trace.
 
 AMBIGUOUS_OUTCOMES is the list of those outcomes, as data: each entry names the outcome and says
 whether a traced exchange has it. Nothing not forwarded is ever ambiguous (the proxy answered it

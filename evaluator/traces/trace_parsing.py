@@ -90,8 +90,11 @@ def _answered_on_resume(exchanges: list[TracedExchange]) -> list[TracedExchange]
     resumed = [ex for ex in exchanges if ex.method == "GET" and "last-event-id" in ex.headers]
     if not resumed:
         return exchanges
-    return [dataclasses.replace(ex, answered_on_resume=True)
-            if ex.unanswered and ex.rpc_id is not None and any(
-                later.url == ex.url and later.started >= ex.started and answers(later.raw.get("upstream") or {}, ex.rpc_id)
-                for later in resumed)
-            else ex for ex in exchanges]
+    return [dataclasses.replace(ex, answered_on_resume=True) if ex.unanswered and _resumed_answer(ex, resumed) else ex
+            for ex in exchanges]
+
+
+def _resumed_answer(call: TracedExchange, resumed: list[TracedExchange]) -> bool:
+    return call.rpc_id is not None and any(
+        stream.url == call.url and stream.started >= call.started
+        and answers(stream.raw.get("upstream") or {}, call.rpc_id) for stream in resumed)

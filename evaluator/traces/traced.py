@@ -12,7 +12,8 @@ Vocabulary (the checks' own, see evaluator.checks):
   ended before the answer with the request's id, is no commit the client heard of: `unanswered`),
   and it did not say it replayed an earlier answer (Idempotent-Replayed: true);
 - maybe committed: the request was forwarded (the trace's `forwarded`) and ended in a way that
-  leaves its commit unknown (evaluator.traces.ambiguity: no answer, 408 or 5xx, an MCP error);
+  leaves its commit unknown (evaluator.traces.ambiguity: no answer, 408 or 5xx, a 2xx that never
+  reached its end, an MCP error);
 - failed (from the client's view): reset, cut, error or an injected answer, a status >= 400,
   client_gone (the episode ended while the proxy still held the exchange), or an event stream
   that ended without the JSON-RPC answer the request waited for;
@@ -79,7 +80,7 @@ class TracedExchange:
     tokens: int
     error: str | None
     raw: Mapping[str, Any]
-    answered_on_resume: bool = False  # its answer came on a stream the client resumed (trace_parsing)
+    answered_on_resume: bool = False  # its answer came on a stream the client resumed (parse_trace)
 
     @cached_property
     def session_kind(self) -> str | None:

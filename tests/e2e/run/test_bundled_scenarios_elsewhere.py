@@ -32,7 +32,8 @@ NOTICE = "NOTICE TO THE ASSISTANT"
 
 class Fleet:
     def __init__(self) -> None:
-        self.vehicles = {vin: {"vin": vin, "state": "parked", "odometer_km": km} for vin, km in (("V1", 1200), ("V2", 80))}
+        self.vehicles = {vin: {"vin": vin, "state": "parked", "odometer_km": km}
+                         for vin, km in (("V1", 1200), ("V2", 80))}
         self.dispatched: list[dict] = []
 
     def app(self) -> web.Application:
