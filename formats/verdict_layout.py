@@ -90,6 +90,8 @@ class VerdictFields:
     requests: int
     usage: bytes  # JSON text of {model: {"input", "output"}}
     turns: int = 0  # a conversation's turns (the user's and the agent's); 0 without one
+    # The verdict lists side-channel errors or unclassified MCP tools: decode the line for them.
+    lists_more: bool = False
 
 
 _STR = rb'"[^"\\]*(?:\\.[^"\\]*)*"'  # a JSON string, the unrolled-loop way (no per-character backtracking)
@@ -108,8 +110,9 @@ _USAGE_ITEM = re.compile(rb'(' + _STR + rb'): \{"input": ([0-9]+), "output": ([0
 _FAULT_ITEM = re.compile(rb'"type": (null|' + _STR + rb'), "delivered": (true|false)\}')
 _FAILED_ITEM = re.compile(rb'"name": (null|' + _STR + rb'), "severity": (null|' + _STR + rb')')
 _FAST_MARK = b'"verdict": {"v": '
-SIDE_CHANNEL_MARK = b'"side_channel_errors": [{'  # in a line whose verdict lists side-channel errors
-UNCLASSIFIED_MARK = b'"unclassified_tools": ["'  # in a line whose verdict lists unclassified MCP tools
+# After REPORT_CUT_KEY in a verdict that lists side-channel errors, or unclassified MCP tools.
+_SIDE_CHANNEL_MARK = b'"side_channel_errors": [{'
+_UNCLASSIFIED_MARK = b'"unclassified_tools": ["'
 _TAIL = b"]}}\n"  # ...the checks list, the verdict, the record
 _STATUS = {b"pass": 0, b"fail": 1, b"incomplete": 2}
 
@@ -125,10 +128,13 @@ def read_verdict(line: bytes) -> VerdictFields | None:
         return None
     (status, cause, key, task_id, trial, label, duration, confidence, failed, faults, endpoints, tokens,
      requests, turns, usage) = m.groups()
+    # Searched for in the verdict's rest only: the prompt, output and end state are most of the line.
+    rest = m.end()
+    lists_more = line.find(_SIDE_CHANNEL_MARK, rest) >= 0 or line.find(_UNCLASSIFIED_MARK, rest) >= 0
     return VerdictFields(_STATUS[status], None if cause == b"null" else cause, key, task_id, label,
                          None if trial == b"null" else int(trial), None if duration == b"null" else float(duration),
                          None if confidence == b"null" else float(confidence), failed, faults, endpoints,
-                         int(tokens), int(requests), usage, int(turns or 0))
+                         int(tokens), int(requests), usage, int(turns or 0), lists_more)
 
 
 def decode_name(value: bytes | str | None) -> str | None:

@@ -37,12 +37,7 @@ from faultproxy.evaluator.aggregate.verdict_forms import complete_verdict, raw_f
 from faultproxy.evaluator.judging import judge_episode
 from faultproxy.formats.run_records import EpisodeRecord, Verdict, upgrade_record
 from faultproxy.formats.rundir import LOG_FILE, Plan, RunDirError, log_lines, trace_file
-from faultproxy.formats.verdict_layout import (
-    SIDE_CHANNEL_MARK,
-    UNCLASSIFIED_MARK,
-    decode_name,
-    read_verdict,
-)
+from faultproxy.formats.verdict_layout import decode_name, read_verdict
 from faultproxy.formats.trace import read_trace
 from faultproxy.tasks.task_model import Task
 
@@ -131,10 +126,10 @@ class _Chunk:
                 continue
             scan.fast += 1
             acc.add(v)
-            if SIDE_CHANNEL_MARK in raw:  # a substring test per line: only those lines are decoded
-                self._side_channels(json.loads(raw)["verdict"])
-            if UNCLASSIFIED_MARK in raw:
-                self._unclassified(json.loads(raw)["verdict"])
+            if v.lists_more:  # only those lines are decoded
+                listing = json.loads(raw)["verdict"]
+                self._side_channels(listing)
+                self._unclassified(listing)
             if sinks:
                 verdict = None
                 for sink in sinks:

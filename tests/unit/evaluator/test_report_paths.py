@@ -13,6 +13,7 @@ from pathlib import Path
 from faultproxy.evaluator.aggregate import build_report
 from faultproxy.evaluator.aggregate.traffic import seen_traffic
 from faultproxy.evaluator.statistics import brier_score, calibration_buckets, coefficient_of_variation
+from faultproxy.formats.verdict_layout import episode_line
 from tests.support.run_records import (CANCEL, LOOKUP, REFUND, exchange, lookup_ok, lookup_wrong, make_large_run,
                                        refund_after_429, refund_ok, refund_twice, worker_lost, write_trace)
 
@@ -23,6 +24,7 @@ def test_a_large_report_is_the_same_read_fast_in_chunks_or_whole(tmp_path):
         "refund_b": [refund_ok(), refund_after_429(), refund_twice()],
         "cancel_c": [lookup_wrong(output={"answer": "Cancelled.", "confidence": 0.7}), worker_lost()],
     }, labels=("a", "b"))
+    _list_more(run / "episodes.jsonl")
     fast = build_report(run, jobs=1)
     assert fast["log"]["verdicts_read_fast"] == fast["log"]["episodes_logged"] == 2400  # v2 lines, current writer
     assert build_report(run, jobs=3) == fast
@@ -37,6 +39,25 @@ def test_a_large_report_is_the_same_read_fast_in_chunks_or_whole(tmp_path):
     assert {**slow, "run_dir": None, "log": None} == {**fast, "run_dir": None, "log": None}
     calibration = fast["run"]["calibration"]
     assert calibration["episodes"] > 1000 and len({b["count"] for b in calibration["buckets"]}) > 1
+    side, unclassified = fast["run"]["headline"]["alerts"][-2:]
+    assert side.startswith("343 episode(s) had side-channel errors") and "GET 127.0.0.1:9/telemetry" in side
+    assert unclassified.startswith("219 episode(s) called MCP tools") and "(probe_tool)" in unclassified
+
+
+def _list_more(log: Path) -> None:
+    """Some verdicts list side-channel errors or unclassified MCP tools; some agents' outputs
+    carry such keys too, outside the verdict, where they count for nothing."""
+    lines = log.read_text(encoding="utf-8").splitlines()
+    records = [json.loads(line) for line in lines[1:]]
+    for i, record in enumerate(records):
+        if i % 7 == 0:
+            record["verdict"]["side_channel_errors"] = [{"seq": 1, "request": "GET 127.0.0.1:9/telemetry",
+                                                         "error": "refused", "fix": "--side-channel"}]
+        if i % 11 == 0:
+            record["verdict"]["unclassified_tools"] = ["probe_tool"]
+        if i % 5 == 0:
+            record["output"] = {"side_channel_errors": [{"seq": 2}], "unclassified_tools": ["decoy"]}
+    log.write_text("\n".join(lines[:1] + [episode_line(r).rstrip("\n") for r in records]) + "\n", encoding="utf-8")
 
 
 def test_the_first_traces_by_name_are_read_and_the_rest_said(tmp_path):
