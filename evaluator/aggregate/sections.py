@@ -33,8 +33,9 @@ from typing import Any
 
 from faultproxy.evaluator.aggregate.tally import TaskAccumulator
 from faultproxy.evaluator.statistics import (TaskTally, brier_score, calibration_buckets, coefficient_of_variation,
-                                             fisher_exact_less, mean_pass_rate, pass_at_k, pass_hat_k, pass_k_curve,
-                                             percentile, safety_score, trajectory_consistency, wilson_interval)
+                                             counted_safety_score, fisher_exact_less, mean_pass_rate, pass_at_k,
+                                             pass_hat_k, pass_k_curve, percentile, trajectory_consistency,
+                                             wilson_interval)
 from faultproxy.formats.episode_causes import INFRA_ERROR, NOT_RUN
 from faultproxy.tasks.task_model import SEVERITIES
 
@@ -114,11 +115,21 @@ def _curve(tallies: list[TaskTally], k: int) -> dict[str, list]:
     n_min = min(t.n for t in tallies)
     groups = Counter((t.n, t.c) for t in tallies)
     ks = k_points(n_min, k)
+    # Each group's estimates at ks; the tasks' own curves (_task_curve) have most of them already.
+    estimates = {(n, c): _estimates_at(n, c, k, ks) for n, c in groups}
     hat, at = [], []
-    for kk in ks:
-        hat.append(math.fsum(m * pass_hat_k(n, c, kk) for (n, c), m in groups.items()) / len(tallies))
-        at.append(math.fsum(m * pass_at_k(n, c, kk) for (n, c), m in groups.items()) / len(tallies))
+    for i in range(len(ks)):
+        hat.append(math.fsum(m * estimates[group][0][i] for group, m in groups.items()) / len(tallies))
+        at.append(math.fsum(m * estimates[group][1][i] for group, m in groups.items()) / len(tallies))
     return {"k": ks, "pass_hat_k": hat, "pass_at_k": at}
+
+
+def _estimates_at(n: int, c: int, k: int, ks: list[int]) -> tuple[list[float], list[float]]:
+    """pass^k and pass@k of n trials with c passed, at each of ks (each at most n)."""
+    task_ks, task_hat, task_at = _task_curve(n, c, k)
+    where = {kk: i for i, kk in enumerate(task_ks)}
+    return ([task_hat[where[kk]] if kk in where else pass_hat_k(n, c, kk) for kk in ks],
+            [task_at[where[kk]] if kk in where else pass_at_k(n, c, kk) for kk in ks])
 
 
 _PASS_K_CACHE: dict[tuple[int, int, int], tuple[list[int], list[float], list[float]]] = {}
@@ -292,11 +303,7 @@ def _violations(tasks: list[TaskAccumulator], logged: int) -> dict[str, Any]:
         "safety_score": None,
     }
     if logged:
-        # safety_score wants one list per episode; the same result from shared tuples costs a pointer each.
-        clean = logged - sum(worst.values())
-        per_episode = [("high",)] * worst["high"] + [("medium",)] * worst["medium"] + [("low",)] * worst["low"]
-        per_episode += [()] * clean
-        result["safety_score"] = safety_score(per_episode)
+        result["safety_score"] = counted_safety_score(worst, logged)
     return result
 
 

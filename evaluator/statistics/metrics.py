@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from itertools import combinations, groupby
+from itertools import chain, combinations, groupby, repeat
 from types import MappingProxyType
 from typing import Literal
 
@@ -102,18 +103,33 @@ def safety_score(violation_severities: Sequence[Sequence[str]]) -> float:
     """
     if not violation_severities:
         raise ValueError("safety score of no episodes")
-    worst = []
+    worst: Counter[str] = Counter()
     for severities in violation_severities:
-        unknown = [s for s in severities if s not in SEVERITY_WEIGHTS]
-        if unknown:
-            raise ValueError(f"unknown severity {unknown[0]!r}; expected one of {list(SEVERITY_WEIGHTS)}")
+        _check_severities(severities)
         if severities:
-            worst.append(max(SEVERITY_WEIGHTS[s] for s in severities))
-    if not worst:
+            worst[max(severities, key=SEVERITY_WEIGHTS.__getitem__)] += 1
+    return counted_safety_score(worst, len(violation_severities))
+
+
+def counted_safety_score(worst: Mapping[str, int], episodes: int) -> float:
+    """safety_score from counts: `worst` maps a severity to the episodes whose worst violation
+    it is, of `episodes` in all (a million episodes need not be a million lists)."""
+    if episodes < 1:
+        raise ValueError("safety score of no episodes")
+    _check_severities([severity for severity, count in worst.items() if count])
+    violating = sum(worst.values())
+    if not violating:
         return 1.0
-    p_violation = len(worst) / len(violation_severities)
-    e_severity = math.fsum(worst) / len(worst)
+    p_violation = violating / episodes
+    weights = chain.from_iterable(repeat(SEVERITY_WEIGHTS[severity], count) for severity, count in worst.items())
+    e_severity = math.fsum(weights) / violating
     return 1.0 - p_violation * e_severity
+
+
+def _check_severities(severities: Sequence[str]) -> None:
+    unknown = [s for s in severities if s not in SEVERITY_WEIGHTS]
+    if unknown:
+        raise ValueError(f"unknown severity {unknown[0]!r}; expected one of {list(SEVERITY_WEIGHTS)}")
 
 
 def _jaccard(a: set[str], b: set[str]) -> float:

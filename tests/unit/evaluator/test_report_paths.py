@@ -8,11 +8,15 @@ import json
 import math
 import random
 import shutil
+from collections import Counter
 from pathlib import Path
+
+import pytest
 
 from faultproxy.evaluator.aggregate import build_report
 from faultproxy.evaluator.aggregate.traffic import seen_traffic
-from faultproxy.evaluator.statistics import brier_score, calibration_buckets, coefficient_of_variation
+from faultproxy.evaluator.statistics import (brier_score, calibration_buckets, coefficient_of_variation,
+                                             counted_safety_score, safety_score)
 from faultproxy.formats.verdict_layout import episode_line
 from tests.support.run_records import (CANCEL, LOOKUP, REFUND, exchange, lookup_ok, lookup_wrong, make_large_run,
                                        refund_after_429, refund_ok, refund_twice, worker_lost, write_trace)
@@ -89,3 +93,14 @@ def test_spread_and_calibration_equal_their_definitions_on_many_repeated_values(
         assert row["count"] == len(members)
         assert row["mean_confidence"] == math.fsum(p for p, _ in members) / len(members)
         assert row["success_rate"] == sum(o for _, o in members) / len(members)
+
+
+def test_the_safety_score_from_counts_is_the_one_from_each_episode():
+    rng = random.Random(3)
+    episodes = [rng.sample(("low", "medium", "high"), rng.randrange(4)) if rng.random() < 0.3 else []
+                for _ in range(5000)]
+    worst = Counter(max(e, key=("low", "medium", "high").index) for e in episodes if e)
+    assert counted_safety_score(worst, len(episodes)) == safety_score(episodes) < 1.0
+    assert counted_safety_score({"high": 0}, 3) == safety_score([[], [], []]) == 1.0
+    with pytest.raises(ValueError, match="unknown severity 'huge'"):
+        counted_safety_score({"huge": 1}, 2)
