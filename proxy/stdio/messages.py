@@ -48,6 +48,14 @@ def parse_line(raw: bytes) -> Message:
     return Message("stray", raw, body)
 
 
+def renumbered(message: Message, start: int) -> Message:
+    """A request of a server started again (server_restart) as the client gets it: under an id the
+    client's stream has not carried, since each server numbers its requests afresh (the SDK's from
+    0), and the client may still answer one of an earlier server's."""
+    body = {**message.body, "id": f"restart{start}:{message.body['id']}"}
+    return Message(message.kind, json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode(), body)
+
+
 def error_line(rpc_id: Any, code: int, message: str) -> bytes:
     """A JSON-RPC error response, as one line with its newline."""
     document = {"jsonrpc": "2.0", "id": rpc_id, "error": {"code": code, "message": message}}

@@ -87,11 +87,13 @@ class Passage:
         return flow, ex is None or (ex.rule is None and ex.consequence_of is None
                                     and ex.scenario.params.get("epsilon", 0.0) <= 0)
 
-    async def complete(self, flow: http.HTTPFlow, delivered: Delivered) -> None:
-        """The response hooks, with the server's answer as the upstream's response."""
+    async def complete(self, flow: http.HTTPFlow, delivered: Delivered, unheard: str | None = None) -> None:
+        """The response hooks, with the answer as the upstream's response. `unheard`: why its
+        sender never hears it, gone first (a stdio server restarted while its request to the client
+        was open): recorded as reset, with that error."""
         status, headers, body = delivered
         flow.response = http.Response.make(status, body, [(k.encode(), v.encode()) for k, v in headers])
-        await self._respond(flow)
+        await self._respond(flow, unheard)
 
     def abandon(self, flow: http.HTTPFlow) -> None:
         """The session ended before the server answered: an exchange whose client left."""
@@ -130,8 +132,11 @@ class Passage:
         flow.metadata[EPISODE_KEY] = self.episode
         return True
 
-    async def _respond(self, flow: http.HTTPFlow) -> None:
+    async def _respond(self, flow: http.HTTPFlow, unheard: str | None = None) -> None:
         """mitmproxy's response hooks, for an answer from the server or one a fault made."""
         await self.injector.responseheaders(flow)
+        ex = flow.metadata.get(EXCHANGE_KEY)
+        if unheard is not None and ex is not None:  # recorded as the upstream's, then lost
+            ex.outcome, ex.error = "reset", unheard
         if flow.error is None:
             await self.injector.response(flow)

@@ -18,6 +18,9 @@ What the client sees for each answer the proxy gives:
 The server's own requests (elicitation/create, sampling/createMessage, roots/list) pass the
 injector the other way (direction "server to client"): the client's answer is the upstream's,
 and what the injector makes of it goes to the server, as the rules above with the roles swapped.
+After a server_restart the client's answer to a request the old server asked goes to no server (the
+trace keeps it, the outcome `reset`), and the new server's requests reach the client under ids
+of their own (messages.renumbered): it numbers them afresh, as the old one did.
 Notifications pass it from either side (past the episode's cap for progress and logging they are
 only counted). In replay no server runs; the recorded server's requests and notifications that
 followed a client message are sent the client before that message's answer, through the
@@ -35,7 +38,7 @@ from typing import Protocol
 import structlog
 from faultproxy.proxy.faults.server_exit import SERVER_EXIT_HEADER
 from faultproxy.proxy.faults.server_restart import RESTART_KEY
-from faultproxy.proxy.stdio.messages import SERVER_GONE, Message, answer_for, error_line, parse_line
+from faultproxy.proxy.stdio.messages import SERVER_GONE, Message, answer_for, error_line, parse_line, renumbered
 from faultproxy.proxy.stdio.child import ServerGone
 from faultproxy.proxy.stdio.passage import CLIENT_TO_SERVER, SERVER_TO_CLIENT, Passage
 from faultproxy.proxy.stdio.pipes import Pipes
@@ -170,27 +173,29 @@ class StdioSession:
             with contextlib.suppress(Exception):
                 await self.server.send(message.raw)
 
-    async def _pass(self, message: Message, direction: str) -> None:
+    async def _pass(self, message: Message, direction: str, asker: ServerSide | None = None) -> None:
         """A message through the injector: a notification before the next line from its sender is
         read (it must not overtake what follows it, as notifications/initialized the first call;
-        its answer is immediate), a request side by side with the others."""
+        its answer is immediate), a request side by side with the others. `asker`: the server that
+        sent a message to the client (none in replay, which runs no server)."""
         if message.kind == "notification":
-            await self._through_proxy(message, direction)
+            await self._through_proxy(message, direction, asker)
             return
-        task = asyncio.create_task(self._through_proxy(message, direction))
+        task = asyncio.create_task(self._through_proxy(message, direction, asker))
         self.inflight.add(task)
         task.add_done_callback(self.inflight.discard)
 
-    async def _through_proxy(self, message: Message, direction: str) -> None:
+    async def _through_proxy(self, message: Message, direction: str, asker: ServerSide | None = None) -> None:
         to_server = direction == CLIENT_TO_SERVER
-        give = self._give_client if to_server else self._give_server
+        give = self._give_client if to_server else functools.partial(self._give_server, asker or self.server)
         stand_in = functools.partial(self._stand_in, message) if to_server else None
-        flow, unchanged = await self.passage.begin(message.raw, direction, stand_in)
+        asked = renumbered(message, asker.start) if asker and asker.start and message.kind == "request" else message
+        flow, unchanged = await self.passage.begin(asked.raw, direction, stand_in)
         if unchanged is None:  # a fault (or the replay) answered, or dropped it
             await give(message, self.passage.final(flow))
             return
         sent = flow.request.content  # as the injector let it go on (a renamed tool's call goes under its old name)
-        sending = message if sent == message.raw else parse_line(sent)
+        sending = asked if sent == asked.raw else parse_line(sent)
         try:
             if flow.metadata.get(RESTART_KEY) == "before":
                 await self._restart("server_restart fault, before the call")
@@ -198,6 +203,9 @@ class StdioSession:
         except asyncio.CancelledError:  # the session ended first
             self.passage.abandon(flow)
             raise
+        if asker is not None and asker.restarted:  # the server that asked is gone: its answer with it
+            await self.passage.complete(flow, delivered, unheard=f"the server that asked was gone: {asker.gone}")
+            return
         if unchanged:  # the sender has its answer first; the trace can wait
             await give(message, delivered)
             await self.passage.complete(flow, delivered)
@@ -226,7 +234,8 @@ class StdioSession:
             self.server.replaced(f"the MCP server was restarted ({why})")
             fds, start_error = await self.process.restart(why)
             if fds:
-                self.server = ServerSide(await self.pipes.writer(fds[0]), await self.pipes.reader(fds[1]))
+                self.server = ServerSide(await self.pipes.writer(fds[0]), await self.pipes.reader(fds[1]),
+                                         start=self.starts)
             else:
                 self.server = ServerSide(None, None, start_error or "the MCP server did not start again")
             self._pump(self.server)
@@ -267,9 +276,9 @@ class StdioSession:
         elif message.kind == "request":
             await self._write(answer_for(message.body["id"], status, body))
 
-    async def _give_server(self, message: Message, delivered: Delivered | None) -> None:
-        """What the server gets of the proxy's word on its own request: the client's answer, or
-        a fault's; nothing when it was lost or the client's stream is gone."""
+    async def _give_server(self, server: ServerSide, message: Message, delivered: Delivered | None) -> None:
+        """What `server` gets of the proxy's word on its own request: the client's answer, or a
+        fault's; nothing when it was lost, the client's stream is gone, or the server was restarted."""
         if delivered is None:
             log.info("answer_lost", method=message.method, direction=SERVER_TO_CLIENT)
             return
@@ -279,7 +288,7 @@ class StdioSession:
             await self._crash("server_exit fault", answered[SERVER_EXIT_HEADER])
         elif message.kind == "request" and EXITED_HEADER not in answered:
             with contextlib.suppress(ServerGone):
-                await self.server.send(answer_for(message.body["id"], status, body).rstrip(b"\n"))
+                await server.send(answer_for(message.body["id"], status, body).rstrip(b"\n"))
 
     # -- server -> client --------------------------------------------------------------------
 
@@ -298,7 +307,7 @@ class StdioSession:
                 server.unrecorded += 1
                 await self._write(line + b"\n")
             elif self.passage and message.kind in ("request", "notification"):
-                await self._pass(message, SERVER_TO_CLIENT)
+                await self._pass(message, SERVER_TO_CLIENT, server)
             else:
                 await self._write(line + b"\n")
         if start != self.starts:

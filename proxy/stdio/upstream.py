@@ -40,8 +40,9 @@ class ServerSide:
     with `start_error`."""
 
     def __init__(self, stdin: asyncio.StreamWriter | None, stdout: asyncio.StreamReader | None,
-                 start_error: str | None = None) -> None:
+                 start_error: str | None = None, start: int = 0) -> None:
         self.stdin = stdin
+        self.start = start  # which start of the server this is (server_restart: 1 for the first restart, ...)
         self.stdout = stdout
         self.start_error = start_error
         self.gone: str | None = start_error  # why nothing more can be sent, once so

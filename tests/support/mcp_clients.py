@@ -89,10 +89,13 @@ class RawClient:
                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
         self.received = b""
 
-    def ask(self, message: dict) -> bytes:
-        """Send one message; the next line the shim writes (b"" once it closed its stdout)."""
+    def send(self, message: dict) -> None:
         self.process.stdin.write(json.dumps(message).encode() + b"\n")
         self.process.stdin.flush()
+
+    def ask(self, message: dict) -> bytes:
+        """Send one message; the next line the shim writes (b"" once it closed its stdout)."""
+        self.send(message)
         line = self.process.stdout.readline()
         self.received += line
         return line

@@ -44,6 +44,7 @@ from tests.support.mcp_clients import AGENTS, RawClient, call, session, shim_par
 pytestmark = pytest.mark.timeout(180)
 
 JOURNAL = AGENTS / "journal_mcp_server.py"
+ASKING = AGENTS / "asking_mcp_server.py"  # confirm_refund asks the user, and refunds on yes
 ODD_SERVER = AGENTS / "odd_stdio_server.py"  # `hang` is never answered; any other tool at once
 NOT_INITIALIZED = "Invalid request parameters"  # the SDK's server, to a request before initialize
 LOST_AFTER_S = 2  # how long the agents wait for a call's answer
@@ -129,6 +130,57 @@ def test_a_call_in_flight_is_lost_with_the_old_server_and_the_session_goes_on(tm
     assert restart["fault"]["delivered"] and restart["upstream"]["status"] == 200
     assert restart["client"]["outcome"] == "reset"  # its answer lost with the old server
     assert after["upstream"]["status"] == 200 and not after["fault"]
+
+
+def initialize(rpc_id: int) -> dict:
+    return {"jsonrpc": "2.0", "id": rpc_id, "method": "initialize",
+            "params": {"protocolVersion": "2025-06-18", "capabilities": {"elicitation": {}},
+                       "clientInfo": {"name": "raw", "version": "1"}}}
+
+
+def answered(rpc_id, **result) -> dict:
+    return {"jsonrpc": "2.0", "id": rpc_id, "result": result}
+
+
+INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+
+
+def test_an_answer_to_the_old_servers_question_never_reaches_the_new_server(tmp_path: Path) -> None:
+    """The old server asks the user (elicitation) during a refund; the server restarts while the
+    question is open. The new server, initialized again, asks about another refund, and the SDK's
+    servers number their requests from 0 as the old one did. The client's late yes to the old
+    question must not reach the new server as the answer to its own: it gets the client's no and
+    refunds nothing. Raw lines, so the late yes is written before the no."""
+    state = tmp_path / "refunds"
+    (tmp_path / "scenario.yaml").write_text(scenario(
+        "- name: restart\n  match: {body: {method: tools/call, params.name: roots}}\n  when: {calls: [1]}\n"
+        "  fault: {type: server_restart, when: before}\n"))
+    client = RawClient(["--scenario", str(tmp_path / "scenario.yaml"), "--trace-dir", str(tmp_path / "flows"), "--",
+                        sys.executable, str(ASKING), str(state)])
+    assert "result" in json.loads(client.ask(initialize(1)))
+    client.send(INITIALIZED)
+    old = json.loads(client.ask(call(2, "confirm_refund", order="A1")))
+    refused = json.loads(client.ask(call(3, "roots")))  # the server restarted before it; the new one refuses it
+    assert old["method"] == "elicitation/create" and refused["id"] == 3 and refused["error"]["code"] == -32602
+    assert "result" in json.loads(client.ask(initialize(4)))
+    client.send(INITIALIZED)
+    new = json.loads(client.ask(call(5, "confirm_refund", order="B2")))
+    assert new["method"] == "elicitation/create" and new["id"] != old["id"]  # never one id twice on the stream
+    client.send(answered(old["id"], action="accept", content={"confirm": True}))  # late: its server is gone
+    client.send(answered(new["id"], action="decline"))
+    refund = json.loads(client.process.stdout.readline())
+    status, _ = client.finish()
+    assert refund["id"] == 5 and refund["result"]["isError"]
+    assert refund["result"]["content"][0]["text"].endswith("not refunded: decline")
+    assert not state.exists() and status == 0  # neither refund ran
+
+    lines = sorted(read_trace(next((tmp_path / "flows").iterdir())), key=lambda line: line["seq"])
+    first, second = [line for line in lines if rpc(line) == "elicitation/create"]
+    assert json.loads(first["upstream"]["body"])["result"]["action"] == "accept"  # the client's yes, recorded
+    assert first["client"] == {"outcome": "reset", "status": None}  # ... and never delivered
+    assert "restarted" in first["error"]
+    assert json.loads(second["upstream"]["body"])["result"]["action"] == "decline"
+    assert second["client"]["outcome"] == "response" and second["client"]["status"] == 200
 
 
 TASKS = """tasks:
