@@ -65,6 +65,7 @@ UNRECORDED_HEADER = "x-faultproxy-mcp-unrecorded"  # on a stream's upstream head
 SESSION_HEADER = "mcp-session-id"
 _ANSWER_HEADERS = frozenset({"authorization", "cookie", SESSION_HEADER, "mcp-protocol-version"})
 _ACCEPTED = 202  # what a Streamable HTTP server answers a POSTed response with
+_SELECTS_KEPT = 1024  # McpStreams._may_hold's answers kept, per scenario and URL
 
 
 def opens_stream(flow: http.HTTPFlow, ex: FlowExchange) -> bool:
@@ -110,6 +111,8 @@ class McpStreams:
         request = flow.request
         key = (ex.scenario.digest, request.host, request.port, request.path.split("?", 1)[0])
         if key not in self._selects:
+            if len(self._selects) >= _SELECTS_KEPT:  # a monitor may see endless URLs (a session in the path)
+                self._selects.clear()
             self._selects[key] = _selects_server_messages(ex.scenario, *key[1:])
         return self._selects[key]
 
