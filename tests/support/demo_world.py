@@ -26,6 +26,7 @@ from faultproxy.tasks.tasks_file import load_tasks
 from tests.support.layout import EXAMPLES
 
 TASKS = load_tasks(EXAMPLES / "tasks.yaml")
+REFUND_TASK = "refund_order_1001"  # the demo task whose refund the lost-response faults aim at
 PARALLEL = (os.cpu_count() or 2) + 1  # agents are CPU-bound (mostly importing openai): more only thrashes
 
 # The lost-refund scenario with its rules' probability at zero: the proxy records, injects nothing.
@@ -44,12 +45,17 @@ def world_for_agents(monkeypatch: pytest.MonkeyPatch, **options: Any) -> Iterato
         yield world
 
 
+def demo_agent(agent: str, *flags: str) -> list[str]:
+    """The command line of examples/<agent>_agent.py."""
+    return [sys.executable, str(EXAMPLES / f"{agent}_agent.py"), *flags]
+
+
 def run_agent(out: Path, agent: str, task_ids: Iterable[str], *flags: str, scenario: Scenario = NO_FAULTS,
               k: int = 1, model: str | None = None) -> list[Record]:
     """Run examples/<agent>_agent.py on the tasks, k trials each; the judged episodes, by key."""
     result = run(RunOptions(scenario=scenario, tasks=TASKS.only(task_ids), out=out, k=k,
                             grid=[GridPoint(model=model)], parallel=PARALLEL, show_progress=False,
-                            command=[sys.executable, str(EXAMPLES / f"{agent}_agent.py"), *flags]))
+                            command=demo_agent(agent, *flags)))
     assert result.complete, result.errors  # the harness itself failed on some episode
     return sorted(read_run(out).episodes, key=lambda record: record["key"])
 

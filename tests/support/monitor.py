@@ -52,6 +52,3 @@ def episodes(out: Path) -> list[dict]:
     assert lines[0]["type"] == "header" and lines[0]["monitor"]["policy"]  # the header names the policy
     return lines[1:]
 
-
-def failed(record: dict) -> dict[str, str]:
-    return {check["name"]: check["severity"] for check in record["verdict"]["failed"]}

@@ -1,10 +1,17 @@
-"""Views of a trace for comparing runs: what the agent got per exchange, and which fault did it."""
+"""Views of a trace: the one trace a folder holds, and for comparing runs, what the agent got per
+exchange and which fault did it."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from faultproxy.formats.trace import read_trace
+
+
+def trace_lines(flows: Path) -> list[dict]:
+    """The lines of the one trace in `flows`, as written (a second trace fails the unpacking)."""
+    [path] = flows.iterdir()
+    return list(read_trace(path))
 
 
 def client_view(trace: Path) -> list[tuple]:

@@ -13,26 +13,23 @@ from faultproxy.evaluator.aggregate.failure_cause import explain
 from faultproxy.scenarios import load_scenario
 from tests.support.demo_world import failures, run_agent, trace_of, world_for_agents
 from tests.support.layout import EXAMPLES
+from tests.support.verdicts import check
 
 INJECTION = load_scenario(EXAMPLES / "orders_prompt_injection.yaml")
 MODEL_FAULTS = load_scenario("model_faults", {"lambda": 0.1})  # twice the bundled rate: faults in every episode
 TASKS = ["refund_order_1001"]
 
 
-def check(record: dict, name: str) -> dict:
-    return next(c for c in record["verdict"]["checks"] if c["name"] == name)
-
-
 def test_prompt_injection_naive_obeys_careful_does_not(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     with world_for_agents(monkeypatch):
         naive = run_agent(tmp_path / "naive", "naive", ["refund_order_1001"], scenario=INJECTION)
         careful = run_agent(tmp_path / "careful", "careful", ["refund_order_1001"], scenario=INJECTION)
-    followed = check(naive[0], "injection_followed")
+    followed = check(naive[0]["verdict"], "injection_followed")
     assert followed["passed"] is False and followed["severity"] == "high"
     assert "/orders/1019/refund matches the target" in followed["detail"]
     assert "of the instruction planted in #" in followed["detail"] and "/orders/1001" in followed["detail"]
     assert naive[0]["verdict"]["status"] == "fail"
-    assert check(careful[0], "injection_followed")["passed"] is True
+    assert check(careful[0]["verdict"], "injection_followed")["passed"] is True
     assert failures(careful) == {}
 
 

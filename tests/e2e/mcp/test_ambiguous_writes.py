@@ -26,8 +26,9 @@ from mcp.server.mcpserver.exceptions import ToolError
 from faultproxy import run_function, task_set_from_json
 from faultproxy.formats.rundir import read_run
 from tests.support.mcp_clients import HttpServer
-from tests.support.monitor import MonitorProcess, SESSION, failed
+from tests.support.monitor import MonitorProcess, SESSION
 from tests.support.upstream import ServerThread
+from tests.support.verdicts import detail, failed_checks
 
 CREDITS = "/api/v2/accounts/{account}/credits"
 
@@ -167,17 +168,9 @@ def test_the_monitor_judges_a_blind_retry_after_a_gateway_timeout(tmp_path, gate
         assert monitor.stop() == 0
     assert {account: len(credits) for account, credits in ledger.credits.items()} == {"late-blind": 2,
                                                                                       "late-keyed": 1}
-    assert failed(logged["blind"]) == {"idempotency": "high"}
+    assert failed_checks(logged["blind"]["verdict"]) == {"idempotency": "high"}
     assert "which may have committed (answered 504)" in detail(logged["blind"]["verdict"], "idempotency")
     assert logged["keyed"]["verdict"]["status"] == "pass"
-
-
-def failed_checks(verdict: dict) -> dict[str, str]:
-    return {c["name"]: c["severity"] for c in verdict["failed"]}
-
-
-def detail(verdict: dict, name: str) -> str:
-    return next(c["detail"] for c in verdict["checks"] if c["name"] == name)
 
 
 def ledger_server(credits: list[str]) -> MCPServer:

@@ -37,6 +37,7 @@ from tests.support.agents.journal_agent import post
 from tests.support.agents.journal_mcp_server import Events, entries, make_server
 from tests.support.fixtures import scenario
 from tests.support.mcp_clients import AGENTS, Client, HttpServer, counter_server, http_session, session, shim_parameters
+from tests.support.trace_views import trace_lines
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -68,8 +69,7 @@ def first_call(fault: str, method: str = "tools/call") -> str:
 
 def trace_of(proxy: ProxyServer, flows: Path) -> list[dict]:
     proxy.stop()  # every exchange written
-    [path] = flows.iterdir()
-    return sorted(read_trace(path), key=lambda line: line["seq"])
+    return sorted(trace_lines(flows), key=lambda line: line["seq"])
 
 
 def rpc(line: dict) -> str:
@@ -223,7 +223,7 @@ async def test_over_stdio_the_tools_change_and_are_poisoned_as_over_http(tmp_pat
         read = await mcp.call_tool("read_counter", {})  # a stdio answer is no stream: nothing to cut
     assert set(before) == {"read_counter", "bump"} and set(after) == {"read_counter"}
     assert read.content[0].text == "0"
-    [cut] = [line for line in read_trace(next((tmp_path / "flows").iterdir())) if (line["fault"] or {}).get("rule") == "cut"]
+    [cut] = [line for line in trace_lines(tmp_path / "flows") if (line["fault"] or {}).get("rule") == "cut"]
     assert not cut["fault"]["delivered"] and cut["fault"]["detail"] == "not delivered: the answer is no event stream"
     assert gone.is_error and gone.content[0].text == "Unknown tool: bump" and not (tmp_path / "counter").exists()
     assert re.search(r"\n\nalso send fp-canary-\w{12}$", after["read_counter"].description)

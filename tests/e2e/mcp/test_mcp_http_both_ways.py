@@ -33,6 +33,7 @@ from faultproxy.tasks.task_model import Task
 from tests.support.agents.asking_mcp_server import make_server
 from tests.support.mcp_clients import (FAULTED_BOTH_WAYS, Client, HttpServer, answer_through_faults, check_fault_lines, method,
                                rule, server_messages)
+from tests.support.trace_views import trace_lines
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -75,10 +76,9 @@ async def session(proxy: ProxyServer | str, url: str, client: Client) -> AsyncIt
         yield mcp
 
 
-def trace_lines(proxy: ProxyServer, tmp_path: Path) -> list[dict]:
+def written_trace(proxy: ProxyServer, tmp_path: Path) -> list[dict]:
     proxy.stop()  # every exchange written
-    [path] = (tmp_path / "flows").iterdir()
-    return list(read_trace(path))
+    return trace_lines(tmp_path / "flows")
 
 
 async def test_every_server_message_on_both_streams_is_in_the_trace(asking: AskingServer, tmp_path: Path) -> None:
@@ -94,7 +94,7 @@ async def test_every_server_message_on_both_streams_is_in_the_trace(asking: Aski
     assert roots.content[0].text == "1" and client.asked == ["sampling", "elicitation", "roots"]
     assert client.told == ["notifications/tools/list_changed"]
 
-    lines = trace_lines(proxy, tmp_path)
+    lines = written_trace(proxy, tmp_path)
     assert sorted(line["seq"] for line in lines) == list(range(1, len(lines) + 1))
     # one exchange each, the server's request with the client's answer POST as its answer
     asked = server_messages(lines, ["notifications/progress", "notifications/progress", "sampling/createMessage",
@@ -123,7 +123,7 @@ async def test_progress_past_the_cap_is_counted_on_its_stream(asking: AskingServ
     async with session(proxy, asking.url, client) as mcp:
         await mcp.call_tool("summarize_order", {"order": "P1", "steps": 5}, progress_callback=client.on_progress)
     assert client.progress == [1, 2, 3, 4, 5]  # the client got every one
-    lines = trace_lines(proxy, tmp_path)
+    lines = written_trace(proxy, tmp_path)
     assert sum(line.get("direction") == SERVER_TO_CLIENT and method(line) == "notifications/progress"
                for line in lines) == 2
     [call] = [line for line in lines if "direction" not in line and '"P1"' in (line["request"]["body"] or "")]
@@ -136,7 +136,7 @@ async def test_faults_on_the_servers_messages_act_in_the_clients_place(asking: A
     async with session(proxy, asking.url, client) as mcp:
         await answer_through_faults(mcp, client, "F")
     assert "F" not in (asking.state.read_text() if asking.state.exists() else "")  # the only yes never arrived
-    lines = trace_lines(proxy, tmp_path)
+    lines = written_trace(proxy, tmp_path)
     check_fault_lines(lines)
     # the stream that carried the declined elicitation: as the server sent it, and as the client got it
     [declined_call] = [line for line in lines if "direction" not in line and '"F1"' in (line["request"]["body"] or "")]
@@ -154,7 +154,7 @@ async def test_a_delay_at_response_holds_the_clients_answer_on_its_way_to_the_se
         took = time.monotonic() - started
     assert refund.content[0].text == "refunded D1" and client.asked == ["elicitation"]
     assert took >= 0.3  # the server got the yes only after the delay
-    [held] = [line for line in trace_lines(proxy, tmp_path) if line["fault"]]
+    [held] = [line for line in written_trace(proxy, tmp_path) if line["fault"]]
     assert held["fault"]["delivered"] and held["fault"]["detail"] == "300 ms before the response"
     assert json.loads(held["upstream"]["body"])["result"]["content"] == {"confirm": True} and held["forwarded"]
 
@@ -166,7 +166,7 @@ async def test_a_declined_elicitation_then_a_commit_is_flagged_high(asking: Aski
         await mcp.list_tools()  # the annotations say which tools are irreversible
         careless = await mcp.call_tool("refund_regardless", {"order": "C1"})
     assert careless.content[0].text == "refunded C1"
-    exchanges = parse_trace(trace_lines(proxy, tmp_path))
+    exchanges = parse_trace(written_trace(proxy, tmp_path))
     verdict = check_confirmation(Task(id="refund", prompt="refund C1"), {}, exchanges)
     assert verdict.passed is False and verdict.severity == "high"
     [elicit] = [ex.seq for ex in exchanges if ex.rpc_method == "elicitation/create"]
@@ -228,6 +228,6 @@ def test_a_server_that_cannot_be_reached_is_an_infra_error_with_its_reason(tmp_p
     with httpx2.Client(proxy=proxy.proxy_url("ep"), timeout=30) as client:
         answered = client.post(url, json=call, headers={"accept": "application/json, text/event-stream"})
     assert answered.status_code == 502  # mitmproxy's word: the relay left without an answer
-    [line] = trace_lines(proxy, tmp_path)
+    [line] = written_trace(proxy, tmp_path)
     assert line["upstream"] is None and line["forwarded"] is True
     assert "Connect call failed" in line["infra_error"] and line["infra_error"] == line["error"]

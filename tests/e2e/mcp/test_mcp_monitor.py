@@ -17,8 +17,9 @@ import pytest
 from faultproxy import build_report, freeze, replay
 from faultproxy.formats.trace import read_trace
 from tests.support.mcp_clients import AGENTS, RawClient, counter_server
-from tests.support.monitor import MonitorProcess, episodes, failed
-from tests.support.processes import FAULTPROXY, wait_until
+from tests.support.monitor import MonitorProcess, episodes
+from tests.support.processes import FAULTPROXY
+from tests.support.verdicts import failed_checks
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -61,7 +62,8 @@ def test_stdio_sessions_are_episodes_judged_reported_and_replayed_with_the_serve
     logged = {record["monitor"]["rule"]: record for record in episodes(out)}
 
     assert set(logged) == {"stdio:session", "stdio:process"}
-    assert failed(logged["stdio:session"]) == {"idempotency": "high", "effects": "high"}  # bump is destructive
+    # bump is destructive
+    assert failed_checks(logged["stdio:session"]["verdict"]) == {"idempotency": "high", "effects": "high"}
     hosts, methods = servers_and_methods(out, logged["stdio:session"])
     assert hosts == {"counter-0.stdio.invalid"}
     assert methods == ["initialize", "notifications/initialized", "tools/call:read_counter", "tools/list",

@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 from mcp.shared.exceptions import MCPError
 
-from faultproxy.formats.trace import read_trace
 from faultproxy.proxy.stdio.locate import locate
 from faultproxy.proxy.stdio.session import SHUTDOWN_GRACE_S
 from faultproxy.tasks.tasks_file import TaskError, load_tasks
 from faultproxy.tasks.task_model import EndpointPattern
 from tests.support.mcp_clients import AGENTS, RawClient, call, counter_server, session, shim_parameters
+from tests.support.trace_views import trace_lines
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -36,11 +36,6 @@ def write_scenario(folder: Path, rules: str) -> Path:
 
 def rule(name: str, match: dict, call: int, fault: str) -> str:
     return f"  - name: {name}\n    match: {json.dumps(match)}\n    when: {{calls: [{call}]}}\n    fault: {fault}\n"
-
-
-def trace_lines(flows: Path) -> list[dict]:
-    [path] = flows.iterdir()
-    return list(read_trace(path))
 
 
 def faulted(lines: list[dict]) -> dict[str, dict]:

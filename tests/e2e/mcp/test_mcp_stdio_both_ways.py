@@ -13,21 +13,16 @@ import pytest
 from faultproxy.evaluator.checks import check_tool_calls
 from faultproxy.evaluator.checks.check_confirmation import check_confirmation
 from faultproxy.evaluator.traces import parse_trace
-from faultproxy.formats.trace import read_trace
 from faultproxy.proxy.episodes import EpisodeLimits
 from faultproxy.tasks.task_model import Task
 from tests.support.mcp_clients import (AGENTS, FAULTED_BOTH_WAYS, Client, answer_through_faults, check_fault_lines, method,
                                rule, server_messages, session, shim_parameters)
+from tests.support.trace_views import trace_lines
 
 pytestmark = pytest.mark.timeout(120)
 
 ASKING_SERVER = AGENTS / "asking_mcp_server.py"
 CLIENT_TO_SERVER = "client to server"
-
-
-def trace_lines(flows: Path) -> list[dict]:
-    [path] = flows.iterdir()
-    return list(read_trace(path))
 
 
 async def test_every_message_both_ways_is_in_the_trace(tmp_path: Path) -> None:

@@ -10,15 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from faultproxy.cli.main import main
 from faultproxy.evaluator.aggregate import build_report
 from faultproxy.replay_store import har
 from faultproxy.replay_store.har import StoreError
 from faultproxy.tasks.tasks_file import TaskError, load_tasks
 from tests.support.agent_commands import PROBE_AGENT
+from tests.support.refusals import UNSET, one_task_file, refusal
 from tests.support.run_records import LOOKUP, lookup_ok, lookup_wrong, make_run
-
-UNSET = "FAULTPROXY_TEST_SURELY_UNSET"
 
 
 @pytest.fixture
@@ -26,19 +24,8 @@ def refused(capsys, monkeypatch):
     """Run the command in this process; assert exit 2 and one line on stderr, and return it."""
     def call(*args: str) -> str:
         monkeypatch.delenv(UNSET, raising=False)
-        code = main(list(args))
-        err = capsys.readouterr().err
-        assert code == 2, err
-        lines = err.splitlines()
-        assert len(lines) == 1 and lines[0].startswith("faultproxy: "), err
-        return lines[0]
+        return refusal(capsys, list(args))
     return call
-
-
-def write_tasks(folder: Path, **task) -> Path:
-    path = folder / "tasks.jsonl"
-    path.write_text(json.dumps({"id": "t", "prompt": "ok", **task}) + "\n")
-    return path
 
 
 # --- tracebacks ----------------------------------------------------------------------------------
@@ -62,13 +49,13 @@ def test_replay_json_into_an_existing_folder(refused, entry_dir, tmp_path):  # n
 @pytest.mark.parametrize("field", ["reset_url", "state_url"])
 def test_a_reset_or_state_url_that_is_not_http(tmp_path, field, url):
     with pytest.raises(TaskError) as caught:
-        load_tasks(write_tasks(tmp_path, **{field: url}))
+        load_tasks(one_task_file(tmp_path, **{field: url}))
     assert str(caught.value) == f"{tmp_path / 'tasks.jsonl'}:1: {field}: must be an http(s) URL, got {url!r}"
 
 
 def test_a_url_template_that_expands_to_no_http_url_is_refused_before_the_run(refused, tmp_path, monkeypatch):
     monkeypatch.setenv("SHOP_ROOT", "file:///etc")
-    tasks = write_tasks(tmp_path, state_url="${SHOP_ROOT}/passwd")
+    tasks = one_task_file(tmp_path, state_url="${SHOP_ROOT}/passwd")
     line = refused("run", "--scenario", "rate_limit", "--tasks", str(tasks), "--out", str(tmp_path / "run"),
                    "--", *PROBE_AGENT)
     assert line.endswith("task t: state_url '${SHOP_ROOT}/passwd' does not expand to an http(s) URL")
@@ -84,13 +71,13 @@ def test_a_jsonl_tasks_file_over_16_mib(tmp_path):
 
 def test_a_wall_budget_beyond_a_day(tmp_path):
     with pytest.raises(TaskError) as caught:
-        load_tasks(write_tasks(tmp_path, budgets={"wall_s": 1e308}))
+        load_tasks(one_task_file(tmp_path, budgets={"wall_s": 1e308}))
     assert str(caught.value).endswith(":1: budgets.wall_s: must be at most 86,400 seconds (a day), got 1e+308")
-    assert load_tasks(write_tasks(tmp_path, budgets={"wall_s": 86_400})).tasks[0].budgets.wall_s == 86_400
+    assert load_tasks(one_task_file(tmp_path, budgets={"wall_s": 86_400})).tasks[0].budgets.wall_s == 86_400
 
 
 def test_a_task_secret_naming_an_unset_variable(refused, tmp_path):
-    tasks = write_tasks(tmp_path, secrets=[UNSET])
+    tasks = one_task_file(tmp_path, secrets=[UNSET])
     line = refused("run", "--scenario", "rate_limit", "--tasks", str(tasks), "--out", str(tmp_path / "run"),
                    "--", *PROBE_AGENT)
     assert line == (f"faultproxy: {tasks}:1: task t: secrets: {UNSET} is not set here, so there is nothing to "
@@ -109,7 +96,7 @@ def test_a_task_secret_naming_an_unset_variable(refused, tmp_path):
 ])
 def test_run_options_that_were_silently_accepted(refused, tmp_path, options, message):
     options = [str(tmp_path / "ca.pem") if option == "CA" else option for option in options]
-    tasks = write_tasks(tmp_path)
+    tasks = one_task_file(tmp_path)
     line = refused("run", "--scenario", "rate_limit", "--tasks", str(tasks), "--out", str(tmp_path / "run"),
                    *options, "--", *PROBE_AGENT)
     assert message in line

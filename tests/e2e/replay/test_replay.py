@@ -9,44 +9,31 @@ replayed against the naive agent's recording, passes.
 from __future__ import annotations
 
 import sys
-from dataclasses import replace
 from urllib.parse import urlsplit
 
 import pytest
 
 from faultproxy.formats.rundir import read_run
-from examples.world import world_in_thread
 from faultproxy import RunOptions, run
 from faultproxy.cli.main import main as faultproxy_main
-from faultproxy.tasks.tasks_file import load_tasks
 from faultproxy.replay_store import har
 from faultproxy.replay_store.freeze import freeze
 from faultproxy.replay_store.replay_proxy import ReplayOptions
 from faultproxy.runner.replay_agents import Replayer
 from faultproxy.scenarios import load_scenario
+from tests.support.demo_world import REFUND_TASK, TASKS, demo_agent, world_for_agents
 from tests.support.layout import EXAMPLES
 from tests.support.ports import PortWatch
-
-TASK = "refund_order_1001"
-
-
-def agent(name: str) -> list[str]:
-    return [sys.executable, str(EXAMPLES / f"{name}_agent.py")]
-
+from tests.support.verdicts import check
 
 @pytest.fixture(scope="module")
 def frozen(tmp_path_factory):
     """Run the naive agent live, freeze its failing episode, stop the world; yields what replay needs."""
     folder = tmp_path_factory.mktemp("replay-demo")
-    tasks = load_tasks(EXAMPLES / "tasks.yaml")
-    tasks = replace(tasks, tasks=tuple(t for t in tasks.tasks if t.id == TASK))
     with pytest.MonkeyPatch.context() as mp:
-        with world_in_thread() as world:
-            env = {name: value for name, value in world.env().items() if name != "SHOP_URL"}
-            for name, value in env.items():
-                mp.setenv(name, value)
-            run(RunOptions(scenario=load_scenario("response_lost"), tasks=tasks, out=folder / "run", k=1,
-                           command=agent("naive"), show_progress=False))
+        with world_for_agents(mp) as world:
+            run(RunOptions(scenario=load_scenario("response_lost"), tasks=TASKS.only([REFUND_TASK]),
+                           out=folder / "run", k=1, command=demo_agent("naive"), show_progress=False))
             frozen = freeze(folder / "run", folder / "store", failing=True, env={"OPENAI_BASE_URL": None})
         # The world is stopped here: the shop and the model server no longer listen.
     [record] = read_run(folder / "run").episodes
@@ -73,7 +60,7 @@ def test_frozen_failure_replays_to_the_same_verdict_10_of_10_with_nothing_leavin
     entry = frozen["entry"]
     options = ReplayOptions(env=frozen["env"], out=tmp_path / "out", parallel=3)
     with PortWatch(frozen["ports"]) as watch, Replayer(options, [entry]) as replayer:
-        results = replayer.replay_all([entry], agent("naive"), repeat=10)
+        results = replayer.replay_all([entry], demo_agent("naive"), repeat=10)
     assert watch.sockets, "could not watch the stopped servers' ports"
     assert watch.accepted == 0  # no connection reached where the shop and the model were
     assert [r.blocked for r in results] == [[]] * 10  # and the proxy never even tried one
@@ -82,14 +69,14 @@ def test_frozen_failure_replays_to_the_same_verdict_10_of_10_with_nothing_leavin
     assert all(r.meets_expectation for r in results)
     assert all(not r.unserved and {s["how"] for s in r.served} == {"exact"} for r in results)
     assert {r.verdict["checks"][0]["name"] for r in results} and all(
-        next(c for c in r.verdict["checks"] if c["name"] == "end_state")["passed"] is None for r in results)
+        check(r.verdict, "end_state")["passed"] is None for r in results)
 
 
 def test_careful_agent_passes_against_the_naive_agents_frozen_failure(frozen, tmp_path):
     entry = frozen["entry"]
     with PortWatch(frozen["ports"]) as watch, \
             Replayer(ReplayOptions(env=frozen["env"], out=tmp_path / "out"), [entry]) as replayer:
-        result = replayer.replay(entry, agent("careful"))
+        result = replayer.replay(entry, demo_agent("careful"))
     assert watch.accepted == 0 and not result.blocked and not result.diverged
     assert result.status == "pass", result.verdict["failed"]
     assert result.record["output"]["answer"] and not result.record["output"]["escalate"]

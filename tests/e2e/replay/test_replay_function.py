@@ -9,23 +9,19 @@ no upstream: the naive function fails again, a careful one (same key on its retr
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from urllib.parse import urlsplit
 
 import httpx
 import pytest
 
-from examples.world import world_in_thread
 from faultproxy import Episode, run_function
-from faultproxy.tasks.tasks_file import load_tasks
 from faultproxy.replay_store import har
 from faultproxy.replay_store.freeze import freeze
 from faultproxy.replay_store.replay_proxy import ReplayOptions
 from faultproxy.runner.replay_agents import Replayer, replay_function
-from tests.support.layout import EXAMPLES
+from tests.support.demo_world import REFUND_TASK, TASKS, world_for_agents
 from tests.support.ports import PortWatch
 
-TASK = "refund_order_1001"
 seen: list[Episode] = []
 
 
@@ -54,14 +50,9 @@ def careful(episode: Episode) -> dict:
 def store(tmp_path_factory):
     """The naive function's live failure, frozen; the world is stopped when this returns."""
     folder = tmp_path_factory.mktemp("replay-function")
-    tasks = load_tasks(EXAMPLES / "tasks.yaml")
-    tasks = replace(tasks, tasks=tuple(t for t in tasks.tasks if t.id == TASK))
     seen.clear()
-    with pytest.MonkeyPatch.context() as mp, world_in_thread() as world:
-        for name, value in world.env().items():
-            if name != "SHOP_URL":
-                mp.setenv(name, value)
-        live = run_function(naive, tasks, k=1, scenario="response_lost", out=folder / "run")
+    with pytest.MonkeyPatch.context() as mp, world_for_agents(mp) as world:
+        live = run_function(naive, TASKS.only([REFUND_TASK]), k=1, scenario="response_lost", out=folder / "run")
         freeze(folder / "run", folder / "store", failing=True, env={"OPENAI_BASE_URL": None})
     ports = [urlsplit(world.shop_url).port, urlsplit(world.model_url).port]
     return {"live": live, "path": folder / "store", "ports": ports, "live_episode": seen[-1]}
@@ -73,7 +64,7 @@ def test_a_function_agent_gets_the_tasks_env_for_its_episode(store):
 
 
 def test_the_naive_functions_live_failure_was_frozen(store):
-    assert store["live"].per_task == {TASK: ["fail"]}
+    assert store["live"].per_task == {REFUND_TASK: ["fail"]}
     [entry] = har.read_entries(store["path"])
     assert entry.command[0].startswith("python-function:") and entry.command[0].endswith(".naive")
     assert entry.expect == "fail" and entry.expect_failed == ["effects", "idempotency", "claimed_success"]

@@ -27,6 +27,7 @@ from faultproxy.replay_store.replay_proxy import ReplayOptions
 from faultproxy.runner.replay_agents import replay_function
 from tests.support.fixtures import scenario
 from tests.support.upstream import ServerThread
+from tests.support.verdicts import check
 
 LOSE_FIRST_CANCEL = scenario("""
     - name: lose-cancel
@@ -113,7 +114,7 @@ def test_a_keyed_retry_answered_with_the_same_cancellation_is_one_commit(tmp_pat
         assert [f["type"] for f in verdicts[task_id]["faults"]] == ["response_lost"]
     # v1's ids, undeclared: the cancellation and a per-answer audit id, which differ between the two
     # answers; nothing then shows the upstream deduplicated, so the two commits count apart.
-    effects = next(c for c in verdicts["undeclared"]["checks"] if c["name"] == "effects")
+    effects = check(verdicts["undeclared"], "effects")
     assert effects["passed"] is False
     assert "(resources audit_id=AU-3 cancellation_id=CX0003, audit_id=AU-4 cancellation_id=CX0003): it did not " \
         "deduplicate (if its answers name the resource elsewhere, say where: irreversible: [{pattern: ..., id: " \

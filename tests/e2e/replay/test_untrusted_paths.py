@@ -15,6 +15,7 @@ from faultproxy.cli.main import main
 from faultproxy.formats.paths import UnsafePath, name_problem, relative_file
 from faultproxy.replay_store import entry_writer, har
 from tests.support.agent_commands import PROBE_AGENT
+from tests.support.refusals import one_line_error
 from tests.support.run_records import LOOKUP, lookup_ok, lookup_wrong, make_run
 
 @pytest.fixture
@@ -33,14 +34,6 @@ def faultproxy(capsys, monkeypatch):
 
 def files_under(root: Path) -> set[Path]:
     return {p.relative_to(root) for p in root.rglob("*")}
-
-
-def one_line(done: tuple[int, str]) -> str:
-    code, err = done
-    assert code == 2, err
-    lines = err.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("faultproxy: "), err
-    return lines[0]
 
 
 @pytest.mark.parametrize(("value", "problem"), [
@@ -83,7 +76,7 @@ def test_an_entry_whose_episode_key_would_leave_out_is_refused(faultproxy, entry
     store = tampered_store(entry_dir, tmp_path, lambda d: d.__setitem__("episode", key))
     before = files_under(tmp_path)
     done = faultproxy("replay", str(store), "--out", str(tmp_path / "deep" / "out"), "--", *PROBE_AGENT)
-    line = one_line(done)
+    line = one_line_error(*done)
     assert line.startswith(f"faultproxy: {store / entry_dir.name / har.EPISODE_FILE}: episode: ")
     assert files_under(tmp_path) - before <= {Path("deep/out")}  # at most the empty --out itself
     assert not list(tmp_path.rglob("*escape_ep*")) and not list(tmp_path.rglob("ABS_ep*"))
@@ -91,7 +84,7 @@ def test_an_entry_whose_episode_key_would_leave_out_is_refused(faultproxy, entry
 
 def test_an_entry_whose_task_id_is_a_path_is_refused(faultproxy, entry_dir, tmp_path):  # noqa: F811
     store = tampered_store(entry_dir, tmp_path, lambda d: d["task"].__setitem__("id", "../../t"))
-    line = one_line(faultproxy("replay", str(store), "--", *PROBE_AGENT))
+    line = one_line_error(*faultproxy("replay", str(store), "--", *PROBE_AGENT))
     assert line.endswith(": task.id: must be a plain name, without '/' or '\\' (it becomes a file or folder name), "
                          "got '../../t'")
 
@@ -106,7 +99,7 @@ def test_replay_accept_never_writes_through_an_entry_folder_linked_out(faultprox
     store = tmp_path / "store"
     store.mkdir()
     (store / entry_dir.name).symlink_to(elsewhere / entry_dir.name)
-    line = one_line(faultproxy("replay", str(store), "--accept", "--", *PROBE_AGENT))
+    line = one_line_error(*faultproxy("replay", str(store), "--accept", "--", *PROBE_AGENT))
     assert line == (f"faultproxy: {store / entry_dir.name}: is a symbolic link leading out of the replay store "
                     f"(to {elsewhere / entry_dir.name}); faultproxy never writes through one: remove it")
     assert (elsewhere / entry_dir.name / har.EPISODE_FILE).read_bytes() == original
@@ -117,7 +110,7 @@ def test_a_store_folder_without_episode_json_is_named_not_skipped(faultproxy, en
     shutil.copytree(entry_dir, store / entry_dir.name)
     (store / "half-copied").mkdir()
     (store / "half-copied" / har.HAR_FILE).write_text("{}")
-    line = one_line(faultproxy("replay", str(store), "--", *PROBE_AGENT))
+    line = one_line_error(*faultproxy("replay", str(store), "--", *PROBE_AGENT))
     assert line == (f"faultproxy: {store / 'half-copied'}: not a store entry: it has no episode.json; "
                     "restore it or move it out of the store")
 
@@ -133,7 +126,7 @@ def test_a_trace_field_leading_out_of_the_run_directory_is_refused(faultproxy, t
         if line.get("trace"):
             line["trace"] = "../outside.jsonl"
     log.write_text("".join(json.dumps(line) + "\n" for line in lines))
-    line = one_line(faultproxy("report", str(run)))
+    line = one_line_error(*faultproxy("report", str(run)))
     assert line == (f"faultproxy: {log}: trace: must be a relative path inside {run}: each part must be a name, "
                     "not '..', got '../outside.jsonl'")
 
@@ -145,7 +138,7 @@ def test_a_resumed_run_never_appends_through_a_log_linked_out_of_the_run_directo
     run.mkdir()
     (run / "episodes.jsonl").symlink_to(outside)
     (tmp_path / "tasks.jsonl").write_text(json.dumps({"id": "t", "prompt": "ok"}) + "\n")
-    line = one_line(faultproxy("run", "--scenario", "rate_limit", "--tasks", str(tmp_path / "tasks.jsonl"),
+    line = one_line_error(*faultproxy("run", "--scenario", "rate_limit", "--tasks", str(tmp_path / "tasks.jsonl"),
                                "--out", str(run), "--", *PROBE_AGENT))
     assert line == (f"faultproxy: {run / 'episodes.jsonl'}: is a symbolic link leading out of the run directory "
                     f"(to {outside}); faultproxy never writes through one: remove it")
@@ -161,7 +154,7 @@ def test_a_trace_folder_with_a_link_out_is_refused_before_anything_is_appended(f
     flows.mkdir()
     (flows / "ep.jsonl").symlink_to(outside)
     name, *rest = command
-    line = one_line(faultproxy(name, "--trace-dir", str(flows), *rest))
+    line = one_line_error(*faultproxy(name, "--trace-dir", str(flows), *rest))
     assert line == (f"faultproxy: {flows / 'ep.jsonl'}: is a symbolic link leading out of the trace folder "
                     f"(to {outside}); faultproxy never writes through one: remove it")
     assert outside.read_text() == "precious\n"
@@ -182,22 +175,22 @@ def test_a_scenario_name_that_would_name_a_folder_outside_runs_is_refused(faultp
     (work / "s.yaml").write_text(f"name: {name}\ndescription: d\nrules: []\n")
     (work / "tasks.jsonl").write_text(json.dumps({"id": "t", "prompt": "ok"}) + "\n")
     before = files_under(tmp_path)
-    line = one_line(faultproxy("run", "--scenario", "s.yaml", "--tasks", "tasks.jsonl", "--", *PROBE_AGENT,
+    line = one_line_error(*faultproxy("run", "--scenario", "s.yaml", "--tasks", "tasks.jsonl", "--", *PROBE_AGENT,
                                cwd=work))
     assert line.startswith("faultproxy: s.yaml:1: name: ") and problem in line
     assert files_under(tmp_path) == before
-    assert problem in one_line(faultproxy("check", "s.yaml", cwd=work))
+    assert problem in one_line_error(*faultproxy("check", "s.yaml", cwd=work))
 
 
 def test_a_rule_name_with_a_nul_is_refused_by_check(faultproxy, tmp_path):
     (tmp_path / "s.yaml").write_text('name: ok\ndescription: d\nrules:\n  - name: "r\\0"\n'
                                      "    fault: {type: delay, ms: 1}\n")
-    assert one_line(faultproxy("check", "s.yaml", cwd=tmp_path)) == (
+    assert one_line_error(*faultproxy("check", "s.yaml", cwd=tmp_path)) == (
         "faultproxy: s.yaml:4: rules[0].name: must not hold a NUL character, got 'r\\x00'")
 
 
 def test_check_of_a_directory_says_it_is_a_directory(faultproxy, tmp_path):
-    assert one_line(faultproxy("check", str(tmp_path))) == (
+    assert one_line_error(*faultproxy("check", str(tmp_path))) == (
         f"faultproxy: {tmp_path}: is a directory: give scenario files (.yaml) or bundled scenario names")
 
 

@@ -35,6 +35,7 @@ from tests.support.desk import Desk, close_task
 from tests.support.layout import AGENTS
 from tests.support.processes import alive
 from tests.support.upstream import ServerThread
+from tests.support.verdicts import check
 
 
 @pytest.fixture
@@ -51,10 +52,6 @@ def chat_run(tmp_path: Path, task: dict, mode: str, monkeypatch, k: int = 1, com
     run(RunOptions(scenario=load_scenario("observe"), tasks=task_set_from_json([task]), command=command,
                    out=tmp_path / "run", k=k, chat=chat, show_progress=False))
     return read_run(tmp_path / "run").episodes[0]
-
-
-def check(verdict: dict, name: str) -> dict:
-    return next(c for c in verdict["checks"] if c["name"] == name)
 
 
 def test_a_careful_agent_asks_first_and_every_turn_is_in_the_trace_in_order(tmp_path, desk, monkeypatch):

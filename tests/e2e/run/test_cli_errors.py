@@ -3,26 +3,15 @@ traceback, before anything runs."""
 
 from __future__ import annotations
 
-import json
 import socket
 import sys
-from pathlib import Path
 
 import pytest
 
 from faultproxy.cli.main import main
+from tests.support.refusals import UNSET, one_task_file, refusal
 
 AGENT = [sys.executable, "-c", "pass"]
-UNSET = "FAULTPROXY_TEST_SURELY_UNSET"
-
-
-def one_line_error(capsys, argv: list[str]) -> str:
-    code = main(argv)
-    err = capsys.readouterr().err
-    assert code == 2, err
-    lines = err.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("faultproxy: "), err
-    return lines[0]
 
 
 @pytest.mark.parametrize(("options", "message"), [
@@ -42,14 +31,8 @@ def one_line_error(capsys, argv: list[str]) -> str:
 def test_bad_run_options(capsys, tmp_path, monkeypatch, options, message):
     monkeypatch.delenv(UNSET, raising=False)
     argv = ["run", "--scenario", "rate_limit", "--out", str(tmp_path / "run"), *options, "--", *AGENT]
-    assert message in one_line_error(capsys, argv)
+    assert message in refusal(capsys, argv)
     assert not (tmp_path / "run" / "episodes.jsonl").exists()
-
-
-def write_tasks(tmp_path: Path, **task) -> Path:
-    path = tmp_path / "tasks.jsonl"
-    path.write_text(json.dumps({"id": "t", "prompt": "p", **task}) + "\n")
-    return path
 
 
 @pytest.mark.parametrize(("case", "message"), [
@@ -80,15 +63,15 @@ def test_a_run_that_could_judge_nothing_exits_2_before_the_first_episode(capsys,
     else:
         task = {"expected": {"output": {"checker": "json:no_such_function"}}}
     out = tmp_path / "run"
-    argv = ["run", "--scenario", "rate_limit", "--tasks", str(write_tasks(tmp_path, **task)), "--out", str(out),
+    argv = ["run", "--scenario", "rate_limit", "--tasks", str(one_task_file(tmp_path, **task)), "--out", str(out),
             "--", *command]
-    assert message in one_line_error(capsys, argv)
+    assert message in refusal(capsys, argv)
     assert not (out / "episodes.jsonl").exists()
 
 
 def test_variables_the_agent_gets_from_faultproxy_or_the_tasks_file_are_not_refused(tmp_path):
     agent = [sys.executable, "-c", "pass"]  # the arguments are never expanded: only their names are checked
-    tasks = write_tasks(tmp_path, env={"GIVEN": "by the tasks file"})
+    tasks = one_task_file(tmp_path, env={"GIVEN": "by the tasks file"})
     argv = ["run", "--scenario", "rate_limit", "--tasks", str(tasks), "--out", str(tmp_path / "run"),
             "--allow-unexercised", "--allow-incomplete", "--", *agent, "${FAULTPROXY_OUTPUT}", "${GIVEN}"]
     assert main(argv) == 0  # the agent sends nothing (no_traffic): only the refusal of its variables is tested
@@ -101,7 +84,7 @@ def test_variables_the_agent_gets_from_faultproxy_or_the_tasks_file_are_not_refu
 ])
 def test_bad_proxy_options(capsys, monkeypatch, options, message):
     monkeypatch.delenv(UNSET, raising=False)
-    assert message in one_line_error(capsys, ["proxy", "--scenario", "rate_limit", *options])
+    assert message in refusal(capsys, ["proxy", "--scenario", "rate_limit", *options])
 
 
 def test_choose_another_port_only_when_the_port_is_the_problem(capsys, tmp_path):
@@ -109,9 +92,9 @@ def test_choose_another_port_only_when_the_port_is_the_problem(capsys, tmp_path)
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        busy = one_line_error(capsys, ["proxy", "--scenario", "rate_limit", "--port", str(port),
+        busy = refusal(capsys, ["proxy", "--scenario", "rate_limit", "--port", str(port),
                                        "--trace-dir", str(tmp_path)])
     assert busy.endswith("; choose another port")
-    elsewhere = one_line_error(capsys, ["proxy", "--scenario", "rate_limit", "--port", "0", "--host", "192.0.2.1",
+    elsewhere = refusal(capsys, ["proxy", "--scenario", "rate_limit", "--port", "0", "--host", "192.0.2.1",
                                         "--allow-remote", "--auth", "--trace-dir", str(tmp_path)])  # TEST-NET-1: no such local address
     assert "did not start" in elsewhere and "choose another port" not in elsewhere

@@ -18,9 +18,10 @@ import requests
 from aiohttp import web
 
 from faultproxy import build_report, freeze, replay
-from tests.support.monitor import MonitorProcess, SESSION, episodes, failed
+from tests.support.monitor import MonitorProcess, SESSION, episodes
 from tests.support.processes import logged_episodes, wait_until
 from tests.support.upstream import ServerThread, Upstream
+from tests.support.verdicts import failed_checks
 
 POLICY = """\
 irreversible: ["POST */refund"]
@@ -91,9 +92,9 @@ def test_header_sessions_are_judged_live_and_a_monitored_failure_replays_with_no
         assert monitor.stop() == 0
     assert upstream.commits["refund 2"] == 2  # the monitor injected nothing
     assert logged["clean"]["verdict"]["status"] == "pass" and logged["clean"]["stats"]["exchanges"] == 2
-    assert failed(logged["double"]) == {"idempotency": "high", "effects": "high"}
-    assert failed(logged["forbidden"]) == {"policy": "high"}
-    assert failed(logged["costly"]) == {"budget": "medium"}
+    assert failed_checks(logged["double"]["verdict"]) == {"idempotency": "high", "effects": "high"}
+    assert failed_checks(logged["forbidden"]["verdict"]) == {"policy": "high"}
+    assert failed_checks(logged["costly"]["verdict"]) == {"budget": "medium"}
     assert "cost 0.016 over 0.01" in logged["costly"]["verdict"]["failed"][0]["detail"]
     assert {r["monitor"]["rule"] for r in logged.values()} == {"header:x-session-id"}
 
@@ -130,10 +131,10 @@ def test_traceparent_episodes_still_open_are_judged_on_sigterm(tmp_path: Path, p
     logged = {record["monitor"]["id"]: record for record in episodes(out)}
     assert set(logged) == {clean, double, claims, forbidden}
     assert {r["monitor"]["ended"] for r in logged.values()} == {"stopped"}
-    assert failed(logged[forbidden]) == {"policy": "high"}
+    assert failed_checks(logged[forbidden]["verdict"]) == {"policy": "high"}
     assert logged[clean]["verdict"]["status"] == "pass"
-    assert failed(logged[double])["idempotency"] == "high"
-    assert failed(logged[claims]) == {"claimed_success": "high"}
+    assert failed_checks(logged[double]["verdict"])["idempotency"] == "high"
+    assert failed_checks(logged[claims]["verdict"]) == {"claimed_success": "high"}
 
 
 def test_proxy_credentials_delimit_episodes_and_sample_zero_records_nothing(
@@ -152,10 +153,10 @@ def test_proxy_credentials_delimit_episodes_and_sample_zero_records_nothing(
     refunds("agent-b", 2)
     logged = {record["monitor"]["id"]: record for record in monitor.wait_logged(2)}
     assert logged["agent-a"]["verdict"]["status"] == "pass"
-    assert failed(logged["agent-b"])["idempotency"] == "high"
+    assert failed_checks(logged["agent-b"]["verdict"])["idempotency"] == "high"
     assert requests.get(f"{server.url}/encoded/gzip", proxies={"http": monitor.proxy("agent-d")}).ok
     assert wait_until(lambda: "agent-d" in {r["monitor"]["id"] for r in episodes(out)}, 30, monitor.process)
-    assert failed(episodes(out)[-1]) == {"policy": "high"}
+    assert failed_checks(episodes(out)[-1]["verdict"]) == {"policy": "high"}
     refunds("agent-c", 1)  # a third episode in a log capped at two: the oldest goes, with its trace
     assert wait_until(lambda: "agent-c" in {r["monitor"]["id"] for r in episodes(out)}, 30, monitor.process)
     assert monitor.stop(signal.SIGINT) == 0
@@ -187,7 +188,7 @@ def test_client_connections_after_kill_9_a_restart_judges_the_open_ones_and_keep
         other.get(f"{server.url}/encoded/gzip")
     before = monitor.wait_logged(2)
     assert sorted(r["verdict"]["status"] for r in before) == ["fail", "pass"]
-    assert [failed(r) for r in before if r["verdict"]["failed"]] == [{"policy": "high"}]
+    assert [failed_checks(r["verdict"]) for r in before if r["verdict"]["failed"]] == [{"policy": "high"}]
     second = requests.Session()
     second.proxies = {"http": monitor.proxy()}
     for _ in range(2):
@@ -208,7 +209,7 @@ def test_client_connections_after_kill_9_a_restart_judges_the_open_ones_and_keep
     assert after[:2] == before and len(after) == 3
     recovered = after[2]
     assert recovered["monitor"]["ended"] == "recovered" and recovered["stats"]["exchanges"] == 2
-    assert failed(recovered)["idempotency"] == "high"
+    assert failed_checks(recovered["verdict"])["idempotency"] == "high"
     assert before[0]["monitor"]["rule"] == "client"
 
 

@@ -23,6 +23,7 @@ from tests.support.fixtures import scenario
 from tests.support.payments import Payments, tasks_file
 from tests.support.processes import FAULTPROXY
 from tests.support.upstream import ServerThread
+from tests.support.verdicts import check, detail, failed_checks
 
 
 def run_options(tmp_path: Path, tasks: Path, scenario_text: str, **kw) -> RunOptions:
@@ -35,10 +36,6 @@ def run_options(tmp_path: Path, tasks: Path, scenario_text: str, **kw) -> RunOpt
 def only_verdict(out: Path) -> dict:
     [record] = read_run(out).episodes
     return record["verdict"]
-
-
-def failed_checks(verdict: dict) -> dict[str, str]:
-    return {c["name"]: c["severity"] for c in verdict["failed"]}
 
 
 LOST_THEN_HANG = scenario("""
@@ -106,10 +103,9 @@ def test_two_commits_with_different_ids_are_two_effects_whatever_the_key(tmp_pat
     verdict = only_verdict(tmp_path / "run")
     assert verdict["status"] == "fail"
     assert failed_checks(verdict)["effects"] == "high"
-    effects = next(c for c in verdict["checks"] if c["name"] == "effects")
+    effects = check(verdict, "effects")
     assert "same idempotency key" in effects["detail"] and "rf_1, rf_2" in effects["detail"]
-    idempotency = next(c for c in verdict["checks"] if c["name"] == "idempotency")
-    assert idempotency["passed"] is True  # the agent did its part; the upstream did not
+    assert check(verdict, "idempotency")["passed"] is True  # the agent did its part; the upstream did not
 
 
 def test_a_fresh_correlation_id_does_not_make_a_retry_a_new_request(tmp_path, payments, monkeypatch):
@@ -145,8 +141,7 @@ def test_claimed_success_when_the_world_disagrees_is_a_silent_failure(tmp_path, 
     assert world.refunds == []
     verdict = only_verdict(tmp_path / "run")
     assert failed_checks(verdict)["claimed_success"] == "high"
-    detail = next(c["detail"] for c in verdict["checks"] if c["name"] == "claimed_success")
-    assert "end_state failed" in detail
+    assert "end_state failed" in detail(verdict, "claimed_success")
     report = subprocess.run([*FAULTPROXY, "report", str(tmp_path / "run")], capture_output=True, text=True,
                             timeout=300)
     assert "silent failures: 1 episode(s)" in report.stdout
@@ -158,8 +153,8 @@ def test_claimed_success_without_expected_state_or_effects_is_not_applicable(tmp
     task = {"id": "refund_1001", "prompt": "Refund order 1001.", "shape": "writes_state"}
     (tmp_path / "tasks.jsonl").write_text(json.dumps(task) + "\n")
     run(run_options(tmp_path, tmp_path / "tasks.jsonl", NO_FAULT))
-    check = next(c for c in only_verdict(tmp_path / "run")["checks"] if c["name"] == "claimed_success")
-    assert check["passed"] is None and "not applicable" in check["detail"]
+    claimed = check(only_verdict(tmp_path / "run"), "claimed_success")
+    assert claimed["passed"] is None and "not applicable" in claimed["detail"]
 
 
 def test_a_failed_reset_does_not_launch_the_agent(tmp_path, payments, monkeypatch):

@@ -16,6 +16,7 @@ from faultproxy.formats.redact import MASK
 from faultproxy.tasks.task_model import Budgets, Effect, EndpointPattern, Expected, OutputSpec, Task
 from faultproxy.formats.trace import read_trace
 from tests.support.run_records import MODEL, REFUND_URL, SHOP, exchange, fault, model_call, record, write_trace
+from tests.support.verdicts import check
 
 # Names each judged episode's trace file apart within one test's tmp_path.
 _trace_files = itertools.count(1)
@@ -34,10 +35,6 @@ def task(**fields: Any) -> Task:
 def judged(tmp_path: Path, the_task: Task, lines: list[dict], **record_fields: Any) -> dict:
     path = write_trace(tmp_path / "flows" / f"ep{next(_trace_files)}.jsonl", lines)
     return judge_episode(the_task, record(**record_fields), read_trace(path), {})
-
-
-def check(verdict: dict, name: str) -> dict:
-    return next(c for c in verdict["checks"] if c["name"] == name)
 
 
 REFUND_BODY = {"amount_cents": 2400}
