@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.runner_throughput import AGENT, start_model  # noqa: E402
 from faultproxy.formats.rundir import read_run  # noqa: E402
-from faultproxy.runner.cluster import ProcessCluster  # noqa: E402
+from faultproxy.runner import ProcessCluster  # noqa: E402
 from faultproxy import RunOptions, run  # noqa: E402
 from faultproxy.tasks.tasks_file import task_set_from_json  # noqa: E402
 from faultproxy.scenarios import load_scenario  # noqa: E402

@@ -24,24 +24,21 @@ if TYPE_CHECKING:
     from faultproxy.proxy.server import ProxyServer
     from faultproxy.replay_store.freeze import freeze
     from faultproxy.replay_store.replay_proxy import ReplayOptions, ReplayResult
-    from faultproxy.runner.inprocess import Episode, FunctionRunResult, run_function
-    from faultproxy.runner.replay_agents import replay, replay_function
-    from faultproxy.runner.run_loop import run
-    from faultproxy.runner.run_options import RunOptions, RunResult
-    from faultproxy.runner.sweep_runs import sweep
+    from faultproxy.runner import (Episode, FunctionRunResult, RunOptions, RunResult, replay, replay_function, run,
+                                   run_function, sweep)
     from faultproxy.scenarios import Scenario, load_scenario
     from faultproxy.tasks.tasks_file import load_tasks, task_set_from_json
     from faultproxy.tasks.task_model import TaskSet
 
 # Each public name and the module that defines it.
 _HOMES = {
-    "Episode": "faultproxy.runner.inprocess",
-    "FunctionRunResult": "faultproxy.runner.inprocess",
+    "Episode": "faultproxy.runner",
+    "FunctionRunResult": "faultproxy.runner",
     "ProxyServer": "faultproxy.proxy.server",
     "ReplayOptions": "faultproxy.replay_store.replay_proxy",
     "ReplayResult": "faultproxy.replay_store.replay_proxy",
-    "RunOptions": "faultproxy.runner.run_options",
-    "RunResult": "faultproxy.runner.run_options",
+    "RunOptions": "faultproxy.runner",
+    "RunResult": "faultproxy.runner",
     "Scenario": "faultproxy.scenarios",
     "TaskSet": "faultproxy.tasks.task_model",
     "UserError": "faultproxy.formats.errors",
@@ -51,11 +48,11 @@ _HOMES = {
     "freeze": "faultproxy.replay_store.freeze",
     "load_scenario": "faultproxy.scenarios",
     "load_tasks": "faultproxy.tasks.tasks_file",
-    "replay": "faultproxy.runner.replay_agents",
-    "replay_function": "faultproxy.runner.replay_agents",
-    "run": "faultproxy.runner.run_loop",
-    "run_function": "faultproxy.runner.inprocess",
-    "sweep": "faultproxy.runner.sweep_runs",
+    "replay": "faultproxy.runner",
+    "replay_function": "faultproxy.runner",
+    "run": "faultproxy.runner",
+    "run_function": "faultproxy.runner",
+    "sweep": "faultproxy.runner",
     "task_set_from_json": "faultproxy.tasks.tasks_file",
 }
 

@@ -25,8 +25,7 @@ from typing import Any
 import pytest
 from faultproxy.replay_store.har import EPISODE_FILE, read_entry
 from faultproxy.replay_store.replay_proxy import ReplayOptions
-from faultproxy.runner.replay_agents import Replayer
-from faultproxy.runner.run_options import parse_pairs
+from faultproxy.runner import Replayer, parse_pairs
 
 _STATE = pytest.StashKey["_ReplayState"]()
 

@@ -16,11 +16,8 @@ from faultproxy.formats.errors import UsageError
 from faultproxy.formats.paths import folder_option
 from faultproxy.formats.rundir import run_digest
 from faultproxy.proxy.auth import check_token, is_loopback, new_token
-from faultproxy.runner.chat import CHAT_HELP, chat_mode
-from faultproxy.runner.plan import GridPoint
-from faultproxy.runner.rewrites import MODEL_TEMPLATE
-from faultproxy.runner.run_options import RunOptions, parse_pairs, reverse_variables
-from faultproxy.runner.variants import load_variant_function
+from faultproxy.runner import (CHAT_HELP, MODEL_TEMPLATE, GridPoint, RunOptions, chat_mode, load_variant_function,
+                               parse_pairs, reverse_variables)
 from faultproxy.scenarios import Scenario, parse_params
 from faultproxy.tasks.budget_block import MAX_WALL_S
 from faultproxy.tasks.tasks_file import TaskError, load_tasks, single_task

@@ -26,7 +26,7 @@ from faultproxy.replay_store import entry_writer, har
 from faultproxy.replay_store.freeze import freeze
 from faultproxy.replay_store.minimize import minimize
 from faultproxy.replay_store.replay_proxy import ReplayOptions
-from faultproxy.runner.replay_agents import Replayer
+from faultproxy.runner import Replayer
 
 EXIT_MISMATCH = 1
 

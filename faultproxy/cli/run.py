@@ -25,11 +25,8 @@ from faultproxy.formats.errors import UsageError
 from faultproxy.formats.files import LineFile
 from faultproxy.formats.logs import configure_logging
 from faultproxy.proxy.server import ProxyStartError
-from faultproxy.runner.plan import GridPoint
-from faultproxy.runner.run_loop import resume_command, run
-from faultproxy.runner.run_options import RunOptions, RunResult
-from faultproxy.runner.secrets import run_redactor
-from faultproxy.runner.sequential_runs import run_until_decided, sequential_options
+from faultproxy.runner import (GridPoint, RunOptions, RunResult, resume_command, run, run_redactor, run_until_decided,
+                               sequential_options)
 from faultproxy.scenarios import load_scenario
 
 

@@ -46,7 +46,7 @@ from faultproxy.evaluator.sweeps import SWEEP_FILE, SWEEP_HTML, analyse_sweep, e
 from faultproxy.formats.errors import UsageError
 from faultproxy.formats.paths import folder_option
 from faultproxy.formats.rundir import read_plan
-from faultproxy.runner.sweep_runs import plan_grid, rule_params
+from faultproxy.runner import plan_grid, rule_params
 from faultproxy.scenarios import load_scenario
 
 

@@ -29,7 +29,7 @@ from bench.gate_calibration import write_run  # noqa: E402
 from faultproxy.evaluator.gate import ALPHA, MARGIN, Design, evaluate_sequential  # noqa: E402
 from faultproxy.formats.rundir import read_run, run_digest  # noqa: E402
 from faultproxy.runner.sequential_runs import run_until_decided, sequential_options  # noqa: E402
-from faultproxy.runner.cluster import ProcessCluster  # noqa: E402
+from faultproxy.runner import ProcessCluster  # noqa: E402
 from faultproxy.runner.plan import build_grid  # noqa: E402
 from faultproxy import RunOptions, run  # noqa: E402
 from faultproxy.tasks.tasks_file import load_tasks, task_set_from_json  # noqa: E402

@@ -81,6 +81,9 @@ def lint_with_import(tmp_path: Path, module: str, imported: str) -> subprocess.C
     ("faultproxy.runner.episode", "faultproxy.monitor"),
     ("faultproxy.otel.export", "faultproxy.monitor"),
     ("faultproxy.cli.monitor", "faultproxy.monitor.live_traffic"),
+    # the runner's modules are its own: the CLI, the public API and the pytest plugins import its front door
+    ("faultproxy.cli.run", "faultproxy.runner.run_loop"),
+    ("faultproxy.pytest_plugin.replay_collection", "faultproxy.runner.replay_agents"),
     # the pytest plugins are a front end beside the CLI: nothing of faultproxy imports them
     ("faultproxy.pytest_plugin.replay_collection", "faultproxy.cli.options"),
     ("faultproxy.cli.replay", "faultproxy.pytest_plugin.replay_collection"),
