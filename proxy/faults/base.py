@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 from faultproxy.proxy import responses
 from faultproxy.proxy.exchange import FlowExchange
 from faultproxy.proxy.relay import Relay
-from faultproxy.proxy.sse import EventSplitter, is_event_stream, map_json_data
+from faultproxy.proxy.sse import is_event_stream, map_json_data, split_events
 from faultproxy.proxy.websocket import MessageFault, WsSession
 from faultproxy.scenarios import FaultKind
 from mitmproxy import http
@@ -56,8 +56,7 @@ def rewritten_documents(flow: http.HTTPFlow, change: Callable[[Any], Any]) -> by
     rewritten by `change`; None when the body is not JSON."""
     content = flow.response.get_content(strict=False) or b""
     if is_streamed_events(flow):
-        splitter = EventSplitter()
-        return b"".join(map_json_data(e, change) for e in [*splitter.feed(content), splitter.rest()])
+        return b"".join(map_json_data(event, change) for event in split_events(content))
     try:
         return json.dumps(change(json.loads(content)), separators=(",", ":")).encode()
     except ValueError:

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 from faultproxy.formats.model_apis import ModelApi
 from faultproxy.proxy.shapes import anthropic_messages, gemini, openai_chat, openai_responses
 from faultproxy.proxy.shapes.answer import Answer, NotExpressible, Stop, ToolCall
-from faultproxy.proxy.sse import EventSplitter
+from faultproxy.proxy.sse import split_events
 
 
 class ApiShape(Protocol):
@@ -64,8 +64,7 @@ def write_answer(api: ModelApi, answer: Answer, streamed: bool) -> bytes:
 
 
 def _payloads(content: bytes):
-    splitter = EventSplitter()
-    for raw in [*splitter.feed(content), splitter.rest()]:
+    for raw in split_events(content):
         data = b"".join(line[5:].strip() for line in raw.splitlines() if line.startswith(b"data:"))
         if data and data != b"[DONE]":
             try:
