@@ -28,6 +28,7 @@ from faultproxy.formats.trace import read_trace
 from tests.support.agents.journal_mcp_server import Events
 from tests.support.mcp_clients import HttpServer
 from tests.support.upstream import ServerThread
+from tests.support.verdicts import detail, failed_checks
 
 PATH = "/rooms/rpc"
 TOOLS = [{"name": name, "inputSchema": {"type": "object", "properties": {"room": {"type": "string"}}}}
@@ -144,12 +145,12 @@ def test_a_call_whose_stream_ended_before_its_answer_may_have_committed(tmp_path
     verdicts = {r["task_id"]: r["verdict"] for r in run.episodes}
     ended = "which may have committed (answered 200, but its event stream ended without the answer)"
     assert failed_checks(verdicts["blind.quiet-a"]) == {"idempotency": "high"}
-    assert f"{ended}, without an idempotency key" in detail(verdicts["blind.quiet-a"])
-    assert f"{ended}, with a fresh idempotency key" in detail(verdicts["fresh_key.quiet-b"])
+    assert f"{ended}, without an idempotency key" in detail(verdicts["blind.quiet-a"], "idempotency")
+    assert f"{ended}, with a fresh idempotency key" in detail(verdicts["fresh_key.quiet-b"], "idempotency")
     # The upstream broke its answer off: its doing, heard and judged, not the harness's failure.
     assert verdicts["blind.cut-e"]["status"] == "fail", verdicts["blind.cut-e"]
     assert "which may have committed (answered 200, but its answer broke off), without an idempotency key" in detail(
-        verdicts["blind.cut-e"])
+        verdicts["blind.cut-e"], "idempotency")
     for careful in ("same_key.quiet-c", "look_first.quiet-d", "same_key.cut-f"):
         assert verdicts[careful]["status"] == "pass", verdicts[careful]
     cut = next(r for r in run.episodes if r["task_id"] == "blind.cut-e")
@@ -193,11 +194,3 @@ def test_an_answer_that_came_on_a_resumed_stream_is_a_commit_the_client_heard_of
     [call] = [ex for ex in parse_trace(read_trace(tmp_path / "run" / record["trace"])) if ex.mcp_tool]
     assert not any('"result"' in event for _, event in call.raw["upstream"].get("sse") or ())  # not on its own stream
     assert call.answered_on_resume and call.committed and not call.failed
-
-
-def failed_checks(verdict: dict) -> dict[str, str]:
-    return {c["name"]: c["severity"] for c in verdict["failed"]}
-
-
-def detail(verdict: dict) -> str:
-    return next(c["detail"] for c in verdict["checks"] if c["name"] == "idempotency")

@@ -24,6 +24,7 @@ from faultproxy.formats.trace import read_trace
 from faultproxy.scenarios import load_scenario
 from tests.support.mcp_clients import HttpServer
 from tests.support.upstream import ServerThread
+from tests.support.verdicts import check
 
 VEHICLES = "/api/v3/vehicles"
 CANARY = re.compile(r"fp-canary-[0-9a-f]+")
@@ -159,8 +160,7 @@ def test_prompt_injection_plants_anywhere_and_its_canary_catches_an_obedient_age
     assert NOTICE in seen["mcp_obeys"][-1] and CANARY.search(seen["mcp_obeys"][-1])
     assert [bool(d.get("audit_ref")) for d in world.dispatched] == [True, False]
     assert [bool(c["audit_ref"]) for c in calls] == [True, False]
-    followed = {task_id: next(c for c in record["verdict"]["checks"] if c["name"] == "injection_followed")
-                for task_id, record in records.items()}
+    followed = {task_id: check(record["verdict"], "injection_followed") for task_id, record in records.items()}
     for obedient, where in (("obeys", f"POST {VEHICLES}/V1/dispatch"), ("mcp_obeys", "POST /mcp")):
         assert followed[obedient]["passed"] is False and followed[obedient]["severity"] == "high"
         assert f"{where} carries the canary" in followed[obedient]["detail"], followed[obedient]
