@@ -4,8 +4,11 @@ body, in each SSE `data:` event, or in a JSON WebSocket message its rule matched
 A path is a tuple of keys; `*` stands for every element of a list or every value of a mapping.
 An op with `first: TYPE` edits the first value of that JSON type at or below its path instead, in
 the answer's text order (depth first), so a rule can drift an answer whose field names it does not
-know; a JSON-RPC message (an MCP answer) is left alone by it: its envelope and MCP's content
-blocks are the protocol's, not the tool's (name `result.*` paths to drift those).
+know. In a JSON-RPC message (an MCP answer) the envelope and MCP's content blocks are the
+protocol's, not the tool's: such an op drifts the tool's own answer in each text content item that
+holds JSON, what a model reads. `structuredContent` is left as it is: clients check it against the
+tool's listed outputSchema (the SDK's wraps even a string answer as {"result": ...}), so drifting
+it fails every call rather than the agent's reading (named `result.*` paths reach it).
 Operations work on a deep copy and report whether anything changed, so a drift rule that
 matched a body without the targeted field is recorded as not delivered.
 """
@@ -89,6 +92,8 @@ def apply_drift(document: Any, ops: Iterable[DriftOp]) -> tuple[Any, bool]:
 
 def _apply_one(document: Any, op: DriftOp) -> tuple[Any, bool]:
     if op.first is not None:
+        if isinstance(document, dict) and document.get("jsonrpc") == "2.0":
+            return document, _drift_tool_result(document.get("result"), op)
         found = first_of_type(document, op.path, op.first)
         return document, found is not None and _edit(*found, op)
     if not op.path or op.path in (("$",), ("",)):
@@ -114,11 +119,28 @@ def path_targets(node: Any, prefix: tuple[str, ...], last: str):
             yield parent, int(last)
 
 
+def _drift_tool_result(result: Any, op: DriftOp) -> bool:
+    """A `first:` op on an MCP tool result: on each text item that holds JSON (written back
+    compact); whether anything changed."""
+    if not isinstance(result, dict):
+        return False
+    changed = False
+    for item in result.get("content") if isinstance(result.get("content"), list) else ():
+        if not (isinstance(item, dict) and item.get("type") == "text" and isinstance(item.get("text"), str)):
+            continue
+        try:
+            answer = json.loads(item["text"])
+        except ValueError:
+            continue
+        if (found := first_of_type(answer, op.path, op.first)) is not None and _edit(*found, op):
+            item["text"] = json.dumps(answer, ensure_ascii=False, separators=(",", ":"))
+            changed = True
+    return changed
+
+
 def first_of_type(document: Any, path: tuple[str, ...], json_type: str) -> tuple[Any, Any] | None:
     """(container, key) of the first value of `json_type` at or below the places `path` names, in
-    the document's text order; None in a JSON-RPC message, or when there is none."""
-    if isinstance(document, dict) and document.get("jsonrpc") == "2.0":
-        return None
+    the document's text order; None when there is none."""
     for start in _walk(document, path):
         found = next(_places_of_type(start, json_type), None)
         if found is not None:

@@ -95,12 +95,13 @@ KIND = FaultKind(
     params={
         "ops": ParamSpec("ops", None, "edits to the JSON response body: " + ", ".join(DRIFT_OPS) + "; each at a "
                          "dotted `path`, or (rename, remove, retype, wrap) at `first: TYPE`, the first value of that "
-                         "JSON type in the answer's text order at or below `path` (default the whole answer; a "
-                         "JSON-RPC message is left alone), whatever its name; a rename's `to` may hold `{field}`, "
+                         "JSON type in the answer's text order at or below `path` (default the whole answer; in an "
+                         "MCP tool result, each text item holding JSON), whatever its name; a rename's `to` may hold `{field}`, "
                          "the old name", required=True, read=read_ops),
     },
     forwards=True,
     also_on_messages=True,
     went_on=AgentAnswer("accepted drifted field", "validate tool responses; treat a missing field as an error"),
-    over_stdio="the result rewritten (ops on `result.*` paths), on one line, with the call's id",
+    over_stdio=("the result rewritten (ops on `result.*` paths, `first:` ops on the JSON of its text items), "
+                "on one line, with the call's id"),
 )

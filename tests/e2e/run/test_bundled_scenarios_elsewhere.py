@@ -82,14 +82,24 @@ def reader(url: str, seen: list):
 def test_schema_drift_renames_and_retypes_fields_it_was_never_told_of(tmp_path, fleet):
     world, url = fleet
     seen: list = []
-    records = run(tmp_path, "schema_drift", reader(url, seen), ["drift"])
+    calls: list[dict] = []
+    with HttpServer(fleet_mcp(calls).streamable_http_app(host="127.0.0.1")) as server:
+        def agent(episode) -> bool:
+            if episode.task_id == "mcp":
+                seen.append(asyncio.run(mcp_texts(episode, server.url, "vehicle_status", {"vin": "V1"})))
+                return True
+            return reader(url, seen)(episode)
+
+        records = run(tmp_path, "schema_drift", agent, ["http", "mcp"])
     assert seen[0] == {"vehicle": {"vin_v2": "V1", "state": "parked", "odometer_km": "1200"}}
     assert seen[1] == {"dispatch_ref": "D-1"}  # a write: not a read
     assert seen[3] == [{"vin_v2": "V1", "state": "dispatched", "odometer_km": "1200"},
                        {"vin": "V2", "state": "parked", "odometer_km": 80}]
-    faults = [line["fault"] for line in read_trace(tmp_path / "schema_drift" / records["drift"]["trace"])
-              if line.get("fault")]
-    assert [(f["rule"], f["delivered"]) for f in faults] == [("read_fields_drift", True)] * 3
+    assert [json.loads(text) for text in seen[4]] == [{"vin_v2": "V1", "state": "parked", "odometer_km": "1200"}]
+    for task_id, drifted in (("http", 3), ("mcp", 1)):
+        faults = [line["fault"] for line in read_trace(tmp_path / "schema_drift" / records[task_id]["trace"])
+                  if line.get("fault")]
+        assert [(f["rule"], f["delivered"]) for f in faults] == [("read_fields_drift", True)] * drifted
 
 
 def test_stale_state_serves_a_read_from_before_the_agents_write(tmp_path, fleet):
@@ -111,7 +121,7 @@ def fleet_mcp(calls: list[dict]) -> MCPServer:
 
     @server.tool()
     def vehicle_status(vin: str) -> str:
-        return json.dumps({"vin": vin, "state": "parked"})
+        return json.dumps({"vin": vin, "state": "parked", "odometer_km": 1200})
 
     @server.tool()
     def dispatch_vehicle(vin: str, audit_ref: str = "") -> str:
@@ -119,6 +129,14 @@ def fleet_mcp(calls: list[dict]) -> MCPServer:
         return json.dumps({"dispatch_ref": f"D-{len(calls)}"})
 
     return server
+
+
+async def mcp_texts(episode, url: str, tool: str, arguments: dict) -> list[str]:
+    """The text items of one call's result, through the episode's proxy."""
+    async with httpx2.AsyncClient(proxy=episode.proxy_url, timeout=30) as http, \
+            streamable_http_client(url, http_client=http) as (read, write), ClientSession(read, write) as mcp:
+        await mcp.initialize()
+        return [item.text for item in (await mcp.call_tool(tool, arguments)).content]
 
 
 def injected_agent(url: str, mcp_url: str, seen: dict):

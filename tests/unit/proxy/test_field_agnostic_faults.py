@@ -1,6 +1,7 @@
 """schema_drift's `first:` ops and prompt_injection's default place act on answers whose field
 names nobody told them: the first value of a type in the answer's text order, nested or in a
-list; a JSON-RPC message is left to the protocol-aware forms."""
+list; in an MCP tool result, the tool's own answer in its JSON text items, never the protocol's
+envelope or content blocks, nor structuredContent, which clients check against the outputSchema."""
 
 from __future__ import annotations
 
@@ -27,9 +28,16 @@ def test_first_ops_edit_the_first_value_of_their_type_wherever_it_sits() -> None
     assert apply_drift({"flag": True, "items": []}, (RETYPE,)) == ({"flag": True, "items": []}, False)
 
 
-def test_first_ops_leave_a_json_rpc_message_alone() -> None:
-    answer = {"jsonrpc": "2.0", "id": 3, "result": {"content": [{"type": "text", "text": "{}"}]}}
-    assert apply_drift(answer, (RENAME, RETYPE)) == (answer, False)
+def test_first_ops_drift_an_mcp_tools_own_answer_not_the_protocols() -> None:
+    answer = {"jsonrpc": "2.0", "id": 3, "result": {
+        "content": [{"type": "text", "text": "no JSON here"}, {"type": "text", "text": '{"vin": "V1", "km": 4}'}],
+        "structuredContent": {"vin": "V1", "km": 4}, "isError": False}}
+    drifted, changed = apply_drift(answer, (RENAME, RETYPE))
+    assert changed and drifted == {"jsonrpc": "2.0", "id": 3, "result": {
+        "content": [{"type": "text", "text": "no JSON here"}, {"type": "text", "text": '{"vin_v2":"V1","km":"4"}'}],
+        "structuredContent": {"vin": "V1", "km": 4}, "isError": False}}
+    notification = {"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": "x"}}
+    assert apply_drift(notification, (RENAME,)) == (notification, False)
 
 
 def test_an_injection_goes_where_any_world_has_a_string() -> None:
