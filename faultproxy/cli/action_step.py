@@ -3,7 +3,8 @@
 It runs one command, the way a person would type it:
 
     INPUT_COMMAND=replay  faultproxy replay STORE --json R --markdown M [-- AGENT]
-    INPUT_COMMAND=run     faultproxy run --scenario S --tasks T --k K --out RUN [--until-decided --baseline B] -- AGENT
+    INPUT_COMMAND=run     faultproxy run --scenario S --tasks T --k K --out RUN -- AGENT
+                          (until-decided: --until-decided --baseline B [--max-k K] in place of --k K)
                           then faultproxy report RUN --markdown M (and gate --markdown when decided on a baseline)
     INPUT_COMMAND=gate    faultproxy gate RUN --baseline B --markdown M, then faultproxy report RUN --markdown M
 
@@ -74,10 +75,14 @@ def _replay(inputs: Mapping[str, str], scratch: Path) -> tuple[int, str, str]:
 
 def _run(inputs: Mapping[str, str], scratch: Path) -> tuple[int, str, str]:
     run = inputs["run"]
-    options = ["--scenario", inputs["scenario"], "--k", inputs["k"] or "1", "--out", run]
+    options = ["--scenario", inputs["scenario"], "--out", run]
     options += ["--tasks", inputs["tasks"]] if inputs["tasks"] else []
     decided = inputs["until-decided"] == "true"
-    options += ["--until-decided", "--baseline", inputs["baseline"]] if decided else []
+    if decided:  # the gate chooses how many trials it needs: k caps them
+        options += ["--until-decided", "--baseline", inputs["baseline"]]
+        options += ["--max-k", inputs["k"]] if inputs["k"] else []
+    else:
+        options += ["--k", inputs["k"] or "1"]
     code = _faultproxy("run", *options, "--", *shlex.split(inputs["agent"]))
     if decided:
         _faultproxy("gate", run, "--baseline", inputs["baseline"], "--markdown", str(scratch / "1-gate.md"))
