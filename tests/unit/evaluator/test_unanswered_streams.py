@@ -17,6 +17,7 @@ from faultproxy.evaluator.traces import parse_trace
 from faultproxy.formats.trace import read_trace
 from faultproxy.tasks.task_model import EndpointPattern, Task
 from tests.support.run_records import exchange, record, write_trace
+from tests.support.verdicts import check
 
 RPC_URL = "http://127.0.0.1:8300/rpc/v1"
 SSE = [["content-type", "text/event-stream"]]
@@ -53,7 +54,7 @@ def classified(tmp_path: Path, line: dict):
 def idempotency(tmp_path: Path, lines: list[dict]) -> dict:
     path = write_trace(tmp_path / f"ep{lines[0]['seq']}.jsonl", lines)
     verdict = judge_episode(TASK, record(), read_trace(path), {})
-    return next(c for c in verdict["checks"] if c["name"] == "idempotency")
+    return check(verdict, "idempotency")
 
 
 @pytest.mark.parametrize("events, outcome, how", [
@@ -99,12 +100,12 @@ def test_only_a_keyed_retry_or_a_look_first_passes_after_an_unanswered_call(tmp_
     first = call("reserve_room", 5, 1, [PROGRESS], key="k1")
     how = "which may have committed (answered 200, but its event stream ended without the answer)"
     blind = call("reserve_room", 6, 2, [answer(6)])
-    check = idempotency(tmp_path, [first, blind])
-    assert check["passed"] is False and check["detail"] == (
+    found = idempotency(tmp_path, [first, blind])
+    assert found["passed"] is False and found["detail"] == (
         f"POST /rpc/v1 reserve_room #{blind['seq']} repeats #{first['seq']}, {how}, without an idempotency key")
     fresh = call("reserve_room", 7, 2, [answer(7)], key="k2")
-    check = idempotency(tmp_path, [call("reserve_room", 5, 1, [PROGRESS], key="k1"), fresh])
-    assert check["passed"] is False and f"{how}, with a fresh idempotency key" in check["detail"]
+    found = idempotency(tmp_path, [call("reserve_room", 5, 1, [PROGRESS], key="k1"), fresh])
+    assert found["passed"] is False and f"{how}, with a fresh idempotency key" in found["detail"]
     same = call("reserve_room", 8, 2, [answer(8)], key="k1")
     assert idempotency(tmp_path, [call("reserve_room", 5, 1, [PROGRESS], key="k1"), same])["passed"] is True
     look = call("room_holds", 9, 1.5, [answer(9)])
