@@ -27,6 +27,7 @@ from pathlib import Path
 from faultproxy.cli import entry
 from faultproxy.evaluator.rendering import bounded
 from faultproxy.formats.errors import UsageError
+from faultproxy.formats.rundir import PLAN_FILE
 
 COMMANDS = ("replay", "run", "gate")
 GATE_VERDICTS = {0: "PASS", 1: "BLOCK", 3: "INCONCLUSIVE"}  # anything else: ERROR (2 bad input, 4 unjudged)
@@ -84,9 +85,9 @@ def _run(inputs: Mapping[str, str], scratch: Path) -> tuple[int, str, str]:
     else:
         options += ["--k", inputs["k"] or "1"]
     code = _faultproxy("run", *options, "--", *shlex.split(inputs["agent"]))
-    if decided:
+    if decided and _is_run(run):
         _faultproxy("gate", run, "--baseline", inputs["baseline"], "--markdown", str(scratch / "1-gate.md"))
-    _faultproxy("report", run, "--quiet", "--markdown", str(scratch / "2-report.md"))
+    _report(run, scratch)
     verdict = GATE_VERDICTS.get(code, "ERROR") if decided else ("ok" if code == 0 else "ERROR")
     return code, verdict, str(Path(run) / "report.json")
 
@@ -94,8 +95,19 @@ def _run(inputs: Mapping[str, str], scratch: Path) -> tuple[int, str, str]:
 def _gate(inputs: Mapping[str, str], scratch: Path) -> tuple[int, str, str]:
     run = inputs["run"]
     code = _faultproxy("gate", run, "--baseline", inputs["baseline"], "--markdown", str(scratch / "1-gate.md"))
-    _faultproxy("report", run, "--quiet", "--markdown", str(scratch / "2-report.md"))
+    _report(run, scratch)
     return code, GATE_VERDICTS.get(code, "ERROR"), str(Path(run) / "report.json")
+
+
+def _report(run: str, scratch: Path) -> None:
+    """The run's report for the summary, when there is a run: a command refused before it began
+    wrote none, and its one line says why (a report or gate of nothing would add two more)."""
+    if _is_run(run):
+        _faultproxy("report", run, "--quiet", "--markdown", str(scratch / "2-report.md"))
+
+
+def _is_run(run: str) -> bool:
+    return (Path(run) / PLAN_FILE).is_file()
 
 
 def _faultproxy(*arguments: str) -> int:

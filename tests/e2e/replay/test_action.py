@@ -138,7 +138,10 @@ def test_the_action_gates_a_run_on_a_baseline(tmp_path):
         {"command": "run", "scenario": "observe", "agent": "python -c pass", "until-decided": "true",
          "baseline": str(tmp_path / "missing"), "run": str(tmp_path / "decided")}, tmp_path / "decided-step")
     assert code == 2, log
-    assert f"--until-decided --baseline {tmp_path / 'missing'}" in log and "plan.json: cannot read" in log
+    assert f"--until-decided --baseline {tmp_path / 'missing'}" in log
+    # one line says why; no gate or report of a run that never began adds more
+    [error] = [line for line in log.splitlines() if line.startswith("faultproxy: ")]
+    assert "plan.json: cannot read" in error and "$ faultproxy gate" not in log and "$ faultproxy report" not in log
     assert outputs["verdict"] == "ERROR"
 
 
