@@ -19,8 +19,8 @@ than plain mitmdump adds (paired per round). A second table gives the CPU time p
 the proxy and of the MCP server during the timed requests (from /proc): on a busy machine
 latency is mostly other processes' noise, CPU time much less so.
 
-    .venv/bin/python bench/mcp_http.py              # 3 rounds x 1,000 requests per configuration
-    .venv/bin/python bench/mcp_http.py --quick      # 1 round x 200 requests
+    .venv/bin/python bench/mcp_http.py              # 3 rounds x 1,000 calls per configuration
+    .venv/bin/python bench/mcp_http.py --quick      # 1 round x 200 calls
 """
 
 from __future__ import annotations
