@@ -260,7 +260,7 @@ def live_runs(name: str, tasks, latency_ms: float, rounds: int, folder: Path,
 def bench_agent(name: str, task_ids: list[str], latencies: list[float], rounds: int, folder: Path) -> list[dict]:
     from faultproxy.replay_store import har
     from faultproxy.replay_store.replay_proxy import ReplayOptions
-    from faultproxy.runner.replay_agents import Replayer
+    from faultproxy.runner import Replayer
     from faultproxy.tasks.tasks_file import load_tasks
 
     tasks = load_tasks(ROOT / "examples" / "tasks.yaml")
