@@ -107,11 +107,13 @@ class Cause:
         return f"{what}: {cause}" + (f" → {advice}" if (advice := self._advice()) else "")
 
     def _advice(self) -> str | None:
-        """What to do: after an irreversible write its own advice, then the fault kind's for this
-        answer, then the advice for the answer whatever the fault."""
+        """What to do: the fault kind's advice for this answer (a session it ended must begin
+        again, whatever the call), then after an irreversible write its own, then the advice for
+        the answer whatever the fault."""
         kind = FAULT_KINDS.get(self.fault_type or "")
-        own = {a.response: a.advice for a in (kind.went_on, kind.went_on_writing) if a} if kind else {}
-        tables = (IRREVERSIBLE_ADVICE if self.irreversible else {}, own, ADVICE)
+        own = {**kind.advice, **{a.response: a.advice for a in (kind.went_on, kind.went_on_writing) if a}} \
+            if kind else {}
+        tables = (own, IRREVERSIBLE_ADVICE if self.irreversible else {}, ADVICE)
         response = self.response.split(" (")[0]
         return next((t[key] for key in (response, _family(self.response)) for t in tables if key in t), None)
 

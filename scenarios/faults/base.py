@@ -5,7 +5,7 @@ that a schema of single fields cannot state."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from faultproxy.formats.yaml_input import YamlReader
@@ -101,6 +101,10 @@ class FaultKind:
       the client saw (a failure given up on, or an answer gone on with).
     went_on_writing: the same when the agent wrote afterwards (a write decided on what the fault
       gave it); None: `went_on` either way.
+    advice: what to do about the agent's answers to this fault, by a cause's response (or its
+      family: "gave up" for "retried N times, then gave up"), ahead of the advice for an
+      irreversible write: a fault that ended the client's session is not mended by a key or a
+      retry, only by beginning a session again.
     """
 
     name: str
@@ -115,6 +119,7 @@ class FaultKind:
     plants_instructions: bool = False
     went_on: AgentAnswer | None = None
     went_on_writing: AgentAnswer | None = None
+    advice: Mapping[str, str] = field(default_factory=dict)
     over_stdio: str = ""
     over_mcp_http: str = ""
     robust_client: str = ""

@@ -32,6 +32,7 @@ KIND = FaultKind(
         "message": session_expired.KIND.params["message"],  # over HTTP: the 404 of a session the server forgot
     },
     forwards=True,
+    advice=session_expired.KIND.advice,  # over stdio too: the new server knows no session until the client initializes
     over_stdio=("the shim kills the server (SIGKILL) and starts its command again, replaying nothing; the "
                 "session goes on with the new server, which was never initialized: it answers the client's "
                 "next request as such a server does (the official SDK's: JSON-RPC error -32602 `Invalid "

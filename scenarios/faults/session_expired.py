@@ -14,6 +14,11 @@ from __future__ import annotations
 
 from faultproxy.scenarios.faults.base import FaultKind, ParamSpec
 
+# Neither a retry on the forgotten session nor an idempotency key gets a call through: the client
+# must begin a session again first (server_restart's advice too).
+_AGAIN = "initialize a new session (the server has forgotten this one), then retry the call, a write with the same " \
+         "idempotency key"
+
 KIND = FaultKind(
     name="session_expired",
     description=("MCP over Streamable HTTP: the server has forgotten the session; the request carrying "
@@ -25,6 +30,7 @@ KIND = FaultKind(
         "message": ParamSpec("string", "Session not found", "the JSON-RPC error's message"),
     },
     forwards=False,
+    advice={"gave up": _AGAIN, "went on without retrying": f"{_AGAIN}, or report that the task is unfinished"},
     over_stdio=("nothing: a stdio session has no `Mcp-Session-Id` to forget; the fault is recorded as not "
                 "delivered, saying so"),
     over_mcp_http=("404 `Session not found` (the official SDK's server's answer) on the call and on every later "

@@ -276,8 +276,8 @@ def never_initializing_agent(state: Path):
 def test_an_agent_that_never_initializes_the_restarted_server_again_fails_on_the_fault(tmp_path: Path) -> None:
     """server_restart `when: before` over stdio: both calls meet the new server, which refuses them
     (-32602). The harness knows why: the episode fails (nothing posted; the agent exited 0, which
-    counts as its claim of success), its cause names the restart, and it is neither a pass nor
-    incomplete."""
+    counts as its claim of success), its cause names the restart and advises initializing again
+    (not the irreversible write's key), and it is neither a pass nor incomplete."""
     (tmp_path / "tasks.yaml").write_text(TASKS)
     (tmp_path / "scenario.yaml").write_text(restart_on_first_post("before"))
     run_function(never_initializing_agent(tmp_path / "journal.json"), load_tasks(tmp_path / "tasks.yaml"), k=1,
@@ -293,6 +293,9 @@ def test_an_agent_that_never_initializes_the_restarted_server_again_fails_on_the
     [cause] = build_report(tmp_path / "run")["causes"]["clusters"]
     assert (cause["fault"], cause["where"], cause["response"]) == (
         {"rule": "restart", "type": "server_restart"}, "POST /mcp tools/call:post_entry", "retried 1 time, then gave up")
+    assert cause["irreversible"] and cause["line"].endswith(  # the kind's advice: no key would have got it through
+        "→ initialize a new session (the server has forgotten this one), then retry the call, a write with the same "
+        "idempotency key"), cause["line"]
     calls = [line for line in read_trace(next((tmp_path / "run" / "flows").iterdir())) if rpc(line) == "tools/call"]
     assert [json.loads(line["upstream"]["body"])["error"]["code"] for line in calls] == [-32602, -32602]
 

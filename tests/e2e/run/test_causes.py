@@ -221,17 +221,19 @@ def mcp(seq: int, method: str, params: dict, result: dict, at: float, **kw) -> d
     return line
 
 
+# lookup_account unannotated, get_balance annotated as a write, issue_credit destructive
+LISTED = {"tools": [{"name": "lookup_account", "inputSchema": {"type": "object"}},
+                    {"name": "get_balance", "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": False}},
+                    {"name": "issue_credit", "inputSchema": {"type": "object"},
+                     "annotations": {"readOnlyHint": False, "destructiveHint": True}}]}
+
+
 def lost_tool_answer_retried(tool: str) -> list[dict]:
-    """The server lists its tools (lookup_account unannotated, get_balance annotated as a write,
-    issue_credit destructive); the answer to a call of `tool` is lost and the agent calls it again
-    without a key."""
-    listed = {"tools": [{"name": "lookup_account", "inputSchema": {"type": "object"}},
-                        {"name": "get_balance", "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": False}},
-                        {"name": "issue_credit", "inputSchema": {"type": "object"},
-                         "annotations": {"readOnlyHint": False, "destructiveHint": True}}]}
+    """The server lists its tools (LISTED); the answer to a call of `tool` is lost and the agent
+    calls it again without a key."""
     call = {"name": tool, "arguments": {"account": "A1"}}
     answer = {"content": [{"type": "text", "text": "{}"}], "isError": False}
-    return [mcp(1, "tools/list", {}, listed, 0), chat(2, 1),
+    return [mcp(1, "tools/list", {}, LISTED, 0), chat(2, 1),
             mcp(3, "tools/call", call, answer, 2, outcome="reset", client_status=None,
                 fault=fault("lose-tool-answer", "response_lost")),
             mcp(4, "tools/call", call, answer, 3)]
@@ -252,6 +254,25 @@ def test_a_lost_answer_to_an_mcp_read_tool_is_not_a_write(tmp_path):
         "POST /mcp tools/call:get_balance": ("retried", False),
         "POST /mcp tools/call:issue_credit": ("retried without idempotency key", True)}
     assert "Idempotency-Key" not in clusters["POST /mcp tools/call:lookup_account"]["line"]
+
+
+@pytest.mark.parametrize("kind", ["session_expired", "server_restart"])
+def test_a_session_fault_given_up_on_is_advised_to_begin_the_session_again(kind):
+    """The agent's call of a destructive tool meets a session the server has forgotten (404, as the
+    proxy answers it), and it calls again in the same session, then gives up: a key would not have
+    helped, so the advice is the fault kind's (initialize, then retry with the same key), not the
+    irreversible write's. The cause's parts, and so its id, are those it had before the kind
+    brought advice of its own."""
+    call = {"name": "issue_credit", "arguments": {"account": "A1", "key": "k1"}}
+    gone = [mcp(seq, "tools/call", call, {}, seq, client_status=404, fault=fault("end", kind) if seq == 3 else None)
+            for seq in (3, 4)]
+    for line in gone:
+        line["upstream"] = None  # the proxy answered in the forgotten session's place
+    cause, _ = explain(parse_trace([mcp(1, "tools/list", {}, LISTED, 0), chat(2, 1), *gone, chat(5, 5)]),
+                       ["effects"], "fail", "e")
+    assert (cause.fault_type, cause.response, cause.irreversible) == (kind, "retried 1 time, then gave up", True)
+    assert cause.line.endswith("the agent retried 1 time, then gave up → initialize a new session (the server has "
+                               "forgotten this one), then retry the call, a write with the same idempotency key")
 
 
 def test_parting_step_and_representative(known_run):
