@@ -5,14 +5,18 @@ The official SDK's Streamable HTTP client calls a read tool (`order_status`) of 
 official SDK (tests/support/agents/asking_mcp_server.py --http, a process of its own) one
 `tools/call` at a time. Each call's answer comes on an SSE stream; the SDK's client closes its
 connection once it has the answer event (it never reads the end of the body), so every call opens
-a new connection, direct too. Three configurations, each its own session:
+a new connection, direct too. Four configurations, each its own session:
 
   direct          the client talks to the server
   plain mitmdump  through `mitmdump -q` (forward proxy, a process of its own): what any
                   mitmproxy-based proxy adds
   in a run        through a `faultproxy proxy` process (bench/mcp_shim.py's zero scenario: 10
-                  rules, none firing; trace on), the episode in the proxy URL as `faultproxy run`
-                  gives it
+                  rules on tools/call, none firing; trace on), the episode in the proxy URL as
+                  `faultproxy run` gives it: no rule may select a server's message, so mitmproxy
+                  hands the answer streams on
+  in a run, relayed  the same with one rule more, on the server's elicitation requests (it never
+                  fires): the streams pass the proxy's loopback relay, as in a run whose scenario
+                  faults a server's messages (docs/mcp-stdio.md)
 
 Rounds, warm-up and the table as in bench/mcp_shim.py; target: p50 added < 1 ms, and no more
 than plain mitmdump adds (paired per round). A second table gives the CPU time per request of
@@ -35,11 +39,18 @@ import statistics
 import httpx2
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
-from mcp_shim import REPO, arguments, conclude, measure, report, start_listening, start_proxy
+from mcp_shim import REPO, arguments, conclude, measure, report, scenario_file, start_listening, start_proxy
 from child_processes import cpu_seconds, tool
 
 SERVER = REPO / "tests" / "support" / "agents" / "asking_mcp_server.py"
 MITMDUMP = "plain mitmdump"
+RELAYED = "in a run, relayed"
+ON_SERVER_MESSAGES = """
+  - name: never_asked
+    match: {body: {method: elicitation/create}}
+    when: {probability: lambda}
+    fault: {type: elicitation_declined}
+"""
 CPU_US: dict[str, list[tuple[float, float]]] = {}  # configuration -> per round (proxy, server) CPU µs per request
 
 
@@ -84,6 +95,9 @@ def main() -> int:
         server, server_port = start_listening(
             lambda port: [sys.executable, str(SERVER), str(Path(tmp) / "refunds"), "--http", str(port)], "the MCP server")
         proxy, proxy_port = start_proxy(Path(tmp))
+        relayed_scenario = Path(tmp) / "relayed.yaml"
+        relayed_scenario.write_text(scenario_file(Path(tmp)).read_text() + ON_SERVER_MESSAGES)
+        relayed, relayed_port = start_proxy(Path(tmp), relayed_scenario)
         mitmdump, mitmdump_port = start_listening(lambda port: [
             tool("mitmdump"), "--listen-host", "127.0.0.1", "-p", str(port), "-q",
             "--set", f"confdir={Path(tmp) / 'mitmproxy-home'}", "--set", "connection_strategy=lazy"], "mitmdump")
@@ -93,9 +107,10 @@ def main() -> int:
                 "direct": (url, None, (None, server), "direct"),
                 MITMDUMP: (url, f"http://127.0.0.1:{mitmdump_port}", (mitmdump, server), MITMDUMP),
                 "in a run": (url, f"http://bench:x@127.0.0.1:{proxy_port}", (proxy, server), "in a run"),
+                RELAYED: (url, f"http://bench:x@127.0.0.1:{relayed_port}", (relayed, server), RELAYED),
             }, args, time_requests)
         finally:
-            for process in (proxy, mitmdump, server):
+            for process in (proxy, relayed, mitmdump, server):
                 process.terminate()
                 process.wait()
     report(names, rounds, args, "tools/call over Streamable HTTP",

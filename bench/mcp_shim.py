@@ -75,11 +75,12 @@ def configurations(folder: Path, proxy_port: int) -> dict[str, tuple[list[str], 
     }
 
 
-def start_proxy(folder: Path) -> tuple[subprocess.Popen, int]:
-    """`faultproxy proxy` with the zero scenario on a free loopback port, once it listens."""
-    return start_listening(lambda port: [sys.executable, "-m", "faultproxy", "proxy", "--scenario",
-                                         str(scenario_file(folder)), "--port", str(port),
-                                         "--trace-dir", str(folder / "flows-run")])
+def start_proxy(folder: Path, scenario: Path | None = None) -> tuple[subprocess.Popen, int]:
+    """`faultproxy proxy` with `scenario` (default: the zero scenario) on a free loopback port,
+    once it listens."""
+    scenario = scenario or scenario_file(folder)
+    return start_listening(lambda port: [sys.executable, "-m", "faultproxy", "proxy", "--scenario", str(scenario),
+                                         "--port", str(port), "--trace-dir", str(folder / f"flows-{scenario.stem}")])
 
 
 def start_listening(command, what: str = "faultproxy proxy") -> tuple[subprocess.Popen, int]:
