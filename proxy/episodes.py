@@ -35,6 +35,7 @@ class EpisodeLimits:
     trace_body_bytes: int = DEFAULT_BODY_LIMIT  # formats.trace: longer bodies are cut in the trace
     notifications: int = 100  # progress and logging notifications recorded per episode, each method; the rest counted
     ended_sessions: int = 1_000  # MCP sessions a fault ended, kept per episode (proxy.faults.lingering)
+    mcp_sessions: int = 1_000  # MCP sessions servers' answers gave, kept per episode: a server_restart ends them
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,8 @@ class EpisodeState:
     writes: OrderedDict[str, int] = field(default_factory=OrderedDict)  # resource path -> seq of its last write
     inflight: dict[int, Any] = field(default_factory=dict)  # seq -> the FlowExchange not yet written
     lingering: dict[str, dict[str, Any]] = field(default_factory=dict)  # what faults left for later requests (proxy.faults.lingering)
+    # (server URL, Mcp-Session-Id) of the sessions servers' answers gave, oldest first (proxy.faults.lingering)
+    mcp_sessions: dict[tuple[str, str], None] = field(default_factory=dict)
 
     def next_seq(self) -> int:
         self.exchanges += 1

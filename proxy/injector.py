@@ -24,7 +24,7 @@ from faultproxy.proxy.attribution import PASS_THROUGH_KEY, episode_of
 from faultproxy.proxy.episodes import EpisodeLimits, Episodes, EpisodeState
 from faultproxy.proxy.exchange import EXCHANGE_KEY, FlowExchange
 from faultproxy.proxy.faults import FAULT_CLASSES, SUPPLIED_KEY, Fault, answer
-from faultproxy.proxy.faults.lingering import REWRITE_KEY, answer_lingering
+from faultproxy.proxy.faults.lingering import REWRITE_KEY, answer_lingering, note_session
 from faultproxy.scenarios.selection import request_matches
 from faultproxy.proxy.models import rewrite_request
 from faultproxy.proxy.perturb import perturb_response
@@ -222,6 +222,7 @@ class FaultInjector(WebSocketHooks):
             return
         ex.response_started = time.time()
         ex.upstream = {"status": flow.response.status_code, "headers": header_pairs(flow.response.headers)}
+        note_session(flow, ex)  # an MCP session the server gave, which its restart ends (lingering)
         fault = self.fault(ex.scenario, ex.rule) if ex.rule else None
         buffered = (fault and fault.buffers_events()) or REWRITE_KEY in flow.metadata
         if is_event_stream(flow.response.headers.get("content-type")) and not buffered:

@@ -9,7 +9,10 @@ session the client initialized after the 404), and a request with no session hea
 initialize, a health check) changes nothing. In replay, where traces redact session ids, the
 replay proxy gives each recorded session an id of its own (replay_store.stand_in.stand_in_session).
 An episode keeps at most `EpisodeLimits.ended_sessions` ended sessions (the oldest forgotten:
-its requests reach the server again) and forgets them all when it ends.
+its requests reach the server again) and forgets them all when it ends. A server that restarts
+loses every session it held: the episode knows those it gave from its answers' `Mcp-Session-Id`
+(`note_session`, at most `EpisodeLimits.mcp_sessions`, the oldest forgotten), and a restart ends
+them all (`end_server_sessions`); a session the server gives afterwards is a new one and goes on.
 
 A token a fault expired: every later request carrying the same Authorization header is answered
 the fault's 401, until the client presents another (it refreshed or re-authenticated). Only a
@@ -90,6 +93,29 @@ def end_session(ex: FlowExchange, session: str, answer_again: Answer) -> None:
 
 def _session_key(ex: FlowExchange, session: str) -> str:
     return f"session {ex.server()} {session}"
+
+
+def note_session(flow: http.HTTPFlow, ex: FlowExchange) -> None:
+    """Keep the session a server gives (its answer to a request in no session, an initialize, names
+    it), so that a restart of that server can end it; beyond the episode's limit, the oldest is
+    forgotten."""
+    session = flow.response.headers.get(SESSION_HEADER) if session_of(flow) is None else None
+    if session:
+        seen = ex.episode.mcp_sessions
+        seen[(ex.server(), session)] = None
+        if len(seen) > ex.episode.limits.mcp_sessions:
+            del seen[next(iter(seen))]
+
+
+def end_server_sessions(ex: FlowExchange, session: str, answer_again: Answer) -> None:
+    """The server restarted: `session`, and every other session of the episode's it had given,
+    get `answer_again` from now on (end_session); those it gives later are new."""
+    server, seen = ex.server(), ex.episode.mcp_sessions
+    held = [known for (at, known) in seen if at == server]
+    for known in held:
+        del seen[(server, known)]
+    for known in dict.fromkeys([*held, session]):
+        end_session(ex, known, answer_again)
 
 
 def expire_token(flow: http.HTTPFlow, ex: FlowExchange, answer_again: Answer) -> bool:

@@ -3,14 +3,17 @@
 Over stdio the session restarts the server on this fault's word (RESTART_KEY; proxy/stdio/session.py
 has the shim kill it and start the command again): `before` forwarding the call, which then meets
 the new, never-initialized server; or `after` it answered, the answer lost with the old server.
-Over Streamable HTTP the proxy cannot restart a remote server: the session is gone, as
-session_expired's (that session's requests get 404; a new session goes on). In replay no server runs: the
-recording answers as the new server did, and the fault loses the same answer again.
+Over Streamable HTTP the proxy cannot restart a remote server: the sessions are gone, as
+session_expired's, and all of them: every session of the episode's that server had given (its
+answers' `Mcp-Session-Id`, proxy.faults.lingering.note_session) gets 404 from now on, while a new
+session goes on. In replay no server runs: the recording answers as the new server did, and the
+fault loses the same answer again and ends the same sessions (replay gives each its own id).
 """
 
 from __future__ import annotations
 
 from faultproxy.proxy.exchange import FlowExchange
+from faultproxy.proxy.faults.lingering import Answer, end_server_sessions
 from faultproxy.proxy.faults.session_expired import SessionExpiredFault
 from faultproxy.proxy.stdio.route import STDIO_SUFFIX
 from faultproxy.scenarios.faults import server_restart
@@ -23,6 +26,10 @@ class ServerRestartFault(SessionExpiredFault):
     kind = server_restart.KIND
     ended_before = "the server restarted and forgot the session; the call never ran"
     ended_after = "then the server restarted and forgot the session before the client heard"
+
+    def end(self, ex: FlowExchange, session: str, gone: Answer) -> None:
+        """The restarted server has forgotten every session it held, not only the faulted one."""
+        end_server_sessions(ex, session, gone)
 
     async def request(self, flow: http.HTTPFlow, ex: FlowExchange) -> None:
         if not flow.request.host.endswith(STDIO_SUFFIX):

@@ -1,4 +1,5 @@
-"""session_expired: the server has forgotten the MCP session; its requests are answered 404."""
+"""session_expired: the server has forgotten the MCP session; its requests are answered 404. The
+client's other sessions with the server go on (server_restart ends them all)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from collections.abc import Callable
 
 from faultproxy.proxy.exchange import FlowExchange
 from faultproxy.proxy.faults.base import Fault, answer
-from faultproxy.proxy.faults.lingering import SESSION_HEADER, end_session, session_gone, session_of
+from faultproxy.proxy.faults.lingering import SESSION_HEADER, Answer, end_session, session_gone, session_of
 from faultproxy.scenarios.faults import session_expired
 from mitmproxy import http
 
@@ -17,13 +18,17 @@ class SessionExpiredFault(Fault):
     ended_before = "the server had forgotten the session; the call never ran"
     ended_after = "then the session ended before the client heard"
 
+    def end(self, ex: FlowExchange, session: str, gone: Answer) -> None:
+        """The server forgets `session`: its later requests get `gone`."""
+        end_session(ex, session, gone)
+
     async def request(self, flow: http.HTTPFlow, ex: FlowExchange) -> None:
         session = session_of(flow)
         if session is None:
             ex.detail = "no session to expire: the request carries no Mcp-Session-Id"
         elif self.params["when"] == "before":
             gone = session_gone(self.params["message"])
-            end_session(ex, session, gone)
+            self.end(ex, session, gone)
             answer(flow, ex, *gone)
             ex.deliver(self.ended_before)
 
@@ -40,7 +45,7 @@ class SessionExpiredFault(Fault):
         send its next request."""
         session = session_of(flow)
         if self.params["when"] == "after" and session is not None and flow.response.stream:
-            end_session(ex, session, session_gone(self.params["message"]))
+            self.end(ex, session, session_gone(self.params["message"]))
 
     async def response(self, flow: http.HTTPFlow, ex: FlowExchange) -> None:
         session = session_of(flow)
@@ -49,7 +54,7 @@ class SessionExpiredFault(Fault):
         if flow.response.stream:
             ex.outcome = "cut"
         else:  # a JSON answer: the session ends, and the connection closes before the answer
-            end_session(ex, session, session_gone(self.params["message"]))
+            self.end(ex, session, session_gone(self.params["message"]))
             flow.kill()
             ex.outcome = "reset"
         ex.deliver(f"the server answered {ex.upstream['status']}, {self.ended_after}")

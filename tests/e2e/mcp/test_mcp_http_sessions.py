@@ -3,10 +3,12 @@ sessions with the same server (the journal on the official SDK, behind a path of
 fault ends one, and the other goes on; a request with no session header (a health check on the
 same host, a third client's initialize) does not bring the ended one back, which keeps its 404
 as a server that lost it answers. And how many ended sessions an episode keeps is bounded.
+server_restart, unlike it, ends every session the server held, and only those.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,8 +17,16 @@ import pytest
 import requests
 from mcp.shared.exceptions import MCPError
 
+from faultproxy import Episode, run_function
+from faultproxy.formats.rundir import read_run
 from faultproxy.formats.trace import read_trace
 from faultproxy.proxy.episodes import EpisodeLimits
+from faultproxy.replay_store import har
+from faultproxy.replay_store.freeze import freeze
+from faultproxy.replay_store.replay_proxy import ReplayOptions
+from faultproxy.runner.replay_agents import Replayer
+from faultproxy.scenarios import load_scenario
+from faultproxy.tasks.tasks_file import load_tasks
 from tests.support.agents.journal_mcp_server import entries, make_server
 from tests.support.fixtures import scenario
 from tests.support.mcp_clients import HttpServer, http_session
@@ -26,6 +36,12 @@ pytestmark = pytest.mark.timeout(120)
 PATH = "/svc/books/rpc"
 GONE = "Session not found"
 POST = {"account": "ops", "cents": 700}
+TASKS = """tasks:
+  - id: post
+    prompt: post 7.00 to the ops account
+    irreversible: ["mcp:post_*"]
+    expected: {effects: [{mcp: "post_*", count: 1}]}
+"""
 
 
 class Journal(HttpServer):
@@ -96,3 +112,83 @@ async def test_an_episode_keeps_its_latest_ended_sessions_up_to_its_limit(journa
     assert {tool.name for tool in listed.tools} == {"post_entry", "list_entries"}
     held, _ = held_and_forwarded(proxy, tmp_path)
     assert held == ["tools/list", "tools/list", "DELETE", "DELETE"]  # the first's DELETE reached the server
+
+
+RESTART = scenario("- name: restart\n  match: {body: {method: tools/call, params.name: post_entry}}\n"
+                   "  when: {calls: [1]}\n  fault: {type: server_restart, when: before}\n")
+
+
+async def test_a_restart_ends_every_session_its_server_held_and_a_session_begun_after_it_goes_on(
+        journal: Journal, make_proxy, tmp_path: Path) -> None:
+    proxy = make_proxy(RESTART)
+    via = proxy.proxy_url("ep")
+    async with http_session(via, journal.url) as first, http_session(via, journal.url) as second:
+        with pytest.raises(MCPError, match=GONE):
+            await first.call_tool("post_entry", POST)
+        with pytest.raises(MCPError, match=GONE):  # the other client's session died with the server too
+            await second.call_tool("list_entries", {"account": "ops"})
+        async with http_session(via, journal.url) as third:  # begun after the restart
+            posted = json.loads((await third.call_tool("post_entry", POST)).content[0].text)
+        with pytest.raises(MCPError, match=GONE):
+            await first.list_tools()
+    assert posted["id"] == "E1" and [entry["id"] for entry in entries(journal.state)] == ["E1"]
+    held, forwarded = held_and_forwarded(proxy, tmp_path)
+    # the second's read, the first's listing, then each ended session's DELETE as its client closes
+    assert [what for what in held if what != "GET"] == ["tools/call", "tools/list", "DELETE", "DELETE"]
+    assert forwarded.count("initialize") == 3 and forwarded.count("tools/call") == 1  # the third's post
+
+
+async def test_a_restart_ends_only_the_sessions_its_episode_still_knows(journal: Journal, make_proxy,
+                                                                        tmp_path: Path) -> None:
+    """An episode keeps at most EpisodeLimits.mcp_sessions sessions servers gave, the newest: one
+    it forgot reaches the server after a restart, which (not restarted behind the proxy) still has it."""
+    proxy = make_proxy(RESTART, limits=EpisodeLimits(mcp_sessions=1))
+    via = proxy.proxy_url("ep")
+    async with http_session(via, journal.url) as first, http_session(via, journal.url) as second:
+        with pytest.raises(MCPError, match=GONE):
+            await second.call_tool("post_entry", POST)
+        listed = await first.list_tools()
+    assert {tool.name for tool in listed.tools} == {"post_entry", "list_entries"}
+    held, _ = held_and_forwarded(proxy, tmp_path)
+    assert [what for what in held if what != "GET"] == ["DELETE"]  # the second's; the first's reached the server
+
+
+def two_clients_and_a_third(url: str):
+    """An agent whose first client posts and whose second reads, each answer or error kept, then
+    a third client, begun afterwards, posts."""
+    async def steps(via: str) -> list[str]:
+        said = []
+        async with http_session(via, url) as first, http_session(via, url) as second:
+            for client, tool, arguments in ((first, "post_entry", POST), (second, "list_entries", {"account": "ops"})):
+                try:
+                    said.append((await client.call_tool(tool, arguments)).content[0].text)
+                except MCPError as error:
+                    said.append(str(error))
+            async with http_session(via, url) as third:
+                said.append((await third.call_tool("post_entry", POST)).content[0].text)
+        return said
+
+    def agent(episode: Episode) -> dict:
+        return {"answer": json.dumps(asyncio.run(steps(episode.proxy_url)))}
+    return agent
+
+
+def test_a_restart_of_a_server_with_two_sessions_replays_with_the_server_stopped(tmp_path: Path) -> None:
+    """Replay gives each recorded session an id of its own (replay_store.stand_in), and the restart
+    ends both again there: the second client's read gets its 404 from the proxy, no server runs."""
+    (tmp_path / "tasks.yaml").write_text(TASKS)
+    (tmp_path / "scenario.yaml").write_text(RESTART)
+    with Journal(tmp_path / "journal.json") as journal:
+        agent = two_clients_and_a_third(journal.url)
+        run_function(agent, load_tasks(tmp_path / "tasks.yaml"), k=1, scenario=load_scenario(tmp_path / "scenario.yaml"),
+                     out=tmp_path / "run")
+    [record] = read_run(tmp_path / "run").episodes
+    assert json.loads(record["output"]["answer"])[:2] == [GONE, GONE], record["output"]
+    assert [entry["id"] for entry in entries(journal.state)] == ["E1"]  # the third's post
+    [frozen] = freeze(tmp_path / "run", tmp_path / "store")
+    with Replayer(ReplayOptions(out=tmp_path / "replayed"), [entry := har.read_entry(frozen.path)]) as replayer:
+        replayed = replayer.replay(entry, agent=agent)  # the journal is stopped
+    assert replayed.diverged == [] and not replayed.unserved and replayed.meets_expectation, replayed.explain()
+    assert replayed.record["output"] == record["output"]
+    held = [line for line in read_trace(replayed.trace) if line.get("consequence_of")]
+    assert [json.loads(line["request"]["body"])["method"] for line in held if line["request"]["body"]] == ["tools/call"]
