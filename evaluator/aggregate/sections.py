@@ -28,14 +28,14 @@ import math
 from array import array
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from itertools import groupby, repeat
+from itertools import compress, groupby, repeat
 from typing import Any
 
 from faultproxy.evaluator.aggregate.tally import TaskAccumulator
 from faultproxy.evaluator.statistics import (TaskTally, brier_score, calibration_buckets, coefficient_of_variation,
-                                             counted_safety_score, fisher_exact_less, mean_pass_rate, pass_at_k,
-                                             pass_hat_k, pass_k_curve, percentile, trajectory_consistency,
-                                             wilson_interval)
+                                             counted_coefficient_of_variation, counted_safety_score,
+                                             fisher_exact_less, mean_pass_rate, pass_at_k, pass_hat_k, pass_k_curve,
+                                             percentile, trajectory_consistency, wilson_interval)
 from faultproxy.formats.episode_causes import INFRA_ERROR, NOT_RUN
 from faultproxy.tasks.task_model import SEVERITIES
 
@@ -307,26 +307,28 @@ def _violations(tasks: list[TaskAccumulator], logged: int) -> dict[str, Any]:
     return result
 
 
-def _sorted(values: Sequence[float]) -> list[float]:
-    """values in order. Resources repeat a lot (request counts, prices times the same usage), so
-    counting and expanding beats sorting a million floats; the multiset is the same."""
+def _sorted(values: Sequence[float]) -> tuple[list[float], Counter[float] | None]:
+    """values in order, and their counts when they were counted. Resources repeat a lot (request
+    counts, prices times the same usage), so counting and expanding beats sorting a million
+    floats; the multiset is the same."""
     if len(set(values[:4096])) > 3000:  # mostly distinct: plain sorting is faster
-        return sorted(values)
+        return sorted(values), None
     counts = Counter(values)
     ordered: list[float] = []
     for value in sorted(counts):
         ordered.extend(repeat(value, counts[value]))
-    return ordered
+    return ordered, counts
 
 
 def _summary(values: Sequence[float]) -> dict[str, Any] | None:
     if not len(values):
         return None
-    ordered = _sorted(values)  # percentile sorts its input again: on sorted data that is one linear pass
+    ordered, counts = _sorted(values)  # percentile sorts its input again: on sorted data that is one linear pass
     total = math.fsum(ordered)
+    cv = coefficient_of_variation(ordered) if counts is None else counted_coefficient_of_variation(counts)
     return {"total": total, "mean": total / len(ordered),
             "p50": percentile(ordered, 50), "p95": percentile(ordered, 95),
-            "cv": coefficient_of_variation(ordered), "episodes": len(ordered)}
+            "cv": cv, "episodes": len(ordered)}
 
 
 def _resources(tasks: list[TaskAccumulator], prices: Mapping[str, Any]) -> dict[str, Any]:
@@ -359,13 +361,10 @@ def _calibration(tasks: list[TaskAccumulator]) -> dict[str, Any] | None:
     if not confidences:
         return None
     ok = list(map(bool, outcomes))
-    low_n = low_pass = high_pass = 0
-    for (p, o), m in Counter(zip(confidences, outcomes)).items():  # few distinct pairs, however many episodes
-        if p < 0.5:
-            low_n += m
-            low_pass += o * m
-        else:
-            high_pass += o * m
+    # Counted in C (a million episodes): those below 0.5, and how many of them passed.
+    low = list(map((0.5).__gt__, confidences))
+    low_n, low_pass = sum(low), sum(compress(outcomes, low))
+    high_pass = sum(outcomes) - low_pass
     high_n = len(ok) - low_n
     comparison: dict[str, Any] = {
         "threshold": 0.5,

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
                                                          mean_pass_rate, pass_at_k, pass_hat_k, pass_k_curve,
                                                          safety_score, trajectory_consistency)
     from faultproxy.evaluator.statistics.stats import (brier_score, calibration_buckets, coefficient_of_variation,
-                                                       detectable_drop, fisher_exact_less, fixed_k_equivalent,
+                                                       counted_coefficient_of_variation, detectable_drop, fisher_exact_less, fixed_k_equivalent,
                                                        least_attainable_less, look_levels, mean_rate_change, percentile,
                                                        stratified_exact_less, weighted_holm, wilson_interval)
 

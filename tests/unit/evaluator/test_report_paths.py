@@ -16,7 +16,7 @@ import pytest
 from faultproxy.evaluator.aggregate import build_report
 from faultproxy.evaluator.aggregate.traffic import seen_traffic
 from faultproxy.evaluator.statistics import (brier_score, calibration_buckets, coefficient_of_variation,
-                                             counted_safety_score, safety_score)
+                                             counted_coefficient_of_variation, counted_safety_score, safety_score)
 from faultproxy.formats.verdict_layout import episode_line
 from tests.support.run_records import (CANCEL, LOOKUP, REFUND, exchange, lookup_ok, lookup_wrong, make_large_run,
                                        refund_after_429, refund_ok, refund_twice, worker_lost, write_trace)
@@ -80,8 +80,8 @@ def test_spread_and_calibration_equal_their_definitions_on_many_repeated_values(
     rng = random.Random(7)
     values = [rng.choice((0.1, 0.3, 1 / 3, 2.5, 1e6, 7.0)) + rng.randrange(3) * 1e-9 for _ in range(20000)]
     mean = math.fsum(values) / len(values)
-    assert coefficient_of_variation(values) == math.sqrt(math.fsum((x - mean) ** 2 for x in values)
-                                                         / len(values)) / abs(mean)
+    cv = math.sqrt(math.fsum((x - mean) ** 2 for x in values) / len(values)) / abs(mean)
+    assert coefficient_of_variation(values) == counted_coefficient_of_variation(Counter(values)) == cv
     confidences = [round(rng.random(), 2) for _ in range(20000)] + [0.0, 1.0]
     outcomes = [rng.random() < p for p in confidences]
     assert brier_score(confidences, outcomes) == math.fsum((p - float(o)) ** 2 for p, o in
