@@ -1,10 +1,11 @@
-"""What a request is, for the rules that match on `kind:` (tasks.request_class says how), and
+"""What a request is, for the rules that match on `kind:` and for the writes that faults
+remembering reads keep track of (stale_state's after_write) (tasks.request_class says how), and
 which requests are MCP session plumbing, which no `requests` budget counts.
 
 Kinds are decided at most once per request, and only when one of the scenario's rules has
-`kind:`, so other scenarios pay nothing. The declarations are the episode's task's (or the proxy's own: a
-monitor's policy); the MCP tools' annotations are those the episode's tools/list answers gave,
-learnt as they pass — only while a rule has `kind:` too.
+`kind:` or a fault that remembers reads, so other scenarios pay nothing. The declarations are the
+episode's task's (or the proxy's own: a monitor's policy); the MCP tools' annotations are those
+the episode's tools/list answers gave, learnt as they pass — only while such a rule exists too.
 """
 
 from __future__ import annotations
@@ -15,11 +16,12 @@ from faultproxy.formats.model_apis import is_model_call
 from faultproxy.formats.request_kinds import MCP_SESSION_HEADER, Kind, is_mcp_plumbing, listed_tools, rpc_method
 from faultproxy.proxy.exchange import FlowExchange
 from faultproxy.proxy.sse import data_payloads
-from faultproxy.scenarios import Scenario
+from faultproxy.scenarios import FAULT_KINDS, Scenario
 from faultproxy.tasks.request_class import NOTHING_DECLARED, Declared, classify
 from mitmproxy import http
 
 _USES_KINDS: dict[str, bool] = {}  # scenario digest -> has a rule with `kind:`
+_REMEMBERS_READS: dict[str, bool] = {}  # scenario digest -> has a rule whose fault remembers reads
 
 
 def uses_kinds(scenario: Scenario) -> bool:
@@ -27,6 +29,25 @@ def uses_kinds(scenario: Scenario) -> bool:
     if found is None:
         found = _USES_KINDS[scenario.digest] = any(rule.match.kinds is not None for rule in scenario.rules)
     return found
+
+
+def remembers_reads(scenario: Scenario) -> bool:
+    """Has the scenario a rule whose fault keeps reads' answers? Only then are writes noted (writes)."""
+    found = _REMEMBERS_READS.get(scenario.digest)
+    if found is None:
+        found = _REMEMBERS_READS[scenario.digest] = any(FAULT_KINDS[rule.fault.type].remembers_reads
+                                                        for rule in scenario.rules)
+    return found
+
+
+def writes(flow: http.HTTPFlow, ex: FlowExchange, declared: Declared | None) -> bool:
+    """Does the request write, for the faults that serve reads from before a write? What classify
+    calls a write: MCP plumbing never does, nor does a tool call to an MCP tool nobody annotated or
+    named (unclassified): a stale answer after a call that may have written nothing is one no
+    lagging replica gives, and an agent could do nothing right against it, whereas not counting
+    an unknown tool only lets a careless agent off (the tasks file's `effects` or `irreversible`
+    names it a write). Plain HTTP goes by its method unless the task's patterns say otherwise."""
+    return Kind.WRITE in kinds_of(flow, ex, declared)
 
 
 def kinds_of(flow: http.HTTPFlow, ex: FlowExchange, declared: Declared | None) -> frozenset[Kind]:
@@ -50,7 +71,7 @@ def is_plumbing(request: http.Request, ex: FlowExchange) -> bool:
 
 def learn_tools(ex: FlowExchange) -> None:
     """Keep what a tools/list answer lists, as the server gave it, for the episode's later calls:
-    the tools' annotations (while a rule has `kind:`) and their input schemas (tools_changed
+    the tools' annotations (while a rule has `kind:` or a fault that remembers reads) and their input schemas (tools_changed
     checks calls against a schema it changed)."""
     if b"tools/list" not in (ex.request_body or b"") or rpc_method(ex.body_json()) != "tools/list":
         return
@@ -64,7 +85,7 @@ def learn_tools(ex: FlowExchange) -> None:
             answers.append(json.loads(text))
         except ValueError:
             continue
-    if uses_kinds(ex.scenario):
+    if uses_kinds(ex.scenario) or remembers_reads(ex.scenario):
         ex.episode.tool_hints.update(listed_tools(answers))
     server = ex.server()
     ex.episode.tool_schemas.update({(server, tool): schema for tool, schema in listed_tools(answers, "inputSchema").items()})

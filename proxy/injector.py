@@ -29,7 +29,7 @@ from faultproxy.scenarios.selection import request_matches
 from faultproxy.proxy.models import rewrite_request
 from faultproxy.proxy.perturb import perturb_response
 from faultproxy.proxy.relay import Relay
-from faultproxy.proxy.flow_kinds import is_plumbing, kinds_of, learn_tools, uses_kinds
+from faultproxy.proxy.flow_kinds import is_plumbing, kinds_of, learn_tools, remembers_reads, uses_kinds, writes
 from faultproxy.proxy.sse import is_event_stream, split_events
 from faultproxy.proxy.stream_tap import WATCH_KEY, StreamTap, pump
 from faultproxy.proxy.answer_tokens import tokens_used
@@ -43,7 +43,6 @@ from mitmproxy import flow as flow_module
 FORCE_HEADER = "x-faultproxy-force"
 DIRECTION_KEY = "faultproxy_direction"  # flow.metadata: who sent the request, when not simply the client (stdio MCP)
 REMEMBER_KEY = "faultproxy_remember"  # flow.metadata: the fault that keeps this read's answer, if any
-WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 SETTLE_S = 5.0  # at an episode's end, how long exchanges still waiting for their upstream are given
 _SETTLE_POLL_S = 0.05
 _CLIENT_GONE_ERROR = "Client disconnected"  # mitmproxy's message when the client closed first
@@ -155,7 +154,7 @@ class FaultInjector(WebSocketHooks):
         if ex.episode.lingering and answer_lingering(flow, ex):
             ex.rule, ex.decision, ex.forced = None, None, False  # an earlier fault's answer: no fault of this call's own
             return
-        if ex.method in WRITE_METHODS:
+        if remembers_reads(ex.scenario) and writes(flow, ex, self.declared):
             ex.episode.note_write(ex.seq, self._touched(flow, ex))
         if ex.rule:
             ex.episode.fired[ex.rule.name] += 1

@@ -1,0 +1,100 @@
+"""What stale_state's after_write counts as a write (proxy/flow_kinds.py `writes`): what
+tasks.request_class.classify calls one. MCP plumbing never writes, nor does a call of a tool
+nobody annotated or named; a tool annotated (or declared) a write does, and plain HTTP goes by
+its method and the task's declarations. A scenario with no fault that remembers reads
+classifies nothing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from mitmproxy import http
+from mitmproxy.test import tflow
+
+from faultproxy.proxy.attribution import DEFAULT_EPISODE
+from faultproxy.proxy.exchange import EXCHANGE_KEY
+from faultproxy.proxy.injector import FaultInjector
+from faultproxy.scenarios import load_scenario
+from faultproxy.tasks.request_class import Declared
+from faultproxy.tasks.task_model import EndpointPattern
+
+URL = "http://depot.internal:9000/gateway/rpc"
+TOOLS = [{"name": "odometer", "annotations": {"readOnlyHint": True}, "inputSchema": {"type": "object"}},
+         {"name": "log_trip", "annotations": {"readOnlyHint": False}, "inputSchema": {"type": "object"}},
+         {"name": "ping_depot", "inputSchema": {"type": "object"}}]
+SESSION = {"mcp-session-id": "s-1"}
+
+
+def rpc(method: str, params: dict | None = None, rpc_id: int | None = 1) -> dict:
+    message = {"jsonrpc": "2.0", "method": method, **({"params": params} if params is not None else {})}
+    return message if rpc_id is None else {**message, "id": rpc_id}
+
+
+def call(tool: str) -> dict:
+    return rpc("tools/call", {"name": tool, "arguments": {"vin": "V7"}})
+
+
+async def send(injector: FaultInjector, body: dict | None, method: str = "POST", url: str = URL,
+               answer: dict | None = None, headers: dict | None = None) -> http.HTTPFlow:
+    """One request through the injector's hooks, answered with `answer` as the upstream's."""
+    flow = tflow.tflow()
+    flow.request = http.Request.make(method, url, json.dumps(body) if body is not None else b"",
+                                     {"content-type": "application/json", **(headers or {})})
+    await injector.request(flow)
+    flow.response = http.Response.make(200, json.dumps(answer or {}), {"content-type": "application/json"})
+    await injector.responseheaders(flow)
+    await injector.response(flow)
+    return flow
+
+
+def written(injector: FaultInjector) -> dict[str, int]:
+    """The resources the episode noted written, and at which exchange."""
+    return dict(injector.episodes.peek(DEFAULT_EPISODE).writes)
+
+
+async def test_mcp_plumbing_reads_and_unknown_tools_never_write(tmp_path: Path) -> None:
+    injector = FaultInjector(load_scenario("stale_state", {"lambda": 1.0}))
+    await send(injector, rpc("initialize", {"protocolVersion": "2025-06-18"}))
+    await send(injector, rpc("notifications/initialized", rpc_id=None), headers=SESSION)
+    await send(injector, rpc("tools/list"), answer={"jsonrpc": "2.0", "id": 1, "result": {"tools": TOOLS}},
+               headers=SESSION)
+    await send(injector, None, method="GET", headers=SESSION)  # the session's event stream
+    for message in (rpc("ping"), call("odometer"), call("ping_depot"), call("odometer")):
+        await send(injector, message, headers=SESSION)
+    assert written(injector) == {}
+    flow = await send(injector, call("log_trip"), headers=SESSION)
+    assert written(injector) == {"/gateway/rpc": flow.metadata[EXCHANGE_KEY].seq}
+    await send(injector, None, method="DELETE", headers=SESSION)  # the session's end: plumbing
+    assert written(injector) == {"/gateway/rpc": flow.metadata[EXCHANGE_KEY].seq}
+
+
+async def test_declarations_say_which_tools_and_requests_write(tmp_path: Path) -> None:
+    injector = FaultInjector(load_scenario("stale_state", {"lambda": 1.0}))
+    injector.declared = Declared(effects=(EndpointPattern.parse("mcp:ping_depot"),),
+                                 read_only=(EndpointPattern.parse("POST */search"),))
+    await send(injector, call("ping_depot"), url="http://depot.internal:9000/tools")
+    await send(injector, {"q": "V7"}, url="http://depot.internal:9000/fleet/search")
+    await send(injector, None, method="GET", url="http://depot.internal:9000/fleet/V7")
+    assert set(written(injector)) == {"/tools"}
+    await send(injector, {"km": 3}, method="PUT", url="http://depot.internal:9000/fleet/V7")
+    assert set(written(injector)) == {"/tools", "/fleet/V7"}
+
+
+async def test_a_scenario_that_remembers_no_reads_classifies_nothing(tmp_path: Path) -> None:
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text("name: s\ndescription: d\nrules:\n"
+                        "  - {name: slow, match: {path: /fleet/*}, fault: {type: delay, ms: 1}}\n")
+    injector = FaultInjector(load_scenario(scenario))
+    flow = await send(injector, call("log_trip"))
+    assert flow.metadata[EXCHANGE_KEY].kinds is None and written(injector) == {}
+
+
+async def test_tools_annotations_are_learnt_for_a_fault_that_remembers_reads_without_kinds(tmp_path: Path) -> None:
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text("name: s\ndescription: d\nrules:\n"
+                        "  - {name: stale, match: {path: /gateway/*}, fault: {type: stale_state, after_write: true}}\n")
+    injector = FaultInjector(load_scenario(scenario))
+    await send(injector, rpc("tools/list"), answer={"jsonrpc": "2.0", "id": 1, "result": {"tools": TOOLS}})
+    flow = await send(injector, call("log_trip"))
+    assert written(injector) == {"/gateway/rpc": flow.metadata[EXCHANGE_KEY].seq}
