@@ -276,6 +276,8 @@ class FaultInjector(WebSocketHooks):
             ex.outcome = "error"
         if ex.outcome == "error" and ex.error and ex.error.startswith(_CLIENT_GONE_ERROR):
             self._client_left(ex)
+        if REMEMBER_KEY in flow.metadata and ex.upstream is not None:  # a client may leave once it has its answer
+            flow.metadata[REMEMBER_KEY].remember(flow, ex)
         ex.infra_error = infrastructure_error(ex)
         self._finish(flow, ex)
 
@@ -318,14 +320,14 @@ class FaultInjector(WebSocketHooks):
     def _take_upstream_body(self, flow: http.HTTPFlow, ex: FlowExchange) -> None:
         if flow.response.stream:
             ex.tokens = tokens_used(flow.request.path, None, (e for _, e in ex.upstream_events))
-            return
-        ex.upstream_body = flow.response.get_content(strict=False)
-        if is_event_stream(flow.response.headers.get("content-type")):
+        elif is_event_stream(flow.response.headers.get("content-type")):
+            ex.upstream_body = flow.response.get_content(strict=False)
             ex.upstream_events = [(0.0, e) for e in split_events(ex.upstream_body)]
             ex.tokens = tokens_used(flow.request.path, None, (e for _, e in ex.upstream_events))
         else:
+            ex.upstream_body = flow.response.get_content(strict=False)
             ex.tokens = tokens_used(flow.request.path, ex.upstream_body)
-        if REMEMBER_KEY in flow.metadata:
+        if REMEMBER_KEY in flow.metadata:  # a streamed answer too: its events are kept
             flow.metadata[REMEMBER_KEY].remember(flow, ex)
 
     def _finish(self, flow: http.HTTPFlow, ex: FlowExchange) -> None:

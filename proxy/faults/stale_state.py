@@ -2,10 +2,10 @@
 
 The kind remembers reads: for every GET or HEAD a stale_state rule matches, the first answer the
 upstream gave is kept in the episode (the most recent reads: EpisodeLimits.reads), and a firing
-rule serves it without forwarding. Writes touch their path and the rule's `write_resources`.
-A JSON-RPC request (an MCP tool call, over HTTP or stdio) counts as a read too — which calls are
-reads is its rule's match's business — keyed without its id, and served with the id of the call
-it answers.
+rule serves it without forwarding. Writes (what proxy.flow_kinds.writes calls one) touch their
+path and the rule's `write_resources`. A JSON-RPC request (an MCP tool call, over HTTP or stdio)
+counts as a read too — which calls are reads is its rule's match's business — keyed without its
+id, and served with the id of the call it answers, in a JSON answer or an event stream's.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from faultproxy.proxy import responses
 from faultproxy.proxy.episodes import StoredResponse
 from faultproxy.proxy.exchange import FlowExchange
 from faultproxy.proxy.faults.base import Fault
+from faultproxy.proxy.sse import data_payloads, is_event_stream, map_json_data, split_events
 from faultproxy.scenarios.faults import stale_state
 from mitmproxy import http
 
@@ -43,15 +44,42 @@ def read_key(ex: FlowExchange) -> tuple[str, str, bytes]:
     return (ex.method, ex.url, ex.request_body or b"")
 
 
+def _holds_answer(ex: FlowExchange) -> bool:
+    """Have the upstream's events carried the JSON-RPC answer to this call? (An MCP client leaves
+    a tools/call's event stream once it has its answer, often before the stream's end.)"""
+    rpc = _rpc_request(ex)
+    for payload in data_payloads(event for _, event in ex.upstream_events) if rpc is not None else ():
+        try:
+            message = json.loads(payload)
+        except ValueError:
+            continue
+        if _is_answer(message) and message["id"] == rpc["id"]:
+            return True
+    return False
+
+
 def _answer_as(response: http.Response, rpc_id: Any) -> None:
-    """An earlier JSON-RPC answer names the earlier call's id; clients match answers by id."""
+    """An earlier JSON-RPC answer names the earlier call's id; clients match answers by id. In an
+    event stream that is the event carrying the answer (others are the server's own messages)."""
+    body = response.get_content(strict=False) or b""
+    if is_event_stream(response.headers.get("content-type")):
+        response.content = b"".join(map_json_data(event, lambda message: _with_id(message, rpc_id))
+                                    for event in split_events(body))
+        return
     try:
-        document = json.loads(response.get_content(strict=False) or b"")
+        document = json.loads(body)
     except ValueError:
-        return  # an event stream: served as it was
-    if isinstance(document, dict) and "id" in document:
-        document["id"] = rpc_id
-        response.content = json.dumps(document).encode()
+        return  # not JSON: served as it was
+    response.content = json.dumps(_with_id(document, rpc_id)).encode()
+
+
+def _with_id(message: Any, rpc_id: Any) -> Any:
+    return {**message, "id": rpc_id} if _is_answer(message) else message
+
+
+def _is_answer(message: Any) -> bool:
+    """A JSON-RPC response, not a request or notification of the server's own."""
+    return isinstance(message, dict) and "id" in message and ("result" in message or "error" in message)
 
 
 class StaleStateFault(Fault):
@@ -62,10 +90,13 @@ class StaleStateFault(Fault):
         return [path for template in self.params["write_resources"] if (path := template.fill(body)) is not None]
 
     def remember(self, flow: http.HTTPFlow, ex: FlowExchange) -> None:
-        if is_read(ex):
-            ex.episode.remember_read(read_key(ex), StoredResponse(
-                ex.seq, flow.response.status_code, tuple(flow.response.headers.fields), flow.response.raw_content or b""
-            ))
+        if not is_read(ex) or (flow.error is not None and not _holds_answer(ex)):
+            return  # an answer broken off is none, unless its event stream had already carried the call's
+        # A streamed answer (an MCP server's event stream) went on as it came: its events are its body.
+        content = b"".join(event for _, event in ex.upstream_events) if flow.response.stream else flow.response.raw_content
+        ex.episode.remember_read(read_key(ex), StoredResponse(
+            ex.seq, flow.response.status_code, tuple(flow.response.headers.fields), content or b""
+        ))
 
     async def request(self, flow: http.HTTPFlow, ex: FlowExchange) -> None:
         stored = ex.episode.recall_read(read_key(ex))

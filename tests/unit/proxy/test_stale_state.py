@@ -2,13 +2,14 @@
 tasks.request_class.classify calls one. MCP plumbing never writes, nor does a call of a tool
 nobody annotated or named; a tool annotated (or declared) a write does, and plain HTTP goes by
 its method and the task's declarations. A scenario with no fault that remembers reads
-classifies nothing."""
+classifies nothing. An MCP answer that came as an event stream is served stale with this call's id."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+from mitmproxy import flow as flow_module
 from mitmproxy import http
 from mitmproxy.test import tflow
 
@@ -36,14 +37,26 @@ def call(tool: str) -> dict:
 
 
 async def send(injector: FaultInjector, body: dict | None, method: str = "POST", url: str = URL,
-               answer: dict | None = None, headers: dict | None = None) -> http.HTTPFlow:
-    """One request through the injector's hooks, answered with `answer` as the upstream's."""
+               answer: dict | bytes | None = None, headers: dict | None = None, left: bool = False) -> http.HTTPFlow:
+    """One request through the injector's hooks, answered with `answer` as the upstream's (bytes:
+    an event stream, passed through its stream function as mitmproxy does) unless a fault answered;
+    `left`: the client disconnected before the stream's end."""
     flow = tflow.tflow()
     flow.request = http.Request.make(method, url, json.dumps(body) if body is not None else b"",
                                      {"content-type": "application/json", **(headers or {})})
     await injector.request(flow)
-    flow.response = http.Response.make(200, json.dumps(answer or {}), {"content-type": "application/json"})
+    if flow.response is None:
+        events = isinstance(answer, bytes)
+        flow.response = http.Response.make(200, answer if events else json.dumps(answer or {}),
+                                           {"content-type": "text/event-stream" if events else "application/json"})
     await injector.responseheaders(flow)
+    if callable(flow.response.stream):
+        flow.response.stream(flow.response.raw_content)
+        if left:
+            flow.error = flow_module.Error("Client disconnected.")
+            injector.error(flow)
+            return flow
+        flow.response.stream(b"")
     await injector.response(flow)
     return flow
 
@@ -98,3 +111,27 @@ async def test_tools_annotations_are_learnt_for_a_fault_that_remembers_reads_wit
     await send(injector, rpc("tools/list"), answer={"jsonrpc": "2.0", "id": 1, "result": {"tools": TOOLS}})
     flow = await send(injector, call("log_trip"))
     assert written(injector) == {"/gateway/rpc": flow.metadata[EXCHANGE_KEY].seq}
+
+
+def events(*messages: dict) -> bytes:
+    return b"".join(b"event: message\ndata: " + json.dumps(m).encode() + b"\n\n" for m in messages)
+
+
+async def test_a_read_answered_as_an_event_stream_is_served_stale_with_this_calls_id(tmp_path: Path) -> None:
+    injector = FaultInjector(load_scenario("stale_state", {"lambda": 1.0}))
+    await send(injector, rpc("tools/list"), answer={"jsonrpc": "2.0", "id": 1, "result": {"tools": TOOLS}})
+    progress = rpc("notifications/progress", {"progressToken": "p", "progress": 1}, rpc_id=None)
+    result = {"content": [{"type": "text", "text": "1200 km"}], "isError": False}
+    # The client leaves once it has its answer, before the stream's end: the answer is kept.
+    await send(injector, {**call("odometer"), "id": 2}, answer=events(progress, {"jsonrpc": "2.0", "id": 2,
+                                                                                 "result": result}), left=True)
+    # Left before its answer came: nothing is kept of it.
+    await send(injector, rpc("tools/call", {"name": "odometer", "arguments": {"vin": "V8"}}, 3),
+               answer=events(progress), left=True)
+    await send(injector, call("log_trip"))
+    flow = await send(injector, {**call("odometer"), "id": 9}, answer=b"data: {}\n\n")
+    assert flow.metadata[EXCHANGE_KEY].outcome == "stale"
+    served = [json.loads(line[6:]) for line in flow.response.content.splitlines() if line.startswith(b"data: ")]
+    assert served == [progress, {"jsonrpc": "2.0", "id": 9, "result": result}]
+    flow = await send(injector, rpc("tools/call", {"name": "odometer", "arguments": {"vin": "V8"}}, 10), answer=b"")
+    assert flow.metadata[EXCHANGE_KEY].detail == "no earlier response to this request"
