@@ -17,12 +17,13 @@ from aiohttp import web
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.server.mcpserver import MCPServer
+from mcp.types import ToolAnnotations
 
 from faultproxy import run_function, task_set_from_json
 from faultproxy.formats.rundir import read_run
 from faultproxy.formats.trace import read_trace
 from faultproxy.scenarios import load_scenario
-from tests.support.mcp_clients import HttpServer
+from tests.support.mcp_clients import HttpServer, http_session
 from tests.support.upstream import ServerThread
 from tests.support.verdicts import check
 
@@ -137,6 +138,61 @@ async def mcp_texts(episode, url: str, tool: str, arguments: dict) -> list[str]:
             streamable_http_client(url, http_client=http) as (read, write), ClientSession(read, write) as mcp:
         await mcp.initialize()
         return [item.text for item in (await mcp.call_tool(tool, arguments)).content]
+
+
+def depot_mcp(trips: list[int]) -> MCPServer:
+    """A depot whose odometer reading changes on every read (a stale answer shows), one tool
+    annotated a write and one nobody annotated, which writes nothing."""
+    server = MCPServer("depot")
+    reads = iter(range(1, 100))
+
+    @server.tool(annotations=ToolAnnotations(readOnlyHint=True))
+    def odometer(vin: str) -> str:
+        return json.dumps({"vin": vin, "km": 1200 + sum(trips), "reading": next(reads)})
+
+    @server.tool(annotations=ToolAnnotations(readOnlyHint=False))
+    def log_trip(vin: str, km: int) -> str:
+        trips.append(km)
+        return json.dumps({"vin": vin, "trips": len(trips)})
+
+    @server.tool()
+    def ping_depot() -> str:
+        return "pong"
+
+    return server
+
+
+def test_stale_state_over_mcp_follows_only_a_write_tools_call(tmp_path):
+    trips: list[int] = []
+    seen: list[dict] = []
+
+    async def odometer(mcp) -> None:
+        seen.append(json.loads((await mcp.call_tool("odometer", {"vin": "V7"})).content[0].text))
+
+    async def over_mcp(episode) -> bool:
+        async with http_session(episode.proxy_url, server.url) as mcp:
+            await mcp.list_tools()  # the annotations the proxy learns
+            await odometer(mcp)
+        # Plumbing between two reads writes nothing: the session's end (DELETE), a new one's
+        # initialize and notifications/initialized, its event stream, a ping, a listing.
+        async with http_session(episode.proxy_url, server.url) as mcp:
+            await mcp.send_ping()
+            await mcp.list_tools()
+            await odometer(mcp)
+            await mcp.call_tool("ping_depot", {})  # nobody said it writes: no write
+            await odometer(mcp)
+            await mcp.call_tool("log_trip", {"vin": "V7", "km": 40})
+            await odometer(mcp)  # after a write: the first read's answer
+        return True
+
+    with HttpServer(depot_mcp(trips).streamable_http_app(host="127.0.0.1")) as server:
+        records = run(tmp_path, "stale_state", lambda episode: asyncio.run(over_mcp(episode)), ["mcp"])
+    assert trips == [40]
+    assert [read["reading"] for read in seen] == [1, 2, 3, 1] and seen[3] == seen[0]
+    lines = list(read_trace(tmp_path / "stale_state" / records["mcp"]["trace"]))
+    stale = [line for line in lines if (line.get("client") or {}).get("outcome") == "stale"]
+    assert [line["seq"] for line in stale] == [max(line["seq"] for line in lines
+                                                   if b"odometer" in json.dumps(line["request"]).encode())]
 
 
 def injected_agent(url: str, mcp_url: str, seen: dict):
