@@ -100,6 +100,23 @@ async def test_each_fault_over_stdio_as_the_sdk_client_sees_it(tmp_path: Path) -
     assert faults["stale"]["client"]["outcome"] == "stale"
 
 
+async def test_bundled_stale_state_over_stdio_serves_a_read_stale_only_after_a_write_tool(tmp_path: Path) -> None:
+    state, flows = tmp_path / "state", tmp_path / "flows"
+    parameters = shim_parameters(counter_server(state), "--scenario", "stale_state", "--param", "lambda=1",
+                                 "--trace-dir", str(flows))
+    async with session(parameters) as client:
+        await client.list_tools()  # read_counter read-only, bump destructive: what the proxy learns
+        reads = [(await client.call_tool("read_counter", {})).content[0].text]
+        await client.send_ping()
+        await client.list_tools()
+        reads.append((await client.call_tool("read_counter", {})).content[0].text)  # only plumbing since: fresh
+        assert (await client.call_tool("bump", {"by": 2})).content[0].text == "2"
+        reads.append((await client.call_tool("read_counter", {})).content[0].text)
+    assert reads == ["0", "0", "0"] and counter(state) == 2
+    outcomes = [line["client"]["outcome"] for line in trace_lines(flows) if line.get("matched")]
+    assert outcomes == ["response", "response", "stale"]
+
+
 @pytest.mark.parametrize("when", ["before", "after"])
 async def test_server_exit_kills_the_server_and_the_client_sees_it_gone(tmp_path: Path, when: str) -> None:
     state, flows = tmp_path / "state", tmp_path / "flows"
