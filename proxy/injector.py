@@ -194,11 +194,8 @@ class FaultInjector(WebSocketHooks):
     def _touched(self, flow: http.HTTPFlow, ex: FlowExchange) -> list[str]:
         """The resources a write touches: its own path, and what the scenario's read-remembering
         faults say it names (stale_state's write_resources)."""
-        touched = [flow.request.path.split("?")[0]]
-        for rule in ex.scenario.rules:
-            if FAULT_KINDS[rule.fault.type].remembers_reads:
-                touched += self.fault(ex.scenario, rule).touched(ex)
-        return touched
+        faults = [self.fault(ex.scenario, rule) for rule in ex.scenario.rules if FAULT_KINDS[rule.fault.type].remembers_reads]
+        return [flow.request.path.split("?")[0], *(path for fault in faults for path in fault.touched(ex))]
 
     async def supply_response(self, flow: http.HTTPFlow, ex: FlowExchange) -> None:
         """Hook point: set `flow.response` to answer as the upstream, with no network (replay).
@@ -318,17 +315,17 @@ class FaultInjector(WebSocketHooks):
             ex.rule, ex.decision = rule, value
 
     def _take_upstream_body(self, flow: http.HTTPFlow, ex: FlowExchange) -> None:
+        if REMEMBER_KEY in flow.metadata:  # a streamed answer too: its events are kept
+            flow.metadata[REMEMBER_KEY].remember(flow, ex)
         if flow.response.stream:
             ex.tokens = tokens_used(flow.request.path, None, (e for _, e in ex.upstream_events))
-        elif is_event_stream(flow.response.headers.get("content-type")):
-            ex.upstream_body = flow.response.get_content(strict=False)
+            return
+        ex.upstream_body = flow.response.get_content(strict=False)
+        if is_event_stream(flow.response.headers.get("content-type")):
             ex.upstream_events = [(0.0, e) for e in split_events(ex.upstream_body)]
             ex.tokens = tokens_used(flow.request.path, None, (e for _, e in ex.upstream_events))
         else:
-            ex.upstream_body = flow.response.get_content(strict=False)
             ex.tokens = tokens_used(flow.request.path, ex.upstream_body)
-        if REMEMBER_KEY in flow.metadata:  # a streamed answer too: its events are kept
-            flow.metadata[REMEMBER_KEY].remember(flow, ex)
 
     def _finish(self, flow: http.HTTPFlow, ex: FlowExchange) -> None:
         if ex.written:
