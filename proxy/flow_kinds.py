@@ -11,12 +11,13 @@ the episode's tools/list answers gave, learnt as they pass — only while such a
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 from faultproxy.formats.model_apis import is_model_call
 from faultproxy.formats.request_kinds import MCP_SESSION_HEADER, Kind, is_mcp_plumbing, listed_tools, rpc_method
 from faultproxy.proxy.exchange import FlowExchange
 from faultproxy.proxy.sse import data_payloads
-from faultproxy.scenarios import FAULT_KINDS, Scenario
+from faultproxy.scenarios import FAULT_KINDS, Rule, Scenario
 from faultproxy.tasks.request_class import NOTHING_DECLARED, Declared, classify
 from mitmproxy import http
 
@@ -25,19 +26,29 @@ _REMEMBERS_READS: dict[str, bool] = {}  # scenario digest -> has a rule whose fa
 
 
 def uses_kinds(scenario: Scenario) -> bool:
-    found = _USES_KINDS.get(scenario.digest)
-    if found is None:
-        found = _USES_KINDS[scenario.digest] = any(rule.match.kinds is not None for rule in scenario.rules)
-    return found
+    return _any_rule(_USES_KINDS, scenario, _has_kinds)
 
 
 def remembers_reads(scenario: Scenario) -> bool:
     """Has the scenario a rule whose fault keeps reads' answers? Only then are writes noted (writes)."""
-    found = _REMEMBERS_READS.get(scenario.digest)
-    if found is None:
-        found = _REMEMBERS_READS[scenario.digest] = any(FAULT_KINDS[rule.fault.type].remembers_reads
-                                                        for rule in scenario.rules)
-    return found
+    return _any_rule(_REMEMBERS_READS, scenario, _remembers_reads)
+
+
+def _has_kinds(rule: Rule) -> bool:
+    return rule.match.kinds is not None
+
+
+def _remembers_reads(rule: Rule) -> bool:
+    return FAULT_KINDS[rule.fault.type].remembers_reads
+
+
+def _any_rule(found: dict[str, bool], scenario: Scenario, test: Callable[[Rule], bool]) -> bool:
+    """Does a rule of the scenario pass `test`? Asked once per scenario version (per request
+    after that: one look-up), kept in `found`."""
+    answer = found.get(scenario.digest)
+    if answer is None:
+        answer = found[scenario.digest] = any(test(rule) for rule in scenario.rules)
+    return answer
 
 
 def writes(flow: http.HTTPFlow, ex: FlowExchange, declared: Declared | None) -> bool:
@@ -71,8 +82,8 @@ def is_plumbing(request: http.Request, ex: FlowExchange) -> bool:
 
 def learn_tools(ex: FlowExchange) -> None:
     """Keep what a tools/list answer lists, as the server gave it, for the episode's later calls:
-    the tools' annotations (while a rule has `kind:` or a fault that remembers reads) and their input schemas (tools_changed
-    checks calls against a schema it changed)."""
+    the tools' annotations (while a rule has `kind:` or a fault that remembers reads) and their
+    input schemas (tools_changed checks calls against a schema it changed)."""
     if b"tools/list" not in (ex.request_body or b"") or rpc_method(ex.body_json()) != "tools/list":
         return
     if ex.upstream_events:
