@@ -23,6 +23,7 @@ from faultproxy.scenarios import Scenario
 from faultproxy.tasks.request_class import Declared
 
 ReadKey = tuple[str, str, bytes]
+Resource = tuple[str, str]  # what a write touches: (host[:port] as FlowExchange.host names it, path)
 
 
 @dataclass(frozen=True)
@@ -70,7 +71,7 @@ class EpisodeState:
     begun: bool = False  # begun by a runner (never forgotten when idle)
     last_used: float = field(default_factory=time.monotonic)
     reads: OrderedDict[ReadKey, StoredResponse] = field(default_factory=OrderedDict)
-    writes: OrderedDict[str, int] = field(default_factory=OrderedDict)  # resource path -> seq of its last write
+    writes: OrderedDict[Resource, int] = field(default_factory=OrderedDict)  # resource -> seq of its last write
     inflight: dict[int, Any] = field(default_factory=dict)  # seq -> the FlowExchange not yet written
     lingering: dict[str, dict[str, Any]] = field(default_factory=dict)  # what faults left for later requests (proxy.faults.lingering)
     # (server URL, Mcp-Session-Id) of the sessions servers' answers gave, oldest first (proxy.faults.lingering)
@@ -94,21 +95,22 @@ class EpisodeState:
             self.reads.move_to_end(key)
         return response
 
-    def note_write(self, seq: int, resources: Iterable[str]) -> None:
-        """A write at exchange `seq` touched these resource paths."""
-        for resource in resources:
-            self.writes.pop(resource, None)
-            self.writes[resource] = seq
+    def note_write(self, seq: int, host: str, paths: Iterable[str]) -> None:
+        """A write at exchange `seq` to the server at `host` touched these paths on it."""
+        for path in paths:
+            self.writes.pop((host, path), None)
+            self.writes[host, path] = seq
             if len(self.writes) > self.limits.writes:
                 self.writes.popitem(last=False)
 
-    def written_since(self, seq: int, path: str) -> bool:
-        """Was the resource at `path` (or one it contains or belongs to) written after `seq`?"""
-        return any(s > seq and _related(path, p) for p, s in self.writes.items())
+    def written_since(self, seq: int, host: str, path: str) -> bool:
+        """Was the resource at `path` on `host` (or one it contains or belongs to) written after
+        `seq`? Another server's paths are its own, however alike (many MCP servers are at /mcp)."""
+        return any(s > seq and h == host and _related(path, p) for (h, p), s in self.writes.items())
 
-    def writes_since(self, seq: int) -> list[str]:
+    def writes_since(self, seq: int) -> list[Resource]:
         """The resources written after `seq`, oldest first."""
-        return [p for p, s in self.writes.items() if s > seq]
+        return [resource for resource, s in self.writes.items() if s > seq]
 
     def in_flight(self) -> bool:
         """Has an exchange begun that its trace has not seen end? (Forgetting it would close the trace under it.)"""

@@ -80,6 +80,11 @@ class FlowExchange:
         routed through the relay by now)."""
         return self.url.split("?")[0]
 
+    def host(self) -> str:
+        """The server's host[:port] as the URL the client asked names it (in reverse mode, its
+        upstream's; over stdio, the server's name): what stale_state's reads and writes share."""
+        return self.url.split("/", 3)[2]
+
     def body_for_rules(self) -> Any:
         """body_json() as the rules' body predicates read it: when they cannot (match.UNREADABLE_BODY),
         the trace line says why, as the rule then selected the request on its other predicates."""

@@ -155,7 +155,7 @@ class FaultInjector(WebSocketHooks):
             ex.rule, ex.decision, ex.forced = None, None, False  # an earlier fault's answer: no fault of this call's own
             return
         if remembers_reads(ex.scenario) and writes(flow, ex, self.declared):
-            ex.episode.note_write(ex.seq, self._touched(flow, ex))
+            ex.episode.note_write(ex.seq, ex.host(), self._touched(flow, ex))
         if ex.rule:
             ex.episode.fired[ex.rule.name] += 1
             await self.fault(ex.scenario, ex.rule).request(flow, ex)
@@ -192,7 +192,7 @@ class FaultInjector(WebSocketHooks):
                 self._decide(rule, index, ex, forced)
 
     def _touched(self, flow: http.HTTPFlow, ex: FlowExchange) -> list[str]:
-        """The resources a write touches: its own path, and what the scenario's read-remembering
+        """The paths a write touches on its server: its own, and what the scenario's read-remembering
         faults say it names (stale_state's write_resources)."""
         faults = [self.fault(ex.scenario, rule) for rule in ex.scenario.rules if FAULT_KINDS[rule.fault.type].remembers_reads]
         return [flow.request.path.split("?")[0], *(path for fault in faults for path in fault.touched(ex))]

@@ -3,7 +3,8 @@
 The kind remembers reads: for every GET or HEAD a stale_state rule matches, the first answer the
 upstream gave is kept in the episode (the most recent reads: EpisodeLimits.reads), and a firing
 rule serves it without forwarding. Writes (what proxy.flow_kinds.writes calls one) touch their
-path and the rule's `write_resources`. A JSON-RPC request (an MCP tool call, over HTTP or stdio)
+path and the rule's `write_resources` on their own server (host and port: many MCP servers share
+the path /mcp, and a lagging replica of one never shows another's writes). A JSON-RPC request (an MCP tool call, over HTTP or stdio)
 counts as a read too — which calls are reads is its rule's match's business — keyed without its
 id, and served with the id of the call it answers, in a JSON answer or an event stream's.
 """
@@ -103,9 +104,9 @@ class StaleStateFault(Fault):
         if stored is None:
             ex.detail = "no earlier response to this request"
             return
-        path = flow.request.path.split("?")[0]
-        if self.params["after_write"] and not ex.episode.written_since(stored.seq, path):
-            ex.detail = _no_write_detail(ex, stored.seq, path)
+        host, path = ex.host(), flow.request.path.split("?")[0]
+        if self.params["after_write"] and not ex.episode.written_since(stored.seq, host, path):
+            ex.detail = _no_write_detail(ex, stored.seq, host + path)
             return
         # The constructor keeps the stored bytes as they were sent (compressed or not).
         flow.response = http.Response(
@@ -119,10 +120,11 @@ class StaleStateFault(Fault):
         ex.deliver(f"served the response of exchange {stored.seq}")
 
 
-def _no_write_detail(ex: FlowExchange, seq: int, path: str) -> str:
-    """Why a read stays fresh under after_write, naming the writes that did not touch it."""
-    detail = f"no write to {path} since exchange {seq}"
-    others = ex.episode.writes_since(seq)
+def _no_write_detail(ex: FlowExchange, seq: int, resource: str) -> str:
+    """Why a read stays fresh under after_write, naming the writes that did not touch it (each
+    as host and path: a write to another server never does)."""
+    detail = f"no write to {resource} since exchange {seq}"
+    others = [host + path for host, path in ex.episode.writes_since(seq)]
     if others:
         shown = ", ".join(others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
         detail += f"; later writes touched {shown} (write_resources names what a write touches)"

@@ -52,7 +52,8 @@ def test_writes_after_write_looks_at_are_bounded_too(make_proxy, upstream):
     with httpx.Client(proxy=proxy.proxy_url("ep")) as client:
         for i in range(12):
             client.post(f"{server.url}/items/{i}/refund", json={})
-    assert list(proxy.injector.episodes.peek("ep").writes) == [f"/items/{i}/refund" for i in range(8, 12)]
+    host = server.url.split("/")[2]
+    assert list(proxy.injector.episodes.peek("ep").writes) == [(host, f"/items/{i}/refund") for i in range(8, 12)]
 
 
 def test_an_idle_episode_nobody_began_is_forgotten_and_a_begun_one_is_kept(make_proxy, upstream, tmp_path):
@@ -146,9 +147,33 @@ def test_a_collection_write_named_by_a_body_field_makes_the_read_stale(make_prox
 def test_without_write_resources_the_detail_names_the_write_it_did_not_link(make_proxy, shop, tmp_path):
     proxy = make_proxy(stale_orders(""))
     assert read_refund_read(proxy, shop) == [False, True]
+    host = shop.url.split("/")[2]
     assert outcomes(proxy, tmp_path, "ep")[-1] == (
-        "response", "no write to /orders/7 since exchange 1; later writes touched /refunds "
+        "response", f"no write to {host}/orders/7 since exchange 1; later writes touched {host}/refunds "
                     "(write_resources names what a write touches)")
+
+
+def test_reverse_mode_links_a_write_to_reads_of_its_own_upstream_only(make_proxy, tmp_path):
+    """Two shops with the same paths behind --upstream names: a refund at one (its write_resources
+    included) leaves the other's order fresh; a refund at the other makes it stale."""
+    with ServerThread(Shop().app()) as first, ServerThread(Shop().app()) as second:
+        proxy = make_proxy(stale_orders(', write_resources: ["/orders/{order_id}"]'),
+                           upstreams={"first": first.url, "second": second.url})
+        with httpx.Client() as client:
+            def read() -> bool:
+                return client.get(proxy.reverse_url("ep", "second") + "/orders/7").json()["refunded"]
+
+            seen = [read()]
+            client.post(proxy.reverse_url("ep", "first") + "/refunds", json={"order_id": 7})
+            seen.append(read())
+            client.post(proxy.reverse_url("ep", "second") + "/refunds", json={"order_id": 7})
+            seen.append(read())
+    assert seen == [False, False, False]  # the last read's order was refunded, yet it is served from before
+    host, other = (server.url.split("/")[2] for server in (second, first))
+    assert outcomes(proxy, tmp_path, "ep")[2:] == [
+        ("response", f"no write to {host}/orders/7 since exchange 1; later writes touched {other}/refunds, "
+                     f"{other}/orders/7 (write_resources names what a write touches)"),
+        ("response", ""), ("stale", "served the response of exchange 1")]
 
 
 @pytest.mark.parametrize(("resources", "field", "message"), [

@@ -62,8 +62,8 @@ async def send(injector: FaultInjector, body: dict | None, method: str = "POST",
 
 
 def written(injector: FaultInjector) -> dict[str, int]:
-    """The resources the episode noted written, and at which exchange."""
-    return dict(injector.episodes.peek(DEFAULT_EPISODE).writes)
+    """The resources the episode noted written (host and path), and at which exchange."""
+    return {host + path: seq for (host, path), seq in injector.episodes.peek(DEFAULT_EPISODE).writes.items()}
 
 
 async def test_mcp_plumbing_reads_and_unknown_tools_never_write(tmp_path: Path) -> None:
@@ -77,9 +77,9 @@ async def test_mcp_plumbing_reads_and_unknown_tools_never_write(tmp_path: Path) 
         await send(injector, message, headers=SESSION)
     assert written(injector) == {}
     flow = await send(injector, call("log_trip"), headers=SESSION)
-    assert written(injector) == {"/gateway/rpc": flow.metadata[EXCHANGE_KEY].seq}
+    assert written(injector) == {"depot.internal:9000/gateway/rpc": flow.metadata[EXCHANGE_KEY].seq}
     await send(injector, None, method="DELETE", headers=SESSION)  # the session's end: plumbing
-    assert written(injector) == {"/gateway/rpc": flow.metadata[EXCHANGE_KEY].seq}
+    assert written(injector) == {"depot.internal:9000/gateway/rpc": flow.metadata[EXCHANGE_KEY].seq}
 
 
 async def test_declarations_say_which_tools_and_requests_write(tmp_path: Path) -> None:
@@ -89,9 +89,9 @@ async def test_declarations_say_which_tools_and_requests_write(tmp_path: Path) -
     await send(injector, call("ping_depot"), url="http://depot.internal:9000/tools")
     await send(injector, {"q": "V7"}, url="http://depot.internal:9000/fleet/search")
     await send(injector, None, method="GET", url="http://depot.internal:9000/fleet/V7")
-    assert set(written(injector)) == {"/tools"}
+    assert set(written(injector)) == {"depot.internal:9000/tools"}
     await send(injector, {"km": 3}, method="PUT", url="http://depot.internal:9000/fleet/V7")
-    assert set(written(injector)) == {"/tools", "/fleet/V7"}
+    assert set(written(injector)) == {"depot.internal:9000/tools", "depot.internal:9000/fleet/V7"}
 
 
 async def test_a_scenario_that_remembers_no_reads_classifies_nothing(tmp_path: Path) -> None:
@@ -110,7 +110,7 @@ async def test_tools_annotations_are_learnt_for_a_fault_that_remembers_reads_wit
     injector = FaultInjector(load_scenario(scenario))
     await send(injector, rpc("tools/list"), answer={"jsonrpc": "2.0", "id": 1, "result": {"tools": TOOLS}})
     flow = await send(injector, call("log_trip"))
-    assert written(injector) == {"/gateway/rpc": flow.metadata[EXCHANGE_KEY].seq}
+    assert written(injector) == {"depot.internal:9000/gateway/rpc": flow.metadata[EXCHANGE_KEY].seq}
 
 
 def events(*messages: dict) -> bytes:
@@ -135,3 +135,20 @@ async def test_a_read_answered_as_an_event_stream_is_served_stale_with_this_call
     assert served == [progress, {"jsonrpc": "2.0", "id": 9, "result": result}]
     flow = await send(injector, rpc("tools/call", {"name": "odometer", "arguments": {"vin": "V8"}}, 10), answer=b"")
     assert flow.metadata[EXCHANGE_KEY].detail == "no earlier response to this request"
+
+
+async def test_a_write_makes_reads_stale_on_its_own_server_only(tmp_path: Path) -> None:
+    """Two servers with the same paths (MCP endpoints at /mcp, HTTP services at /v1/items): a
+    lagging replica of one never shows the other's writes."""
+    injector = FaultInjector(load_scenario("stale_state", {"lambda": 1.0}))
+    here, there = "http://depot.internal:9000/v1/items", "http://depot.internal:9001/v1/items"
+    await send(injector, None, method="GET", url=here, answer={"items": 1})
+    await send(injector, {"item": 2}, url=there)
+    flow = await send(injector, None, method="GET", url=here, answer={"items": 2})
+    assert flow.metadata[EXCHANGE_KEY].outcome == "response"
+    assert flow.metadata[EXCHANGE_KEY].detail == (
+        "no write to depot.internal:9000/v1/items since exchange 1; later writes touched "
+        "depot.internal:9001/v1/items (write_resources names what a write touches)")
+    await send(injector, {"item": 2}, url=here)
+    flow = await send(injector, None, method="GET", url=here, answer={"items": 2})
+    assert flow.metadata[EXCHANGE_KEY].outcome == "stale" and json.loads(flow.response.content) == {"items": 1}
