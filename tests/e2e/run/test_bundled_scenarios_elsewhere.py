@@ -162,37 +162,52 @@ def depot_mcp(trips: list[int]) -> MCPServer:
     return server
 
 
-def test_stale_state_over_mcp_follows_only_a_write_tools_call(tmp_path):
+def test_stale_state_over_mcp_follows_only_a_write_tools_call_on_its_own_server(tmp_path):
+    """Two depots, both at /mcp: a write on one never makes the other's reads stale."""
     trips: list[int] = []
+    other_trips: list[int] = []
     seen: list[dict] = []
+    elsewhere: list[dict] = []
 
-    async def odometer(mcp) -> None:
-        seen.append(json.loads((await mcp.call_tool("odometer", {"vin": "V7"})).content[0].text))
+    async def odometer(mcp, into: list[dict]) -> None:
+        into.append(json.loads((await mcp.call_tool("odometer", {"vin": "V7"})).content[0].text))
 
     async def over_mcp(episode) -> bool:
         async with http_session(episode.proxy_url, server.url) as mcp:
             await mcp.list_tools()  # the annotations the proxy learns
-            await odometer(mcp)
+            await odometer(mcp, seen)
         # Plumbing between two reads writes nothing: the session's end (DELETE), a new one's
         # initialize and notifications/initialized, its event stream, a ping, a listing.
-        async with http_session(episode.proxy_url, server.url) as mcp:
+        async with http_session(episode.proxy_url, server.url) as mcp, \
+                http_session(episode.proxy_url, other.url) as other_mcp:
             await mcp.send_ping()
             await mcp.list_tools()
-            await odometer(mcp)
+            await other_mcp.list_tools()
+            await odometer(mcp, seen)
             await mcp.call_tool("ping_depot", {})  # nobody said it writes: no write
-            await odometer(mcp)
+            await odometer(mcp, seen)
+            await odometer(other_mcp, elsewhere)
             await mcp.call_tool("log_trip", {"vin": "V7", "km": 40})
-            await odometer(mcp)  # after a write: the first read's answer
+            await odometer(mcp, seen)  # after a write: the first read's answer
+            await odometer(other_mcp, elsewhere)  # the write was another server's: fresh
+            await other_mcp.call_tool("log_trip", {"vin": "V7", "km": 5})
+            await odometer(other_mcp, elsewhere)  # after its own server's write: stale
         return True
 
-    with HttpServer(depot_mcp(trips).streamable_http_app(host="127.0.0.1")) as server:
+    with HttpServer(depot_mcp(trips).streamable_http_app(host="127.0.0.1")) as server, \
+            HttpServer(depot_mcp(other_trips).streamable_http_app(host="127.0.0.1")) as other:
         records = run(tmp_path, "stale_state", lambda episode: asyncio.run(over_mcp(episode)), ["mcp"])
-    assert trips == [40]
+    assert (trips, other_trips) == ([40], [5])
     assert [read["reading"] for read in seen] == [1, 2, 3, 1] and seen[3] == seen[0]
+    assert [read["reading"] for read in elsewhere] == [1, 2, 1] and elsewhere[1]["km"] == 1200
     lines = list(read_trace(tmp_path / "stale_state" / records["mcp"]["trace"]))
+    reads = {url: [line for line in lines if line["request"]["url"] == url and b"odometer" in
+                   json.dumps(line["request"]).encode()] for url in (server.url, other.url)}
     stale = [line for line in lines if (line.get("client") or {}).get("outcome") == "stale"]
-    assert [line["seq"] for line in stale] == [max(line["seq"] for line in lines
-                                                   if b"odometer" in json.dumps(line["request"]).encode())]
+    assert [line["seq"] for line in stale] == [reads[server.url][-1]["seq"], reads[other.url][-1]["seq"]]
+    host, other_host = (url.split("/")[2] for url in (server.url, other.url))
+    assert reads[other.url][1]["fault"]["detail"].startswith(
+        f"no write to {other_host}/mcp since exchange {reads[other.url][0]['seq']}; later writes touched {host}/mcp")
 
 
 def injected_agent(url: str, mcp_url: str, seen: dict):
