@@ -5,10 +5,10 @@ match (the most recent reads of an episode: proxy.episodes bounds how many), and
 stale read is answered from that memory without forwarding.
 
 With `after_write`, a read is served stale only once a write touched its resource since the
-answer was kept. A write touches its own path, and whatever `write_resources` names: path
-templates filled from the write's JSON body, so `POST /refunds {"order_id": 7}` with
-`write_resources: ["/orders/{order_id}"]` touches /orders/7. A read is linked to a write when
-one path is the other or lies below it.
+answer was kept. A write touches its own path on its own server (host and port), and whatever
+`write_resources` names there: path templates filled from the write's JSON body, so
+`POST /refunds {"order_id": 7}` with `write_resources: ["/orders/{order_id}"]` touches /orders/7.
+A read is linked to a write on the same server when one path is the other or lies below it.
 """
 
 from __future__ import annotations
@@ -73,10 +73,10 @@ KIND = FaultKind(
                  "recently used reads are kept); a JSON-RPC call its rule matches (an MCP tool, over HTTP or "
                  "stdio) counts as a read, answered with its own id"),
     params={
-        "after_write": ParamSpec("boolean", False, "serve a read stale only once a write touched its path (one "
-                                 "path lying below the other) since its answer was kept"),
-        "write_resources": ParamSpec("templates", (), "a list of paths a write touches besides its own, filled "
-                                     "from its JSON body: [\"/orders/{order_id}\"] links POST /refunds "
+        "after_write": ParamSpec("boolean", False, "serve a read stale only once a write to its server touched "
+                                 "its path (one path lying below the other) since its answer was kept"),
+        "write_resources": ParamSpec("templates", (), "a list of paths a write touches on its server besides its "
+                                     "own, filled from its JSON body: [\"/orders/{order_id}\"] links POST /refunds "
                                      "{\"order_id\": 7} to GET /orders/7 (a lone string is refused)",
                                      read=read_templates),
     },
