@@ -4,9 +4,10 @@ The kind remembers reads: for every GET or HEAD a stale_state rule matches, the 
 upstream gave is kept in the episode (the most recent reads: EpisodeLimits.reads), and a firing
 rule serves it without forwarding. Writes (what proxy.flow_kinds.writes calls one) touch their
 path and the rule's `write_resources` on their own server (host and port: many MCP servers share
-the path /mcp, and a lagging replica of one never shows another's writes). A JSON-RPC request (an MCP tool call, over HTTP or stdio)
-counts as a read too — which calls are reads is its rule's match's business — keyed without its
-id, and served with the id of the call it answers, in a JSON answer or an event stream's.
+the path /mcp, and a lagging replica of one never shows another's writes). A JSON-RPC request (an
+MCP tool call, over HTTP or stdio) counts as a read too — which calls are reads is its rule's
+match's business — keyed without its id, and served with the id of the call it answers, in a
+JSON answer or an event stream's.
 """
 
 from __future__ import annotations
