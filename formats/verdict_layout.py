@@ -113,6 +113,7 @@ _FAST_MARK = b'"verdict": {"v": '
 # After REPORT_CUT_KEY in a verdict that lists side-channel errors, or unclassified MCP tools.
 _SIDE_CHANNEL_MARK = b'"side_channel_errors": [{'
 _UNCLASSIFIED_MARK = b'"unclassified_tools": ["'
+_NEITHER = b'"side_channel_errors": [], "unclassified_tools": [], '  # as the judge writes both empty
 _TAIL = b"]}}\n"  # ...the checks list, the verdict, the record
 _STATUS = {b"pass": 0, b"fail": 1, b"incomplete": 2}
 
@@ -128,13 +129,20 @@ def read_verdict(line: bytes) -> VerdictFields | None:
         return None
     (status, cause, key, task_id, trial, label, duration, confidence, failed, faults, endpoints, tokens,
      requests, turns, usage) = m.groups()
-    # Searched for in the verdict's rest only: the prompt, output and end state are most of the line.
-    rest = m.end()
-    lists_more = line.find(_SIDE_CHANNEL_MARK, rest) >= 0 or line.find(_UNCLASSIFIED_MARK, rest) >= 0
     return VerdictFields(_STATUS[status], None if cause == b"null" else cause, key, task_id, label,
                          None if trial == b"null" else int(trial), None if duration == b"null" else float(duration),
                          None if confidence == b"null" else float(confidence), failed, faults, endpoints,
-                         int(tokens), int(requests), usage, int(turns or 0), lists_more)
+                         int(tokens), int(requests), usage, int(turns or 0), _lists_more(line, m.end()))
+
+
+def _lists_more(line: bytes, rest: int) -> bool:
+    """Does the verdict, from `rest` (its part after REPORT_CUT_KEY) on, list side-channel errors
+    or unclassified tools? Only the verdict's rest is searched: the prompt, output and end state
+    are most of the line. Most verdicts list neither, as the judge lays them out side by side:
+    found near the cut, that ends the search; else both marks are looked for to the line's end."""
+    if line.find(_NEITHER, rest) >= 0:
+        return False
+    return line.find(_SIDE_CHANNEL_MARK, rest) >= 0 or line.find(_UNCLASSIFIED_MARK, rest) >= 0
 
 
 def decode_name(value: bytes | str | None) -> str | None:

@@ -109,6 +109,8 @@ class _Chunk:
                      json.dumps(task_id, ensure_ascii=False).encode("utf-8")): acc
                     for (label, task_id), acc in accs.items()}
         fast_read = read_verdict if not self.rejudge else (lambda line: None)
+        field_sinks = [sink for sink in sinks if sink.wants_fields]
+        episode_sinks = [sink for sink in sinks if not sink.wants_fields]
         number = 0
         for raw in log_lines(self.run_dir / LOG_FILE, start, end):
             number += 1
@@ -130,14 +132,12 @@ class _Chunk:
                 listing = json.loads(raw)["verdict"]
                 self._side_channels(listing)
                 self._unclassified(listing)
-            if sinks:
-                verdict = None
-                for sink in sinks:
-                    if sink.wants_fields:
-                        sink.fields(v, acc.task_id)
-                    else:
-                        verdict = verdict or sink_verdict(v, acc.task_id)
-                        sink.episode(verdict)
+            for sink in field_sinks:
+                sink.fields(v, acc.task_id)
+            if episode_sinks:
+                verdict = sink_verdict(v, acc.task_id)
+                for sink in episode_sinks:
+                    sink.episode(verdict)
             self._keep(raw, v.status != 0 or v.failed != b"[]")
         scan.lines = number
         scan.logged += scan.fast
