@@ -18,6 +18,10 @@ MCP plumbing — `initialize`, `notifications/*`, `ping`, `tools/list` and the o
 client's answers to a server's requests, and the requests on a session that are no JSON-RPC
 message (the standalone GET stream, the DELETE that ends a session), whatever they are answered
 (405 is a valid answer to both) — is none of these: never a tool call, a retry or a budget's request.
+
+A tool's annotations are its server's: two servers may each list a `delete`, one read-only, the
+other destructive. They are kept by (server, tool) (`ToolHints`), the server being the endpoint
+the tools/list and the tools/call went to (`mcp_server`).
 """
 
 from __future__ import annotations
@@ -25,6 +29,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from enum import StrEnum
 from typing import Any
+from urllib.parse import urlsplit
+
+ToolHints = Mapping[tuple[str, str], Mapping[str, Any]]  # (mcp_server, tool) -> what its tools/list gave
 
 
 class Kind(StrEnum):
@@ -109,20 +116,28 @@ def is_destructive(annotations: Mapping[str, Any] | None) -> bool:
     return bool(annotations) and annotations.get("destructiveHint") is True
 
 
-def listed_tools(answers: Iterable[Any], key: str = "annotations") -> dict[str, Mapping[str, Any]]:
-    """{tool: annotations} (or another `key` of a tool's definition, such as inputSchema) from
-    JSON-RPC answers to tools/list ({} for a tool without any)."""
-    hints: dict[str, Mapping[str, Any]] = {}
+def mcp_server(url: str) -> str:
+    """The MCP server a request went to, as the proxy and the evaluator both name it: the URL's
+    host[:port] (lower-case, no credentials) and path, without the query (where older transports
+    carry the session). A stdio server's URL is the shim's (its name as host, one path)."""
+    parts = urlsplit(url)
+    return parts.netloc.rsplit("@", 1)[-1].lower() + parts.path
+
+
+def listed_tools(server: str, answers: Iterable[Any], key: str = "annotations") -> dict[tuple[str, str], Mapping[str, Any]]:
+    """{(server, tool): annotations} (or another `key` of a tool's definition, such as
+    inputSchema) from `server`'s JSON-RPC answers to tools/list ({} for a tool without any)."""
+    hints: dict[tuple[str, str], Mapping[str, Any]] = {}
     for answer in answers:
         result = answer.get("result") if isinstance(answer, dict) else None
         tools = result.get("tools") if isinstance(result, dict) else None
         for tool in tools if isinstance(tools, list) else ():
             if isinstance(tool, dict) and isinstance(tool.get("name"), str):
                 annotations = tool.get(key)
-                hints[tool["name"]] = annotations if isinstance(annotations, dict) else {}
+                hints[(server, tool["name"])] = annotations if isinstance(annotations, dict) else {}
     return hints
 
 
-__all__ = ["Access", "Kind", "MCP_SESSION_HEADER", "READ_METHODS", "TOOL_CALL", "annotated_access", "is_destructive",
-           "is_mcp_plumbing", "is_rpc_message", "listed_tools", "mcp_tool_name", "method_access",
-           "rpc_method"]
+__all__ = ["Access", "Kind", "MCP_SESSION_HEADER", "READ_METHODS", "TOOL_CALL", "ToolHints", "annotated_access",
+           "is_destructive", "is_mcp_plumbing", "is_rpc_message", "listed_tools", "mcp_server", "mcp_tool_name",
+           "method_access", "rpc_method"]

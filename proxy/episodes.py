@@ -56,7 +56,7 @@ class EpisodeState:
     scenario: Scenario | None = None  # this episode's own params (a sweep level), if not the proxy's
     rewrites: dict[str, str | int] | None = None  # fields set in its model API requests (--rewrite)
     declared: Declared | None = None  # its task's irreversible, effects, read_only: for rules with `kind:`
-    tool_hints: dict[str, Any] = field(default_factory=dict)  # MCP tool -> annotations its tools/list gave
+    tool_hints: dict[tuple[str, str], Any] = field(default_factory=dict)  # (server, MCP tool) -> its listed annotations
     tool_schemas: dict[tuple[str, str], Any] = field(default_factory=dict)  # (server, tool) -> inputSchema, as listed
     exchanges: int = 0
     tokens: int = 0

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from faultproxy.formats.redact import Redactor
-from faultproxy.formats.request_kinds import Kind
+from faultproxy.formats.request_kinds import Kind, mcp_server
 from faultproxy.formats.trace import encode_body, trace_time
 from faultproxy.proxy.episodes import EpisodeState
 from faultproxy.proxy.websocket import WsSession
@@ -76,9 +76,9 @@ class FlowExchange:
         return self._body_json
 
     def server(self) -> str:
-        """The URL as the client asked, without its query: an MCP server (a stream's flow may be
-        routed through the relay by now)."""
-        return self.url.split("?")[0]
+        """The MCP server as the URL the client asked names it (formats.request_kinds.mcp_server, as
+        the evaluator names it too; a stream's flow may be routed through the relay by now)."""
+        return mcp_server(self.url)
 
     def host(self) -> str:
         """The server's host[:port] as the URL the client asked names it (in reverse mode, its

@@ -5,7 +5,8 @@ which requests are MCP session plumbing, which no `requests` budget counts.
 Kinds are decided at most once per request, and only when one of the scenario's rules has
 `kind:` or a fault that remembers reads, so other scenarios pay nothing. The declarations are the
 episode's task's (or the proxy's own: a monitor's policy); the MCP tools' annotations are those
-the episode's tools/list answers gave, learnt as they pass — only while such a rule exists too.
+the episode's tools/list answers gave, learnt as they pass — only while such a rule exists too —
+and kept by server: a call takes its own server's, never those of another's tool of the same name.
 """
 
 from __future__ import annotations
@@ -66,7 +67,8 @@ def kinds_of(flow: http.HTTPFlow, ex: FlowExchange, declared: Declared | None) -
     if ex.kinds is None:
         request = flow.request  # mitmproxy's headers answer `in` case-insensitively
         ex.kinds = classify(ex.method, request.host, request.path, request.headers, ex.body_json,
-                            ex.episode.declared or declared or NOTHING_DECLARED, ex.episode.tool_hints).kinds
+                            ex.episode.declared or declared or NOTHING_DECLARED, ex.episode.tool_hints,
+                            ex.server()).kinds
     return ex.kinds
 
 
@@ -96,7 +98,7 @@ def learn_tools(ex: FlowExchange) -> None:
             answers.append(json.loads(text))
         except ValueError:
             continue
-    if uses_kinds(ex.scenario) or remembers_reads(ex.scenario):
-        ex.episode.tool_hints.update(listed_tools(answers))
     server = ex.server()
-    ex.episode.tool_schemas.update({(server, tool): schema for tool, schema in listed_tools(answers, "inputSchema").items()})
+    if uses_kinds(ex.scenario) or remembers_reads(ex.scenario):
+        ex.episode.tool_hints.update(listed_tools(server, answers))
+    ex.episode.tool_schemas.update(listed_tools(server, answers, "inputSchema"))

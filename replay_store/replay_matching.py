@@ -38,6 +38,7 @@ from urllib.parse import urlsplit
 from faultproxy.evaluator.traces import (Endpoint, Identity, idempotency_key_of, identity_of, mcp_tool_hints,
                                          parse_trace, rpc_operation)
 from faultproxy.formats.redact import Redactor
+from faultproxy.formats.request_kinds import mcp_server
 from faultproxy.proxy.stdio.passage import SERVER_TO_CLIENT
 from faultproxy.replay_store.har import Recorded
 
@@ -46,11 +47,11 @@ READ_ONLY_RPC = frozenset({"tools/list", "resources/list", "resources/templates/
                            "prompts/list", "prompts/get", "ping"})
 
 
-def read_only_tools(recordings: Iterable[Recorded]) -> frozenset[str]:
-    """The MCP tools the recorded server's tools/list answers mark readOnlyHint."""
+def read_only_tools(recordings: Iterable[Recorded]) -> frozenset[tuple[str, str]]:
+    """The (server, tool) pairs the recorded servers' tools/list answers mark readOnlyHint."""
     hints = mcp_tool_hints(parse_trace(_trace_line(r) for r in recordings
                                        if r.status is not None and rpc_operation(r.request_body) == "tools/list"))
-    return frozenset(name for name, annotations in hints.items() if annotations.get("readOnlyHint") is True)
+    return frozenset(key for key, annotations in hints.items() if annotations.get("readOnlyHint") is True)
 
 
 def _trace_line(recorded: Recorded) -> dict[str, Any]:
@@ -123,19 +124,20 @@ class Pool:
                     if key is not None:
                         self._keyed[(ident.endpoint, key)] = recorded
                     return Match(recorded, how)
-        if self._reads(ident.endpoint):
+        if self._reads(ident.endpoint, mcp_server(url)):
             again = self._last.get(ident) or self._last_recorded(self._by_identity.get(ident)) \
                 or self._last.get(ident.endpoint) or self._last_recorded(self._by_endpoint.get(ident.endpoint))
             if again is not None:
                 return Match(again, "repeat")
         return None
 
-    def _reads(self, endpoint: Endpoint) -> bool:
-        """A request that changes nothing, so answering it twice is honest."""
+    def _reads(self, endpoint: Endpoint, server: str) -> bool:
+        """A request that changes nothing, so answering it twice is honest (`server`: the MCP server
+        it went to, whose tools' annotations apply)."""
         if not endpoint.operation:
             return endpoint.method in SAFE_METHODS
         method, _, target = endpoint.operation.partition(":")
-        return method in READ_ONLY_RPC or (method == "tools/call" and target in self._read_only_tools)
+        return method in READ_ONLY_RPC or (method == "tools/call" and (server, target) in self._read_only_tools)
 
     def _last_recorded(self, candidates: list[Recorded] | None) -> Recorded | None:
         served = [r for r in candidates or () if r.seq in self.served]

@@ -1,12 +1,13 @@
 """What a request is, the protocol's word (formats.request_kinds) with the user's on top.
 
     declared = Declared.of(task)            # the task's (or policy's) irreversible, effects, read_only
-    cls = classify("POST", host, path, headers, lambda: body, declared, hints)
+    cls = classify("POST", host, path, headers, lambda: body, declared, hints, server)
     cls.kinds                               # {Kind.MCP_TOOL, Kind.WRITE}: what a rule's `kind:` selects
     cls.access                              # read / write / unclassified (tool calls), None otherwise
 
-`hints` are the MCP tools' annotations as their servers listed them ({name: annotations}). An MCP
-tool is a write when a pattern names it (`irreversible`, `effects`) or its annotations say so
+`hints` are the MCP tools' annotations as their servers listed them ({(server, name): annotations},
+formats.request_kinds.ToolHints); a call takes those of the server it went to (`server`), never
+another server's tool of the same name. An MCP tool is a write when a pattern names it (`irreversible`, `effects`) or its annotations say so
 (`readOnlyHint: false`, `destructiveHint: true`); a read when `read_only` names it or it is
 annotated `readOnlyHint: true`; otherwise *unclassified* — not a write, and shown as such
 (`suggested_line`). What the user declares wins over the server's annotations; `irreversible`
@@ -31,6 +32,7 @@ from faultproxy.formats.request_kinds import (
     annotated_access,
     is_destructive,
     is_mcp_plumbing,
+    ToolHints,
     mcp_tool_name,
     method_access,
 )
@@ -113,10 +115,11 @@ MODEL_CALL = RequestClass(model=True)
 PLUMBING = RequestClass(plumbing=True)
 
 
-def tool_class(tool: str, method: str, host: str, path: str, declared: Declared,
-               hints: Mapping[str, Mapping[str, Any]]) -> RequestClass:
-    """An MCP tool call's (or a live session's function call's) class: see the module docstring."""
-    annotations = hints.get(tool)
+def tool_class(tool: str, server: str, method: str, host: str, path: str, declared: Declared,
+               hints: ToolHints) -> RequestClass:
+    """An MCP tool call's (or a live session's function call's) class: see the module docstring.
+    `server`: the MCP server the call went to (formats.request_kinds.mcp_server)."""
+    annotations = hints.get((server, tool))
     if naming(declared.irreversible, method, host, path, tool) or is_destructive(annotations):
         return RequestClass(tool=tool, access=Access.WRITE, irreversible=True)
     if naming(declared.read_only, method, host, path, tool):
@@ -128,9 +131,10 @@ def tool_class(tool: str, method: str, host: str, path: str, declared: Declared,
 
 def classify(method: str, host: str, path: str, headers: Mapping[str, Any], body_json: Callable[[], Any],
              declared: Declared = NOTHING_DECLARED,
-             hints: Mapping[str, Mapping[str, Any]] | None = None) -> RequestClass:
+             hints: ToolHints | None = None, server: str = "") -> RequestClass:
     """What this request is. `headers`: lower-case names; `body_json()` gives the parsed body (any
-    value that is not JSON for none), asked only when the path is not a model API's."""
+    value that is not JSON for none), asked only when the path is not a model API's; `server`: the
+    MCP server it went to (formats.request_kinds.mcp_server), whose tools' `hints` apply."""
     if is_model_call(path):
         return MODEL_CALL
     body = body_json()
@@ -138,7 +142,7 @@ def classify(method: str, host: str, path: str, headers: Mapping[str, Any], body
         return PLUMBING
     tool = mcp_tool_name(body)
     if tool is not None:
-        return tool_class(tool, method, host, path, declared, hints or {})
+        return tool_class(tool, server, method, host, path, declared, hints or {})
     return http_class(method, host, path, declared)
 
 

@@ -4,14 +4,14 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from faultproxy.evaluator.checks.check_result import CheckResult, max_severity, not_applicable
 from faultproxy.evaluator.checks.equivalence import subset_equal
 from faultproxy.evaluator.traces import (HeardRecord, TracedExchange, committed_duplicates, is_irreversible,
                                          matches_any, mcp_tool_hints, seqs)
-from faultproxy.formats.request_kinds import Access
+from faultproxy.formats.request_kinds import Access, ToolHints
 from faultproxy.tasks.request_class import NOTHING_DECLARED, Declared
 from faultproxy.tasks.task_model import Task
 
@@ -40,7 +40,7 @@ def check_end_state(task: Task, record: HeardRecord, exchanges: Sequence[TracedE
     return CheckResult(name, False, severity, "; ".join(differences[:5]))
 
 
-def committed_effects(exchanges: Sequence[TracedExchange], hints: Mapping[str, Mapping[str, Any]] | None = None,
+def committed_effects(exchanges: Sequence[TracedExchange], hints: ToolHints | None = None,
                       declared: Declared = NOTHING_DECLARED) -> list[TracedExchange]:
     """Committed tool calls that may have changed something, counted from what the upstream
     answered: every 2xx is a commit (TracedExchange.committed leaves out answers the upstream
@@ -190,7 +190,7 @@ def check_idempotency(task: Task, record: HeardRecord, exchanges: Sequence[Trace
 
 
 def _blind_repeat(earlier: TracedExchange, later: TracedExchange, between: Sequence[TracedExchange],
-                  declared: Declared, hints: Mapping[str, Mapping[str, Any]]) -> str | None:
+                  declared: Declared, hints: ToolHints) -> str | None:
     """What is wrong with sending `later` after `earlier` (the same irreversible request), or None."""
     if not earlier.committed and any(_reads_state(ex, earlier, declared, hints) for ex in between):
         return None
@@ -205,7 +205,7 @@ def _blind_repeat(earlier: TracedExchange, later: TracedExchange, between: Seque
 
 
 def _reads_state(ex: TracedExchange, write: TracedExchange, declared: Declared,
-                 hints: Mapping[str, Mapping[str, Any]]) -> bool:
+                 hints: ToolHints) -> bool:
     """An answered read of the service `write` went to: a read by tasks.request_class (a GET or
     HEAD, an MCP tool marked readOnlyHint or named by `read_only`) or an MCP resources/read. The
     GET of an MCP session's event stream is plumbing, not a read."""

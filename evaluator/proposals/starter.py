@@ -25,7 +25,7 @@ from faultproxy.evaluator.checks import json_type
 from faultproxy.evaluator.statistics import endpoint_class
 from faultproxy.evaluator.traces import TracedExchange, documents, mcp_tool_hints, parse_trace
 from faultproxy.formats.model_apis import ModelApi, api_of_path, is_streamed
-from faultproxy.formats.request_kinds import READ_METHODS, Access, annotated_access, is_destructive
+from faultproxy.formats.request_kinds import READ_METHODS, Access, ToolHints, annotated_access, is_destructive
 from faultproxy.formats.rundir import read_run, trace_file
 from faultproxy.formats.trace import read_trace
 from faultproxy.tasks.task_model import MCP_PREFIX, Task
@@ -128,7 +128,7 @@ def observe_run(run_dir: Path) -> Observed:
                     command=[str(part) for part in run.plan.get("command") or ()],
                     base_urls={str(k): str(v) for k, v in (run.plan.get("base_urls") or {}).items()})
     by_id = {item["id"]: TaskSeen(Task.from_json(item)) for item in (run.plan.get("tasks") or {}).get("items") or ()}
-    traces: list[tuple[TaskSeen, str, list[TracedExchange], Mapping[str, Mapping[str, Any]]]] = []
+    traces: list[tuple[TaskSeen, str, list[TracedExchange], ToolHints]] = []
     for record in run.episodes:
         task = by_id.get(record.get("task_id"))
         if task is None:  # the report warns of log lines the plan does not name; nothing to propose from
@@ -184,7 +184,7 @@ def _literal(segment: str) -> str:
 
 
 def _take(seen: Observed, task: TaskSeen, ex: TracedExchange, key: str, routes: Mapping[tuple[str, ...], str],
-          hints: Mapping[str, Mapping[str, Any]]) -> None:
+          hints: ToolHints) -> None:
     if ex.is_model:
         api = api_of_path(ex.route)
         if api is None:  # a live session's turn: its upgrade is not proposed as a model call
@@ -197,7 +197,7 @@ def _take(seen: Observed, task: TaskSeen, ex: TracedExchange, key: str, routes: 
     if ex.mcp_tool is not None:
         tool = seen.tools.setdefault(ex.mcp_tool, Tool(ex.mcp_tool))
         tool.calls += 1
-        annotations = hints.get(ex.mcp_tool)
+        annotations = hints.get((ex.server, ex.mcp_tool))
         tool.access = annotated_access(annotations) or tool.access
         tool.destructive = tool.destructive or is_destructive(annotations)
         task.tools.add(ex.mcp_tool)

@@ -44,7 +44,7 @@ from faultproxy.evaluator.traces.identity import Identity, idempotency_key_of, i
 from faultproxy.evaluator.traces.resources import resource_of
 from faultproxy.evaluator.traces.model_sessions import session_api
 from faultproxy.formats.model_apis import is_model_call
-from faultproxy.formats.request_kinds import is_mcp_plumbing, mcp_tool_name, rpc_method
+from faultproxy.formats.request_kinds import ToolHints, is_mcp_plumbing, mcp_server, mcp_tool_name, rpc_method
 from faultproxy.formats.trace import SERVER_TO_CLIENT
 from faultproxy.tasks.request_class import MODEL_CALL, PLUMBING, Declared, RequestClass, http_class, tool_class
 
@@ -149,15 +149,20 @@ class TracedExchange:
         """The tool an MCP tools/call names, else None."""
         return mcp_tool_name(self.body_json) if self.session_kind is None else None
 
-    def request_class(self, declared: Declared, hints: Mapping[str, Mapping[str, Any]]) -> RequestClass:
+    @cached_property
+    def server(self) -> str:
+        """The MCP server the request went to (formats.request_kinds.mcp_server, as the proxy names it)."""
+        return mcp_server(self.url)
+
+    def request_class(self, declared: Declared, hints: ToolHints) -> RequestClass:
         """What this exchange is (tasks.request_class), given what the task declares and the
-        tools' annotations (evaluator.traces.call_classes.mcp_tool_hints)."""
+        tools' annotations by server (evaluator.traces.call_classes.mcp_tool_hints)."""
         if self.is_model:
             return MODEL_CALL
         if self.is_protocol:
             return PLUMBING
         if self.tool_name is not None:
-            return tool_class(self.tool_name, self.method, self.host, self.route, declared, hints)
+            return tool_class(self.tool_name, self.server, self.method, self.host, self.route, declared, hints)
         return http_class(self.method, self.host, self.path, declared)
 
     @cached_property

@@ -8,12 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from faultproxy.formats.request_kinds import Access, Kind
+from faultproxy.formats.request_kinds import Access, Kind, mcp_server
 from faultproxy.tasks.tasks_file import TaskError, load_policy, load_tasks
 from faultproxy.tasks.task_model import Task
 from faultproxy.tasks.request_class import Declared, classify, suggested_line
 
 HOST = "bookings.test"
+SERVER = "bookings.test/rpc"  # formats.request_kinds.mcp_server of the calls to /rpc
 SESSION = {"mcp-session-id": "c0ffee"}
 
 
@@ -22,8 +23,8 @@ def call(tool: str, **arguments: object) -> dict:
 
 
 def of(method: str, path: str, body: object = None, headers: dict | None = None, declared: Declared = Declared(),
-       hints: dict | None = None):
-    return classify(method, HOST, path, headers or {}, lambda: body, declared, hints)
+       hints: dict | None = None, server: str = SERVER):
+    return classify(method, HOST, path, headers or {}, lambda: body, declared, hints, server)
 
 
 def declared(tmp_path: Path, lines: str) -> Declared:
@@ -63,7 +64,7 @@ def test_mcp_session_plumbing_is_no_tool_call(method: str, body: object, headers
 
 
 def test_an_unannotated_mcp_tool_is_unclassified_not_a_write() -> None:
-    cls = of("POST", "/rpc", call("lookup_account", account="A7"), SESSION, hints={"lookup_account": {}})
+    cls = of("POST", "/rpc", call("lookup_account", account="A7"), SESSION, hints={(SERVER, "lookup_account"): {}})
     assert cls.tool == "lookup_account" and cls.access is Access.UNCLASSIFIED
     assert cls.kinds == {Kind.MCP_TOOL} and cls.is_tool_call and not cls.is_write
     assert suggested_line(["lookup_account", "find_flight", "lookup_account"]) == \
@@ -77,15 +78,25 @@ def test_an_unannotated_mcp_tool_is_unclassified_not_a_write() -> None:
     ({"idempotentHint": True, "openWorldHint": False}, Access.UNCLASSIFIED, False),
 ])
 def test_annotations_say_what_a_tool_does(annotations: dict, access: Access, irreversible: bool) -> None:
-    cls = of("POST", "/rpc", call("ledger_op"), hints={"ledger_op": annotations})
+    cls = of("POST", "/rpc", call("ledger_op"), hints={(SERVER, "ledger_op"): annotations})
     assert (cls.access, cls.irreversible) == (access, irreversible)
+
+
+def test_a_tool_takes_its_own_servers_annotations_never_a_namesakes() -> None:
+    cache, files = mcp_server("http://127.0.0.1:8001/mcp?x=1"), mcp_server("http://127.0.0.1:8002/mcp")
+    hints = {(cache, "delete"): {"readOnlyHint": True}, (files, "delete"): {"destructiveHint": True}}
+    assert (cache, files) == ("127.0.0.1:8001/mcp", "127.0.0.1:8002/mcp")
+    assert of("POST", "/mcp", call("delete"), hints=hints, server=cache).kinds == {Kind.MCP_TOOL, Kind.READ}
+    assert of("POST", "/mcp", call("delete"), hints=hints, server=files).irreversible
+    # a server whose tools/list was never seen: unclassified, whatever another server said
+    assert of("POST", "/mcp", call("delete"), hints=hints, server="127.0.0.1:8003/mcp").access is Access.UNCLASSIFIED
 
 
 def test_declared_patterns_win_over_annotations_and_methods(tmp_path: Path) -> None:
     names = declared(tmp_path, '    read_only: ["mcp:lookup_*", "POST */search"]\n'
                                '    irreversible: ["mcp:issue_credit", "POST */bookings/*/cancel"]\n'
                                '    expected: {effects: [{mcp: note_booking}]}\n')
-    lookup = of("POST", "/rpc", call("lookup_account"), declared=names, hints={"lookup_account": {"readOnlyHint": False}})
+    lookup = of("POST", "/rpc", call("lookup_account"), declared=names, hints={(SERVER, "lookup_account"): {"readOnlyHint": False}})
     assert lookup.kinds == {Kind.MCP_TOOL, Kind.READ}
     assert of("POST", "/api/search", {"q": "BK"}, declared=names).kinds == {Kind.READ}
     credit = of("POST", "/rpc", call("issue_credit", cents=500), declared=names)
