@@ -27,7 +27,8 @@ from faultproxy.proxy.auth import is_loopback
 from faultproxy.proxy.ca import ca_bundle, default_confdir, ensure_ca, upstream_trust
 from faultproxy.proxy.addon_dispatch import handled_only
 from faultproxy.proxy.episodes import EpisodeLimits
-from faultproxy.proxy.injector import SETTLE_S, FaultInjector
+from faultproxy.proxy.episode_lifecycle import SETTLE_S
+from faultproxy.proxy.injector import FaultInjector
 from faultproxy.proxy.lean_mitmproxy import CrlOnceTlsConfig, skip_debug_checks
 from faultproxy.proxy.mcp_http import McpStreams
 from faultproxy.proxy.stdio.lane import StdioLane

@@ -23,7 +23,8 @@ from faultproxy.formats.trace import CLIENT_TO_SERVER, SERVER_TO_CLIENT
 from faultproxy.proxy.attribution import EPISODE_KEY, PASS_THROUGH_KEY
 from faultproxy.proxy.auth import EpisodeGate
 from faultproxy.proxy.exchange import EXCHANGE_KEY
-from faultproxy.proxy.injector import DIRECTION_KEY, FaultInjector, header_pairs
+from faultproxy.proxy.exchange_end import header_pairs
+from faultproxy.proxy.injector import DIRECTION_KEY, FaultInjector
 from faultproxy.proxy.stdio.route import STDIO_PATH, STDIO_SUFFIX
 from faultproxy.proxy.stdio.upstream import Delivered
 from mitmproxy import connection, http
