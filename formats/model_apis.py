@@ -156,6 +156,10 @@ def request_model(api: ModelApi, path: str, body: Any) -> str | None:
 # | `openai_realtime` | `response.create`                             | `response.done`                      |
 # | `gemini_live`     | `clientContent` with `turnComplete`, `toolResponse` | `serverContent.turnComplete`, `toolCall` |
 #
+# A server with voice activity detection starts a turn itself, no client event asking for it
+# (OpenAI's server VAD answers a committed audio buffer, Gemini answers streamed `realtimeInput`):
+# such a turn starts at OpenAI's `response.created`, Gemini's first `serverContent` or `toolCall`.
+#
 # A function call: OpenAI Realtime `response.function_call_arguments.done` {call_id, name,
 # arguments} and `response.output_item.done` with a `function_call` item (the same call twice,
 # told apart by call_id); Gemini Live `toolCall.functionCalls[]` {id, name, args}. Its result,
@@ -202,6 +206,15 @@ def live_turn_edge(api: LiveApi, event: Any, sender: str) -> bool:
         return _gemini_field(event, other) is not None or (isinstance(content, dict)
                                                             and content.get("turnComplete") is True)
     return event.get("type") == openai_type
+
+
+def live_server_start(api: LiveApi, event: Any) -> bool:
+    """Can this server event start a turn, when no client event started one (voice activity detection)?"""
+    if not isinstance(event, dict):
+        return False
+    if api is LiveApi.GEMINI_LIVE:
+        return _gemini_field(event, "serverContent") is not None or _gemini_field(event, "toolCall") is not None
+    return event.get("type") == "response.created"
 
 
 def live_function_calls(api: LiveApi, event: Any) -> list[LiveFunctionCall]:

@@ -6,7 +6,10 @@ The proxy writes a WebSocket session as one trace line: its upgrade request, wit
 shape from it, so that every check reads them as it reads HTTP traffic:
 
 - a model call per turn: from the client event that asks for it (`response.create`) to the
-  server event that ends it (`response.done`), its server events as the answer's SSE; a turn
+  server event that ends it (`response.done`), its server events as the answer's SSE; a turn no
+  client event asked for (the server's voice activity detection answered audio) starts at the
+  server's own start of a response (`response.created`; Gemini's first `serverContent` or
+  `toolCall` after the last turn ended), and has no request body; a turn
   the session closed before its end is a cut answer (client outcome `cut`). The fault that fired
   on a message of the turn (the last delivered one, if several) is the turn's fault, so a close
   mid-answer is a fault of the model call it cut;
@@ -29,7 +32,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from faultproxy.formats.model_apis import (LiveApi, LiveFunctionCall, live_api_of_session, live_function_calls,
-                                           live_function_outputs, live_model, live_turn_edge)
+                                           live_function_outputs, live_model, live_server_start,
+                                           live_turn_edge)
 
 
 def session_api(line: Mapping[str, Any]) -> LiveApi | None:
@@ -86,11 +90,15 @@ def _turns(line: Mapping[str, Any], api: LiveApi, events: list[tuple[dict, Any]]
     for message, event in events:
         client = message.get("from") == "client"
         if current is None:
-            pending.append(message)
-            if client and live_turn_edge(api, event, "client"):
-                current = {"start": message, "messages": pending, "sse": []}
-                pending = []
-            continue
+            # a server that starts an answer no client event asked for (voice activity detection)
+            # started the turn even when the proxy withheld that start from the client
+            starts = live_turn_edge(api, event, "client") if client \
+                else live_server_start(api, event if event is not None else _json(message.get("text")))
+            if not starts:
+                pending.append(message)
+                continue
+            current = {"start": message, "messages": pending, "sse": []}
+            pending = []
         current["messages"].append(message)
         if not client and event is not None:
             current["sse"].append([round(message["t"] - current["start"]["t"], 6), "data: " + json.dumps(event)])
@@ -111,7 +119,8 @@ def _turn_line(line: Mapping[str, Any], api: LiveApi, turn: dict[str, Any], end:
     last_t = end["t"] if end else (close.get("t") or turn["messages"][-1]["t"])
     derived = _derived(line, start["t"], "model_call", api, duration_s=round(max(0.0, last_t - start["t"]), 6),
                        fault=fault, upstream={"status": 200, "headers": [], "sse": turn["sse"]})
-    derived["request"]["body"] = start.get("text")
+    # the client's event that asked for the turn; none when the server started it
+    derived["request"]["body"] = start.get("text") if start.get("from") == "client" else None
     derived["session"]["faults"] = _faults(line, turn["messages"])
     if end is not None:
         return derived | {"client": {"outcome": "response", "status": 200}}

@@ -5,7 +5,7 @@ import pytest
 
 from faultproxy.formats.model_apis import (LiveApi, LiveFunctionCall, ModelApi, api_of_path, detect_api, is_streamed,
                                            live_api_of_session, live_function_calls, live_function_outputs,
-                                           live_turn_edge, provider_of, request_model)
+                                           live_server_start, live_turn_edge, provider_of, request_model)
 
 
 @pytest.mark.parametrize(("path", "api"), [
@@ -71,3 +71,7 @@ def test_live_session_shapes_of_both_apis():
         "type": "function_call_output", "call_id": "c1", "output": "{}"}}) == [("c1", "{}")]
     assert live_turn_edge(openai, {"type": "response.create"}, "client")
     assert not live_turn_edge(openai, {"type": "response.create"}, "server")
+    # a server with voice activity detection starts a turn itself
+    assert live_server_start(openai, {"type": "response.created"}) and not live_server_start(openai, {"type": "response.done"})
+    assert live_server_start(gemini, {"server_content": {}}) and live_server_start(gemini, {"toolCall": {}})
+    assert not live_server_start(gemini, {"setupComplete": {}})
