@@ -1,5 +1,6 @@
 """Realtime-like WebSocket model APIs (aiohttp apps): a text session that streams deltas, one whose model
-calls functions (TURNS), and FAULTS, a scenario's rules with one lane (path prefix) per WebSocket fault."""
+calls functions (TURNS), voice sessions whose server answers audio by itself (OpenAI server VAD, Gemini
+Live realtimeInput), and FAULTS, a scenario's rules with one lane (path prefix) per WebSocket fault."""
 
 from __future__ import annotations
 
@@ -100,4 +101,59 @@ def function_calling_app() -> web.Application:
 
     app = web.Application()
     app.router.add_get("/v1/realtime", session)
+    return app
+
+
+VAD_USAGE = {"input_tokens": 40, "output_tokens": 9}
+
+
+def server_vad_app() -> web.Application:
+    """A Realtime-like voice session with server VAD: the server commits the client's appended audio
+    and answers it by itself (no `response.create`) with a call of refund_order; the client's
+    `response.create` after the call's output gets a text answer. Every response reports VAD_USAGE."""
+
+    async def respond(ws: web.WebSocketResponse, *events: dict) -> None:
+        await ws.send_json({"type": "response.created", "response": {"status": "in_progress"}})
+        for event in events:
+            await ws.send_json(event)
+        await ws.send_json({"type": "response.done", "response": {"status": "completed", "usage": VAD_USAGE}})
+
+    async def session(request: web.Request) -> web.WebSocketResponse:
+        ws = web.WebSocketResponse()
+        await ws.prepare(request)
+        await ws.send_json({"type": "session.created", "session": {"turn_detection": {"type": "server_vad"}}})
+        async for message in ws:
+            kind = json.loads(message.data).get("type")
+            if kind == "input_audio_buffer.append":  # the speaker stopped: the server takes its turn
+                await ws.send_json({"type": "input_audio_buffer.committed", "item_id": "item_1"})
+                call = {"call_id": "call_vad", "name": "refund_order", "arguments": json.dumps({"order_id": "1001"})}
+                await respond(ws, {"type": "response.function_call_arguments.done", **call})
+            elif kind == "response.create":
+                await respond(ws, {"type": "response.output_text.delta", "delta": "Refunded."})
+        return ws
+
+    app = web.Application()
+    app.router.add_get("/v1/realtime", session)
+    return app
+
+
+def gemini_vad_app() -> web.Application:
+    """A Gemini-Live-like voice session: after setup, each `realtimeInput` audio chunk is answered by
+    itself (no `clientContent` turnComplete): a text part, then turnComplete with usageMetadata."""
+
+    async def session(request: web.Request) -> web.WebSocketResponse:
+        ws = web.WebSocketResponse()
+        await ws.prepare(request)
+        async for message in ws:
+            event = json.loads(message.data)
+            if "setup" in event:
+                await ws.send_json({"setupComplete": {}})
+            elif "realtimeInput" in event:
+                await ws.send_json({"serverContent": {"modelTurn": {"parts": [{"text": "Heard you."}]}}})
+                await ws.send_json({"serverContent": {"turnComplete": True}, "usageMetadata": {
+                    "promptTokenCount": VAD_USAGE["input_tokens"], "responseTokenCount": VAD_USAGE["output_tokens"]}})
+        return ws
+
+    app = web.Application()
+    app.router.add_get(f"/ws/{GEMINI_LIVE}", session)
     return app
