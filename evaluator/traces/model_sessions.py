@@ -91,9 +91,10 @@ def _turns(line: Mapping[str, Any], api: LiveApi, events: list[tuple[dict, Any]]
         client = message.get("from") == "client"
         if current is None:
             # a server that starts an answer no client event asked for (voice activity detection)
-            # started the turn even when the proxy withheld that start from the client
-            starts = live_turn_edge(api, event, "client") if client \
-                else live_server_start(api, event if event is not None else _json(message.get("text")))
+            # started the turn even when the proxy withheld that start from the client; a `resent`
+            # message is the copy of a held one, already read where it was held
+            starts = live_turn_edge(api, event, "client") if client else not message.get("resent") \
+                and live_server_start(api, event if event is not None else _json(message.get("text")))
             if not starts:
                 pending.append(message)
                 continue

@@ -72,3 +72,11 @@ def test_gemini_live_answers_to_streamed_audio_are_model_calls():
     assert [(ex.started, ex.body is None) for ex in model_calls(line)] == [(103.0, True), (104.0, False),
                                                                           (108.0, True)]
     assert final_answer(parse_trace([line])) == "Bye."
+
+
+def test_a_message_resent_behind_an_injection_starts_no_turn_of_its_own():
+    call = {"toolCall": {"functionCalls": [{"id": "f1", "name": "refund_order", "args": {}}]}}
+    line = session(f"ws://127.0.0.1:1/ws/{GEMINI_LIVE}", ("client", {"realtimeInput": {}}),
+                   ("server", call, {"held": True}), ("server", {"goAway": {}}, {"injected": True}),
+                   ("server", call, {"resent": True}))
+    assert [ex.started for ex in model_calls(line)] == [101.0]  # the held toolCall started and ended it
