@@ -137,9 +137,9 @@ def server_vad_app() -> web.Application:
     return app
 
 
-def gemini_vad_app() -> web.Application:
-    """A Gemini-Live-like voice session: after setup, each `realtimeInput` audio chunk is answered by
-    itself (no `clientContent` turnComplete): a text part, then turnComplete with usageMetadata."""
+def gemini_live_app() -> web.Application:
+    """A Gemini-Live-shaped session: setup, then a turn that calls refund_order, then one that answers;
+    `realtimeInput` audio is answered by itself (voice activity detection) in text, with usage."""
 
     async def session(request: web.Request) -> web.WebSocketResponse:
         ws = web.WebSocketResponse()
@@ -148,12 +148,19 @@ def gemini_vad_app() -> web.Application:
             event = json.loads(message.data)
             if "setup" in event:
                 await ws.send_json({"setupComplete": {}})
-            elif "realtimeInput" in event:
+            elif {"clientContent", "client_content"} & event.keys():  # google-genai sends snake_case
+                await ws.send_json({"toolCall": {"functionCalls": [
+                    {"id": "fc_1", "name": "refund_order", "args": {"order_id": "1001"}}]}})
+            elif {"toolResponse", "tool_response"} & event.keys():
+                await ws.send_json({"serverContent": {"modelTurn": {"parts": [{"text": "Refunded order 1001."}]}}})
+                await ws.send_json({"serverContent": {"turnComplete": True}})
+            elif "realtimeInput" in event:  # voice: streamed audio is answered with no turnComplete asked
                 await ws.send_json({"serverContent": {"modelTurn": {"parts": [{"text": "Heard you."}]}}})
                 await ws.send_json({"serverContent": {"turnComplete": True}, "usageMetadata": {
                     "promptTokenCount": VAD_USAGE["input_tokens"], "responseTokenCount": VAD_USAGE["output_tokens"]}})
         return ws
 
     app = web.Application()
-    app.router.add_get(f"/ws/{GEMINI_LIVE}", session)
+    # google-genai names the API version it was given (v1 by default), Google's docs v1beta
+    app.router.add_get(f"/ws/{GEMINI_LIVE.replace('v1beta', '{version}')}", session)
     return app

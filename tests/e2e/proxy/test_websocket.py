@@ -12,7 +12,6 @@ from pathlib import Path
 
 import aiohttp
 import pytest
-from aiohttp import web
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
@@ -24,7 +23,8 @@ from faultproxy.otel import names as N
 from faultproxy.otel.spans import exchange_span
 from faultproxy.tasks.task_model import Effect, EndpointPattern, Expected, Task
 from tests.support.fixtures import scenario
-from tests.support.realtime import DELTAS, FAULTS, GEMINI_LIVE, TURNS, function_calling_app, realtime_app
+from tests.support.realtime import (DELTAS, FAULTS, GEMINI_LIVE, TURNS, function_calling_app, gemini_live_app,
+                                    realtime_app)
 from tests.support.upstream import ServerThread
 
 AUDIO = bytes(range(256)) * 8  # 2 KiB of "audio"
@@ -345,30 +345,6 @@ def test_the_evaluator_reads_turns_and_function_calls_of_a_realtime_session(make
     assert verdict["faults"] and {f["type"] for f in verdict["faults"]} == {"ws_delay"}  # on the fourth turn
     exchanges = parse_trace(read_trace(trace_path(tmp_path / "flows", "fc")))
     assert final_answer(exchanges) == "Refunded."
-
-
-def gemini_live_app() -> web.Application:
-    """A Gemini-Live-shaped session: setup, then a turn that calls refund_order, then one that answers."""
-
-    async def session(request: web.Request) -> web.WebSocketResponse:
-        ws = web.WebSocketResponse()
-        await ws.prepare(request)
-        async for message in ws:
-            event = json.loads(message.data)
-            if "setup" in event:
-                await ws.send_json({"setupComplete": {}})
-            elif {"clientContent", "client_content"} & event.keys():  # google-genai sends snake_case
-                await ws.send_json({"toolCall": {"functionCalls": [
-                    {"id": "fc_1", "name": "refund_order", "args": {"order_id": "1001"}}]}})
-            elif {"toolResponse", "tool_response"} & event.keys():
-                await ws.send_json({"serverContent": {"modelTurn": {"parts": [{"text": "Refunded order 1001."}]}}})
-                await ws.send_json({"serverContent": {"turnComplete": True}})
-        return ws
-
-    app = web.Application()
-    # google-genai names the API version it was given (v1 by default), Google's docs v1beta
-    app.router.add_get(f"/ws/{GEMINI_LIVE.replace('v1beta', '{version}')}", session)
-    return app
 
 
 def test_the_evaluator_reads_a_gemini_live_session(make_proxy, tmp_path):

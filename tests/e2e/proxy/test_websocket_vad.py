@@ -14,7 +14,7 @@ from faultproxy.evaluator.traces import final_answer, model_usage, parse_trace
 from faultproxy.formats.trace import read_trace, trace_path
 from faultproxy.tasks.task_model import Effect, EndpointPattern, Expected, Task
 from tests.support.fixtures import scenario
-from tests.support.realtime import GEMINI_LIVE, VAD_USAGE, gemini_vad_app, server_vad_app
+from tests.support.realtime import GEMINI_LIVE, VAD_USAGE, gemini_live_app, server_vad_app
 from tests.support.upstream import ServerThread
 
 
@@ -83,7 +83,7 @@ def test_a_gemini_live_answer_to_streamed_audio_is_a_model_call(make_proxy, tmp_
             while "turnComplete" not in json.loads(await asyncio.wait_for(ws.recv(), 20))["serverContent"]:
                 pass
 
-    with ServerThread(gemini_vad_app()) as server:
+    with ServerThread(gemini_live_app()) as server:
         asyncio.run(voice_agent(server.port))
     proxy.end_episode("live-vad")
     trace = list(read_trace(trace_path(tmp_path / "flows", "live-vad")))
