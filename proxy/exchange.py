@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -65,6 +66,9 @@ class FlowExchange:
     websocket: WsSession | None = None  # the WebSocket session the upgrade opened, if it did
     duplicate: tuple[int, list[tuple[str, str]], bytes] | None = None  # duplicate_delivery: the second answer
     consequence_of: dict[str, Any] | None = None  # answered by the proxy because of an earlier fault: which
+    # ends its open answer now as a dropped connection ends it, saying why; False once it has ended
+    # (an MCP stream through the relay: proxy.relay.Relay.drop)
+    drop: Callable[[str], bool] | None = None
     written: bool = False
     _body_json: Any = field(default=_UNPARSED, init=False, repr=False)
 

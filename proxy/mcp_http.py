@@ -49,6 +49,7 @@ import structlog
 from faultproxy.proxy.attribution import PASS_THROUGH_KEY, episode_of
 from faultproxy.proxy.auth import EpisodeGate
 from faultproxy.proxy.exchange import EXCHANGE_KEY, FlowExchange
+from faultproxy.proxy.faults import FAULT_CLASSES
 from faultproxy.proxy.faults.lingering import REWRITE_KEY
 from faultproxy.proxy.injector import FaultInjector
 from faultproxy.proxy.sse import data_payloads
@@ -99,13 +100,15 @@ class McpStreams:
         stream = ServerStream(self, flow, ex)
         if self._may_hold(flow, ex):
             await self.injector.relay.route(flow, events=stream)
+            ex.drop = lambda why: self.injector.relay.drop(flow, why)
         else:
             flow.metadata[WATCH_KEY] = stream
 
     def _may_hold(self, flow: http.HTTPFlow, ex: FlowExchange) -> bool:
         """May a fault hold this stream's events: a rule that may select the server's messages at
         its URL, a fault acting on the request itself (it may buffer or pace its stream, or
-        rewrite it: lingering), or a replay (the relay plays the recording)?"""
+        rewrite it: lingering), a fault that may drop it later (server_restart: only the relay
+        can end a stream mid-way, FlowExchange.drop), or a replay (the relay plays the recording)?"""
         if ex.rule is not None or REWRITE_KEY in flow.metadata or self.injector.replays:
             return True
         request = flow.request
@@ -113,7 +116,7 @@ class McpStreams:
         if key not in self._selects:
             if len(self._selects) >= _SELECTS_KEPT:  # a monitor may see endless URLs (a session in the path)
                 self._selects.clear()
-            self._selects[key] = _selects_server_messages(ex.scenario, *key[1:])
+            self._selects[key] = _selects_server_messages(ex.scenario, *key[1:]) or _drops_streams(ex.scenario)
         return self._selects[key]
 
     def response(self, flow: http.HTTPFlow) -> Awaitable[None] | None:
@@ -322,6 +325,10 @@ class ServerStream:
 
 def _selects_server_messages(scenario: Scenario, host: str, port: int, path: str) -> bool:
     return any(may_select_server_messages(rule.match, host, port, path) for rule in scenario.rules)
+
+
+def _drops_streams(scenario: Scenario) -> bool:
+    return any(FAULT_CLASSES[rule.fault.type].drops_streams for rule in scenario.rules)
 
 
 def _from_server(message: Message | None) -> bool:

@@ -53,6 +53,8 @@ class Relay:
         self._supplied: dict[str, http.Response] = {}
         self._handlers: dict[str, EventHandler] = {}
         self._failures: dict[str, str] = {}  # a routed flow's token -> why its upstream failed (failure())
+        # a routed flow's token -> its request while the relay answers it (None: on its way), for drop()
+        self._open: dict[str, web.Request | None] = {}
         self._tokens = itertools.count(1)
 
     async def ensure_started(self) -> int:
@@ -81,6 +83,7 @@ class Relay:
         if events is not None:
             spec["events"] = token = str(next(self._tokens))
             self._handlers[token] = events
+        self._open[spec["flow"]] = None
         flow.request.headers[TARGET_HEADER] = json.dumps(spec)
         flow.request.scheme = "http"
         flow.request.host = "127.0.0.1"
@@ -98,6 +101,20 @@ class Relay:
         if not self.routes(flow):
             return None
         return self._failures.pop(json.loads(flow.request.headers[TARGET_HEADER]).get("flow", ""), None)
+
+    def drop(self, flow: http.HTTPFlow, why: str) -> bool:
+        """End a routed flow's answer now, as a dropped upstream connection ends it: the client's
+        stream ends unfinished, the upstream's request is abandoned, and `why` is the flow's
+        error (failure()). A flow on its way to the relay is dropped as it arrives; False when
+        its answer has already ended (nothing to drop)."""
+        token = json.loads(flow.request.headers[TARGET_HEADER])["flow"]
+        if token not in self._open:
+            return False
+        self._failures[token] = why
+        request = self._open[token]
+        if request is not None and request.transport is not None:
+            request.transport.abort()  # the handler is cancelled with its connection (handler_cancellation)
+        return True
 
     def supply(self, flow: http.HTTPFlow, response: http.Response) -> None:
         """For a flow routed here: pace `response` instead of fetching the upstream (replay)."""
@@ -129,7 +146,20 @@ class Relay:
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         spec = json.loads(request.headers[TARGET_HEADER])
-        events = self._handlers.pop(spec.get("events", ""), None)
+        token, events = spec.get("flow", ""), self._handlers.pop(spec.get("events", ""), None)
+        if token in self._failures and request.transport is not None:  # dropped on its way (drop())
+            self._open.pop(token, None)
+            if events is not None:
+                events.end()
+            request.transport.abort()
+            raise asyncio.CancelledError
+        self._open[token] = request
+        try:
+            return await self._answer(request, spec, events)
+        finally:
+            self._open.pop(token, None)
+
+    async def _answer(self, request: web.Request, spec: dict, events: EventHandler | None) -> web.StreamResponse:
         if "supplied" in spec:
             supplied = self._supplied.pop(spec["supplied"])
             return await self._paced(request, spec, supplied.status_code, supplied.reason,

@@ -73,6 +73,8 @@ class Fault:
     holds its name, parameters, whether it forwards and whether it remembers reads."""
 
     kind: ClassVar[FaultKind]
+    # May it end streams other exchanges have open (proxy.mcp_http sends those through the relay)?
+    drops_streams: ClassVar[bool] = False
 
     def __init__(self, params: dict[str, Any], seed: str, relay: Relay) -> None:
         self.params = params

@@ -13,6 +13,9 @@ its requests reach the server again) and forgets them all when it ends. A server
 loses every session it held: the episode knows those it gave from its answers' `Mcp-Session-Id`
 (`note_session`, at most `EpisodeLimits.mcp_sessions`, the oldest forgotten), and a restart ends
 them all (`end_server_sessions`); a session the server gives afterwards is a new one and goes on.
+The restart also drops the streams the episode's exchanges still have open from that server
+(`drop_server_streams`): they end unfinished, as a dropped connection ends them, and their lines
+say `cut`, naming the fault in `consequence_of`.
 
 A token a fault expired: every later request carrying the same Authorization header is answered
 the fault's 401, until the client presents another (it refreshed or re-authenticated). Only a
@@ -116,6 +119,17 @@ def end_server_sessions(ex: FlowExchange, session: str, answer_again: Answer) ->
         del seen[(server, known)]
     for known in dict.fromkeys([*held, session]):
         end_session(ex, known, answer_again)
+
+
+def drop_server_streams(ex: FlowExchange) -> None:
+    """The server restarted and dropped every connection it had: the episode's other answers
+    still open from it (a GET stream, a slow call's stream) end unfinished (FlowExchange.drop),
+    each line's client outcome `cut` and its `consequence_of` naming this fault."""
+    cause = _cause(ex)
+    why = f"the server restarted (rule {cause['rule']}) and dropped the connection"
+    for other in list(ex.episode.inflight.values()):
+        if other is not ex and other.drop is not None and other.server() == ex.server() and other.drop(why):
+            other.outcome, other.consequence_of = "cut", dict(cause)
 
 
 def expire_token(flow: http.HTTPFlow, ex: FlowExchange, answer_again: Answer) -> bool:

@@ -6,14 +6,16 @@ the new, never-initialized server; or `after` it answered, the answer lost with 
 Over Streamable HTTP the proxy cannot restart a remote server: the sessions are gone, as
 session_expired's, and all of them: every session of the episode's that server had given (its
 answers' `Mcp-Session-Id`, proxy.faults.lingering.note_session) gets 404 from now on, while a new
-session goes on. In replay no server runs: the recording answers as the new server did, and the
+session goes on; and its streams still open (another session's GET stream, a slow call's answer)
+end unfinished, as its dropped connections end them (proxy.faults.lingering.drop_server_streams).
+In replay no server runs: the recording answers as the new server did, and the
 fault loses the same answer again and ends the same sessions (replay gives each its own id).
 """
 
 from __future__ import annotations
 
 from faultproxy.proxy.exchange import FlowExchange
-from faultproxy.proxy.faults.lingering import Answer, end_server_sessions
+from faultproxy.proxy.faults.lingering import Answer, drop_server_streams, end_server_sessions
 from faultproxy.proxy.faults.session_expired import SessionExpiredFault
 from faultproxy.proxy.stdio.route import STDIO_SUFFIX
 from faultproxy.scenarios.faults import server_restart
@@ -26,10 +28,13 @@ class ServerRestartFault(SessionExpiredFault):
     kind = server_restart.KIND
     ended_before = "the server restarted and forgot the session; the call never ran"
     ended_after = "then the server restarted and forgot the session before the client heard"
+    drops_streams = True
 
     def end(self, ex: FlowExchange, session: str, gone: Answer) -> None:
-        """The restarted server has forgotten every session it held, not only the faulted one."""
+        """The restarted server has forgotten every session it held, not only the faulted one,
+        and dropped the connections of the streams still open from it."""
         end_server_sessions(ex, session, gone)
+        drop_server_streams(ex)
 
     async def request(self, flow: http.HTTPFlow, ex: FlowExchange) -> None:
         if not flow.request.host.endswith(STDIO_SUFFIX):

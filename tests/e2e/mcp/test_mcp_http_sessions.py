@@ -3,16 +3,19 @@ sessions with the same server (the journal on the official SDK, behind a path of
 fault ends one, and the other goes on; a request with no session header (a health check on the
 same host, a third client's initialize) does not bring the ended one back, which keeps its 404
 as a server that lost it answers. And how many ended sessions an episode keeps is bounded.
-server_restart, unlike it, ends every session the server held, and only those.
+server_restart, unlike it, ends every session the server held, and only those, and drops the
+streams they still had open.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+import anyio
 import pytest
 import requests
 from mcp.shared.exceptions import MCPError
@@ -192,3 +195,60 @@ def test_a_restart_of_a_server_with_two_sessions_replays_with_the_server_stopped
     assert replayed.record["output"] == record["output"]
     held = [line for line in read_trace(replayed.trace) if line.get("consequence_of")]
     assert [json.loads(line["request"]["body"])["method"] for line in held if line["request"]["body"]] == ["tools/call"]
+
+
+class Gated(HttpServer):
+    """The journal with a tool that runs until the test releases it, counting the GET streams
+    its clients open."""
+
+    def __init__(self, state: Path) -> None:
+        self.running, self.release, self.gets = threading.Event(), threading.Event(), threading.Semaphore(0)
+        server = make_server(state)
+
+        @server.tool()
+        async def wait_for_release() -> str:
+            self.running.set()
+            await anyio.to_thread.run_sync(self.release.wait)
+            return "released"
+
+        app = server.streamable_http_app(host="127.0.0.1", streamable_http_path=PATH)
+
+        async def counted(scope, receive, send) -> None:
+            if scope["type"] == "http" and scope["method"] == "GET":
+                self.gets.release()
+            await app(scope, receive, send)
+        super().__init__(counted, PATH)
+
+    def __exit__(self, *exc: object) -> None:
+        self.release.set()  # the call the restart cut off still runs on the server behind the proxy
+        super().__exit__(*exc)
+
+
+async def test_a_restart_drops_the_streams_its_server_had_open(make_proxy, tmp_path: Path) -> None:
+    """A restarted server dropped every connection it had: the second session's call in flight
+    ends without its answer, its GET stream ends, and its next request gets 404; the trace says
+    each stream was cut, naming the restart."""
+    proxy = make_proxy(RESTART)
+    via = proxy.proxy_url("ep")
+    with Gated(tmp_path / "journal.json") as gated:
+        async with http_session(via, gated.url) as first, http_session(via, gated.url) as second:
+            for _ in range(2):  # each client's GET stream is open at the server
+                assert await asyncio.to_thread(gated.gets.acquire, timeout=30)
+            waiting = asyncio.create_task(second.call_tool("wait_for_release", {}))
+            assert await asyncio.to_thread(gated.running.wait, 30)
+            with pytest.raises(MCPError, match=GONE):
+                await first.call_tool("post_entry", POST)
+            with pytest.raises(MCPError, match="SSE stream ended without a response"):
+                await waiting
+            with pytest.raises(MCPError, match=GONE):
+                await second.list_tools()
+    proxy.stop()
+    lines = sorted(read_trace(next((tmp_path / "flows").iterdir())), key=lambda line: line["seq"])
+    [restart] = [line for line in lines if line["fault"]]
+    cut = [line for line in lines if line["client"]["outcome"] == "cut"]
+    assert sorted(json.loads(line["request"]["body"])["method"] if line["request"]["body"] else line["request"]["method"]
+                  for line in cut) == ["GET", "GET", "tools/call"]
+    for line in cut:
+        assert line["forwarded"] and line["upstream"]["status"] == 200, line
+        assert line["consequence_of"] == {"rule": "restart", "type": "server_restart", "seq": restart["seq"]}
+        assert "the server restarted (rule restart)" in line["error"]
