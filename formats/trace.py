@@ -37,7 +37,8 @@ The record (what read_trace yields, and what TraceWriter.write takes):
   fault:    rule, type, params, delivered, detail — or null
   consequence_of: only when the proxy answered the request because of what an earlier fault left
             (an MCP session it ended, a token it expired): {rule, type, seq} of that fault's line;
-            not forwarded, and no fault decision of its own
+            not forwarded, and no fault decision of its own; or when that fault cut a forwarded
+            request's open stream (a server_restart drops its server's streams): outcome `cut`
   infra_error: only when the proxy failed to reach or hear the upstream by no fault's doing
             (refused, DNS, TLS, a reset before the upstream answered; one after its status
             line is the upstream's own doing, `upstream` then holds what it sent): the reason. It makes the episode incomplete, unless the

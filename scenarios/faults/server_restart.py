@@ -7,7 +7,9 @@ server does (the official SDK's: a JSON-RPC error, "Invalid request parameters",
 Streamable HTTP the proxy cannot restart a remote server; the sessions are gone as they would be
 after one: 404 with the SDK server's body, on the call and on every later request of that
 session and of every other session of the episode's with that server (a restarted server has
-lost them all), while a new one the client initializes goes on (as after session_expired).
+lost them all), while a new one the client initializes goes on (as after session_expired); and
+the streams those sessions still had open (a GET stream, another call's answer stream) end
+unfinished, as the restarted server's dropped connections end them.
 `when: before` — the server restarted before the call came: over stdio the call reaches the new
 server, which refuses it (it never ran); over HTTP it gets the 404. `after` — the call ran, then
 the server restarted before its answer reached the client: the answer is lost (over stdio no
@@ -44,7 +46,10 @@ KIND = FaultKind(
                    "on the call (`when: before`) or, the call having run, its answer stream ends empty (`after`, "
                    "the default), then on every later request of that session and of the client's other sessions "
                    "with that server (all lost with the restart), while a new one the client initializes goes on "
-                   "(over stdio: the table above)"),
+                   "(over stdio: the table above); the streams those sessions still had open end unfinished, as "
+                   "a dropped connection ends them: a call in flight on another session gets no answer (the SDK's "
+                   "client: \"SSE stream ended without a response\", or, having an event id, a resuming GET with "
+                   "`Last-Event-ID` that gets the 404), and its GET stream ends"),
     robust_client=("initializes again (over stdio on the same stream: the SDK's `ClientSession.initialize()` "
                    "answers from its cache, so the client sends `initialize` itself, or starts the server anew), "
                    "re-lists the tools, and repeats the lost write only with its idempotency argument: a retry "

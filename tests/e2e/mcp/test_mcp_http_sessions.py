@@ -30,7 +30,7 @@ from faultproxy.replay_store.replay_proxy import ReplayOptions
 from faultproxy.runner.replay_agents import Replayer
 from faultproxy.scenarios import load_scenario
 from faultproxy.tasks.tasks_file import load_tasks
-from tests.support.agents.journal_mcp_server import entries, make_server
+from tests.support.agents.journal_mcp_server import Events, entries, make_server
 from tests.support.fixtures import scenario
 from tests.support.mcp_clients import HttpServer, http_session
 
@@ -198,8 +198,8 @@ def test_a_restart_of_a_server_with_two_sessions_replays_with_the_server_stopped
 
 
 class Gated(HttpServer):
-    """The journal with a tool that runs until the test releases it, counting the GET streams
-    its clients open."""
+    """The journal with a tool that runs until the test releases it, counting the GET requests
+    it gets; its events have ids (an event store), so a client that lost a stream resumes it."""
 
     def __init__(self, state: Path) -> None:
         self.running, self.release, self.gets = threading.Event(), threading.Event(), threading.Semaphore(0)
@@ -211,7 +211,8 @@ class Gated(HttpServer):
             await anyio.to_thread.run_sync(self.release.wait)
             return "released"
 
-        app = server.streamable_http_app(host="127.0.0.1", streamable_http_path=PATH)
+        app = server.streamable_http_app(host="127.0.0.1", streamable_http_path=PATH, event_store=Events(),
+                                         retry_interval=50)  # the client's wait before it resumes, in ms
 
         async def counted(scope, receive, send) -> None:
             if scope["type"] == "http" and scope["method"] == "GET":
@@ -226,8 +227,8 @@ class Gated(HttpServer):
 
 async def test_a_restart_drops_the_streams_its_server_had_open(make_proxy, tmp_path: Path) -> None:
     """A restarted server dropped every connection it had: the second session's call in flight
-    ends without its answer, its GET stream ends, and its next request gets 404; the trace says
-    each stream was cut, naming the restart."""
+    ends without its answer (the SDK's client resumes it with Last-Event-ID and gets 404), its GET
+    stream ends, and its next request gets 404; the trace says each stream was cut, naming the restart."""
     proxy = make_proxy(RESTART)
     via = proxy.proxy_url("ep")
     with Gated(tmp_path / "journal.json") as gated:
@@ -238,7 +239,7 @@ async def test_a_restart_drops_the_streams_its_server_had_open(make_proxy, tmp_p
             assert await asyncio.to_thread(gated.running.wait, 30)
             with pytest.raises(MCPError, match=GONE):
                 await first.call_tool("post_entry", POST)
-            with pytest.raises(MCPError, match="SSE stream ended without a response"):
+            with pytest.raises(MCPError, match="reconnection attempts were exhausted"):
                 await waiting
             with pytest.raises(MCPError, match=GONE):
                 await second.list_tools()
@@ -252,3 +253,6 @@ async def test_a_restart_drops_the_streams_its_server_had_open(make_proxy, tmp_p
         assert line["forwarded"] and line["upstream"]["status"] == 200, line
         assert line["consequence_of"] == {"rule": "restart", "type": "server_restart", "seq": restart["seq"]}
         assert "the server restarted (rule restart)" in line["error"]
+    resumed = [line for line in lines if line["request"]["method"] == "GET" and line["client"]["status"] == 404
+               and any(name.lower() == "last-event-id" for name, _ in line["request"]["headers"])]
+    assert resumed and all(line["consequence_of"]["seq"] == restart["seq"] and not line["forwarded"] for line in resumed)
