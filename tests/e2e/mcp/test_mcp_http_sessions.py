@@ -21,6 +21,7 @@ import requests
 from mcp.shared.exceptions import MCPError
 
 from faultproxy import Episode, run_function
+from faultproxy.evaluator.traces import parse_trace
 from faultproxy.formats.rundir import read_run
 from faultproxy.formats.trace import read_trace
 from faultproxy.proxy.episodes import EpisodeLimits
@@ -253,6 +254,8 @@ async def test_a_restart_drops_the_streams_its_server_had_open(make_proxy, tmp_p
         assert line["forwarded"] and line["upstream"]["status"] == 200, line
         assert line["consequence_of"] == {"rule": "restart", "type": "server_restart", "seq": restart["seq"]}
         assert "the server restarted (rule restart)" in line["error"]
+    [call] = [ex for ex in parse_trace(cut) if ex.method == "POST"]
+    assert call.unanswered == "its event stream ended without the answer"  # maybe committed (evaluator.traces.ambiguity)
     resumed = [line for line in lines if line["request"]["method"] == "GET" and line["client"]["status"] == 404
                and any(name.lower() == "last-event-id" for name, _ in line["request"]["headers"])]
     assert resumed and all(line["consequence_of"]["seq"] == restart["seq"] and not line["forwarded"] for line in resumed)
