@@ -12,7 +12,8 @@ shape from it, so that every check reads them as it reads HTTP traffic:
   `toolCall` after the last turn ended), and has no request body; a turn
   the session closed before its end is a cut answer (client outcome `cut`). The fault that fired
   on a message of the turn (the last delivered one, if several) is the turn's fault, so a close
-  mid-answer is a fault of the model call it cut;
+  mid-answer is a fault of the model call it cut; a message held behind an injection is read once,
+  in its `resent` copy (the one the client got), the held one keeping its fault;
 - a tool call per function call the model made, `POST <upgrade path>` with the arguments as its
   body: named by tool patterns as an MCP tool is (`POST */tools/refund_order`, tried on
   `<path>/tools/<name>`), and answered (committed) when the client sent its output back, unless
@@ -92,7 +93,7 @@ def _turns(line: Mapping[str, Any], api: LiveApi, events: list[tuple[dict, Any]]
         if current is None:
             # a server that starts an answer no client event asked for (voice activity detection)
             # started the turn even when the proxy withheld that start from the client; a `resent`
-            # message is the copy of a held one, already read where it was held
+            # message is the copy of a held one, whose start was read where it was held
             starts = live_turn_edge(api, event, "client") if client else not message.get("resent") \
                 and live_server_start(api, event if event is not None else _json(message.get("text")))
             if not starts:
@@ -101,9 +102,11 @@ def _turns(line: Mapping[str, Any], api: LiveApi, events: list[tuple[dict, Any]]
             current = {"start": message, "messages": pending, "sse": []}
             pending = []
         current["messages"].append(message)
-        if not client and event is not None:
+        if client or message.get("held"):  # a held copy is read where the client got it: its `resent` copy
+            continue
+        if event is not None:
             current["sse"].append([round(message["t"] - current["start"]["t"], 6), "data: " + json.dumps(event)])
-        if not client and live_turn_edge(api, event, "server"):
+        if live_turn_edge(api, event, "server"):
             turns.append(_turn_line(line, api, current, message))
             current = None
     if current is not None:  # the session ended mid-turn

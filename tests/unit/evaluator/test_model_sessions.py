@@ -80,3 +80,14 @@ def test_a_message_resent_behind_an_injection_starts_no_turn_of_its_own():
                    ("server", call, {"held": True}), ("server", {"goAway": {}}, {"injected": True}),
                    ("server", call, {"resent": True}))
     assert [ex.started for ex in model_calls(line)] == [101.0]  # the held toolCall started and ended it
+
+
+def test_a_held_message_is_read_once_where_the_client_got_it():
+    delta = {"type": "response.output_text.delta", "delta": "Done."}
+    error = {"type": "error", "error": {"code": "server_error"}}
+    line = session(REALTIME, ("client", {"type": "response.create"}), ("server", delta, {"held": True}),
+                   ("server", DONE, {"held": True}), ("server", error, {"injected": True}),
+                   ("server", delta, {"resent": True}), ("server", DONE, {"resent": True}))
+    [turn] = model_calls(line)
+    assert (turn.started, turn.raw["duration_s"]) == (100.0, 5.0)  # ended by the done the client got, behind the error
+    assert [s[0] for s in turn.raw["upstream"]["sse"]] == [3.0, 4.0, 5.0] and final_answer(parse_trace([line])) == "Done."
